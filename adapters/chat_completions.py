@@ -1,0 +1,127 @@
+"""openai.chat_completions.v1: plain OpenAI-compatible Chat Completions through the openai SDK.
+
+A leaf action: it sends the strategy's messages behind the system prompt, waits for the whole text
+and the usage (streamed or not), and reports what happened. Refusal (finish_reason content_filter)
+and truncation (finish_reason length) are errors of their own kinds: neither can carry an action.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx2
+import openai
+
+from turnstate.machine.config import RequestConfig
+from turnstate.machine.contract import Endpoint, ErrorKind, ModelRequest, ModelResponse, ProviderError, Usage
+
+ADAPTER_ID = "openai.chat_completions.v1"
+
+_FINISH_ERRORS = {"length": ErrorKind.TRUNCATED, "content_filter": ErrorKind.REFUSAL}
+_TRANSIENT_STATUS = {408, 409, 429}
+
+
+class ChatCompletionsAdapter:
+    adapter_id = ADAPTER_ID
+
+    def __init__(self, client: openai.OpenAI, settings: RequestConfig) -> None:
+        self.client = client
+        self.settings = settings
+
+    @classmethod
+    def connect(cls, endpoint: Endpoint, timeout_seconds: float, settings: RequestConfig) -> ChatCompletionsAdapter:
+        base_url = f"{endpoint.base_url}/v1" if endpoint.is_local else endpoint.base_url
+        # The harness owns retries: the SDK's own would hide failures from the machine.
+        client = openai.OpenAI(base_url=base_url, api_key=endpoint.api_key, max_retries=0, timeout=timeout_seconds)
+        return cls(client, settings)
+
+    def build_request(self, request: ModelRequest) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.settings.model,
+            "messages": [{"role": "system", "content": request.system}, *map(dict, request.messages)],
+            "max_tokens": self.settings.max_output_tokens,
+        }
+        if self.settings.temperature is not None:
+            body["temperature"] = self.settings.temperature
+        if self.settings.stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        return body
+
+    def call(self, request: ModelRequest) -> ModelResponse | ProviderError:
+        body = self.build_request(request)
+        try:
+            if self.settings.stream:
+                return self._collect_stream(self.client.chat.completions.create(**body))
+            return self._normalize(self.client.chat.completions.create(**body))
+        except (openai.APIError, httpx2.HTTPError) as error:
+            return self.classify(error)
+
+    def _normalize(self, completion: Any) -> ModelResponse | ProviderError:
+        choice = completion.choices[0]
+        return _finish(choice.message.content or "", choice.finish_reason, _usage(completion.usage), completion.id)
+
+    def _collect_stream(self, stream: Any) -> ModelResponse | ProviderError:
+        parts: list[str] = []
+        finish_reason = None
+        usage = Usage()
+        response_id = None
+        with stream:
+            for chunk in stream:
+                response_id = chunk.id
+                if chunk.usage is not None:
+                    usage = _usage(chunk.usage)
+                for choice in chunk.choices:
+                    parts.append(choice.delta.content or "")
+                    finish_reason = choice.finish_reason or finish_reason
+        if finish_reason is None:
+            # The stream ended without saying how: treat like a cut connection.
+            return ProviderError(ErrorKind.TRANSIENT, usage, {"error_class": "IncompleteStream"})
+        return _finish("".join(parts), finish_reason, usage, response_id)
+
+    def classify(self, error: Exception) -> ProviderError:
+        diagnostics: dict[str, Any] = {"error_class": type(error).__name__}
+        if isinstance(error, openai.APIStatusError):
+            diagnostics |= {"status": error.status_code, "code": error.code, "request_id": error.request_id}
+            return ProviderError(_status_kind(error), Usage(), diagnostics)
+        # Connection refused or cut, timeouts, a stream broken mid-way: the same request may succeed.
+        return ProviderError(ErrorKind.TRANSIENT, Usage(), diagnostics)
+
+
+def _status_kind(error: openai.APIStatusError) -> ErrorKind:
+    if error.status_code == 400 and _is_context_overflow(error):
+        return ErrorKind.CONTEXT_OVERFLOW
+    if error.status_code in _TRANSIENT_STATUS or error.status_code >= 500:
+        return ErrorKind.TRANSIENT
+    return ErrorKind.FATAL
+
+
+def _is_context_overflow(error: openai.APIStatusError) -> bool:
+    # OpenAI says so with a code; vLLM and other open-weight servers only in the message.
+    return error.code == "context_length_exceeded" or "maximum context length" in str(error.message).lower()
+
+
+def _finish(text: str, finish_reason: str, usage: Usage, response_id: str | None) -> ModelResponse | ProviderError:
+    kind = _FINISH_ERRORS.get(finish_reason)
+    if kind is not None:
+        return ProviderError(kind, usage, {"finish_reason": finish_reason})
+    return ModelResponse(
+        text=text,
+        usage=usage,
+        stop_reason=finish_reason,
+        response_id=response_id,
+        native_items=({"role": "assistant", "content": text},),
+    )
+
+
+def _usage(usage: Any) -> Usage:
+    if usage is None:
+        return Usage()
+    prompt_details = getattr(usage, "prompt_tokens_details", None)
+    completion_details = getattr(usage, "completion_tokens_details", None)
+    return Usage(
+        input_tokens=usage.prompt_tokens or 0,
+        cached_input_tokens=getattr(prompt_details, "cached_tokens", None) or 0,
+        output_tokens=usage.completion_tokens or 0,
+        reasoning_tokens=getattr(completion_details, "reasoning_tokens", None) or 0,
+    )

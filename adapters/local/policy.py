@@ -1,0 +1,164 @@
+"""The deterministic "model" of the embedded local provider: it plays beacon_grid from text only.
+
+It reads nothing but the request, as a real model would, so how well it plays measures what the
+harness kept in the window: a level's beacon letter appears only in that level's first frame, and
+survives later turns only if that frame, or a carry-forward `NOTES: level N beacon X` line, is still
+in the messages. Without it the policy guesses door A and fails any level whose beacon is not A.
+
+The frame format is parsed here on purpose instead of imported from the environment: the policy must
+know no more than the text it is given.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+Cell = tuple[int, int]  # (row, column)
+
+FRAME_HEADER = re.compile(r"^LEVEL (\d+)/(\d+) \| STATE (\w+)[ \t]*$", re.MULTILINE)
+BEACON_LINE = re.compile(r"^BEACON \(level (\d+)\): ([A-Z])[ \t]*$", re.MULTILINE)
+NOTES_MENTION = re.compile(r"\bNOTES: level (\d+) beacon ([A-Z])\b")
+GRID_ROW = re.compile(r"^#[#.@A-Z]*#$")
+STANDING_ON_DOOR = re.compile(r"^STANDING ON: door ([A-Z])[ \t]*$", re.MULTILINE)
+
+NOTES_REQUEST = "NOTES:"  # in the system prompt, the harness's carry-forward instruction
+GUESS_DOOR = "A"
+WALL, PLAYER = "#", "@"
+# Checked in this order, which is the tie-break between equally short paths.
+STEPS: tuple[tuple[str, Cell], ...] = (
+    ("ACTION1", (-1, 0)),
+    ("ACTION2", (1, 0)),
+    ("ACTION3", (0, -1)),
+    ("ACTION4", (0, 1)),
+)
+ENTER, WAIT, RESET = "ACTION5", "ACTION6", "RESET"
+
+
+@dataclass(frozen=True)
+class SeenFrame:
+    """The parts of a rendered frame the policy acts on."""
+
+    level: int
+    state: str
+    grid: tuple[str, ...]
+    standing_on_door: str | None
+
+
+def reply(system: str, messages: Sequence[Mapping[str, object]]) -> str:
+    """The model's answer to one chat request: a summary line, `ACTION: ...`, and NOTES if asked."""
+    frame = last_frame(messages)
+    if frame is None:
+        return "I see no game frame, so I take no action."
+    if frame.state == "WIN":
+        return f"Level {frame.level}: all levels cleared, nothing left to do."
+
+    beacon = known_beacon(messages, frame.level)
+    if frame.state == "GAME_OVER":
+        summary, action = f"Level {frame.level}: wrong door, restarting the level.", RESET
+    else:
+        target = beacon or GUESS_DOOR
+        how = "beacon seen" if beacon else "beacon unknown, guessing"
+        summary = f"Level {frame.level}: heading for door {target} ({how})."
+        action = next_action(frame, target)
+
+    lines = [summary, f"ACTION: {action}"]
+    if NOTES_REQUEST in system:
+        lines.append(f"NOTES: level {frame.level} beacon {beacon or 'unknown'}")
+    return "\n".join(lines)
+
+
+def message_text(message: Mapping[str, object]) -> str:
+    content = message.get("content")
+    return content if isinstance(content, str) else ""
+
+
+def last_frame(messages: Sequence[Mapping[str, object]]) -> SeenFrame | None:
+    """The newest frame: the last `LEVEL n/m | STATE ...` block of the last message holding one."""
+    for message in reversed(messages):
+        text = message_text(message)
+        headers = list(FRAME_HEADER.finditer(text))
+        if headers:
+            return parse_frame(headers[-1], text)
+    return None
+
+
+def parse_frame(header: re.Match[str], text: str) -> SeenFrame:
+    """Read the frame that starts at `header`; anything after it in `text` belongs to it."""
+    block = text[header.end():]
+    grid: list[str] = []
+    for line in block.splitlines():
+        if GRID_ROW.match(line):
+            grid.append(line)
+        elif grid:
+            break  # the grid is the first run of wall-bounded rows
+    door = STANDING_ON_DOOR.search(block)
+    return SeenFrame(
+        level=int(header.group(1)),
+        state=header.group(3),
+        grid=tuple(grid),
+        standing_on_door=door.group(1) if door else None,
+    )
+
+
+def known_beacon(messages: Sequence[Mapping[str, object]], level: int) -> str | None:
+    """The latest beacon letter any message gives for `level`, from a frame or a NOTES line."""
+    latest = None
+    for message in messages:
+        text = message_text(message)
+        mentions = [*BEACON_LINE.finditer(text), *NOTES_MENTION.finditer(text)]
+        mentions.sort(key=match_start)
+        for mention in mentions:
+            if int(mention.group(1)) == level:
+                latest = mention.group(2)
+    return latest
+
+
+def match_start(match: re.Match[str]) -> int:
+    return match.start()
+
+
+def next_action(frame: SeenFrame, target: str) -> str:
+    """Enter the target door if on it, else one step along a shortest path to it; wait if lost."""
+    if frame.standing_on_door == target:
+        return ENTER
+    player, goal = find_cell(frame.grid, PLAYER), find_cell(frame.grid, target)
+    if player is None or goal is None:
+        return WAIT
+    distances = distances_to(goal, frame.grid)
+    here = distances.get(player)
+    if here is None:
+        return WAIT
+    for action, (d_row, d_column) in STEPS:
+        if distances.get((player[0] + d_row, player[1] + d_column)) == here - 1:
+            return action
+    return WAIT
+
+
+def find_cell(grid: Sequence[str], symbol: str) -> Cell | None:
+    for row, line in enumerate(grid):
+        column = line.find(symbol)
+        if column >= 0:
+            return (row, column)
+    return None
+
+
+def distances_to(goal: Cell, grid: Sequence[str]) -> dict[Cell, int]:
+    """Moves from every reachable cell to `goal`, walking on anything that is not a wall."""
+    distances = {goal: 0}
+    queue = deque([goal])
+    while queue:
+        row, column = queue.popleft()
+        for _, (d_row, d_column) in STEPS:
+            neighbour = (row + d_row, column + d_column)
+            if neighbour not in distances and is_walkable(grid, neighbour):
+                distances[neighbour] = distances[(row, column)] + 1
+                queue.append(neighbour)
+    return distances
+
+
+def is_walkable(grid: Sequence[str], cell: Cell) -> bool:
+    row, column = cell
+    return 0 <= row < len(grid) and 0 <= column < len(grid[row]) and grid[row][column] != WALL

@@ -1,0 +1,193 @@
+"""The turn contract: the normalized shapes that pass between strategies, adapters and the runner.
+
+A strategy builds a `ModelRequest`; an adapter turns it into one SDK call and answers with a
+`ModelResponse` or a `ProviderError` whose `kind` is one of a handful the machines branch on. The
+adapter never decides what happens next; it only says what happened.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from turnstate.machine.engine import Effect, Event
+
+
+class ErrorKind(str, enum.Enum):
+    TRANSIENT = "transient"  # 408/409/429/5xx, connection cut: the same request may succeed later
+    CONTEXT_OVERFLOW = "context_overflow"  # the request does not fit the provider's window
+    REFUSAL = "refusal"  # the provider declined to answer
+    TRUNCATED = "truncated"  # the answer was cut (output limit); it cannot carry an action
+    FATAL = "fatal"  # auth, bad request, unknown model: retrying cannot help
+
+
+RETRYABLE_KINDS = frozenset({ErrorKind.TRANSIENT, ErrorKind.REFUSAL, ErrorKind.TRUNCATED})
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Provider-reported token usage. `input_tokens` includes cached ones; zero means unreported."""
+
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.cached_input_tokens + other.cached_input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "input_tokens": self.input_tokens,
+            "cached_input_tokens": self.cached_input_tokens,
+            "output_tokens": self.output_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+            "total_tokens": self.total_tokens,
+        }
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    """One model request as a strategy built it.
+
+    `messages` are in the shape the adapter replays (normalized {role, content} for manual_rolling;
+    native items for continuation strategies). `readable` is the projection written to artifacts.
+    """
+
+    system: str
+    messages: tuple[Mapping[str, Any], ...]
+    readable: tuple[Mapping[str, str], ...]
+
+
+@dataclass(frozen=True)
+class ModelResponse:
+    text: str
+    usage: Usage
+    stop_reason: str
+    reasoning_summary: str | None = None
+    response_id: str | None = None
+    # Adapter-owned items to replay in the next request; may hold opaque provider state, so they
+    # live in memory only and are never written to an artifact.
+    native_items: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class ProviderError:
+    """A failed call, classified. `diagnostics` is allowlisted (class, status, code, request id):
+    never the provider's message or body, which may echo the request."""
+
+    kind: ErrorKind
+    usage: Usage = Usage()
+    diagnostics: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where an adapter's SDK client points. `base_url` is the provider root as the profile gave it;
+    for the embedded local provider it is the server root and each adapter appends its API prefix."""
+
+    base_url: str
+    api_key: str
+    is_local: bool
+
+
+class ProviderAdapter(Protocol):
+    """A leaf action: one normalized request to one SDK call, and back."""
+
+    adapter_id: str
+
+    def build_request(self, request: ModelRequest) -> dict[str, Any]: ...
+
+    def call(self, request: ModelRequest) -> ModelResponse | ProviderError: ...
+
+    def classify(self, error: Exception) -> ProviderError: ...
+
+
+# Events the conversation machines accept, named as facts.
+
+
+@dataclass(frozen=True)
+class ObservationArrived(Event):
+    trigger = "observed"
+    text: str
+
+
+@dataclass(frozen=True)
+class InputBuffered(Event):
+    """An input that arrived without a model call (GAME_OVER, a reset observation)."""
+
+    trigger = "buffered"
+    text: str
+
+
+@dataclass(frozen=True)
+class ProviderReplied(Event):
+    trigger = "replied"
+    response: ModelResponse
+
+
+@dataclass(frozen=True)
+class ProviderFailed(Event):
+    trigger = "failed"
+    error: ProviderError
+
+
+@dataclass(frozen=True)
+class ContextOverflowed(Event):
+    trigger = "overflowed"
+    error: ProviderError
+
+
+@dataclass(frozen=True)
+class ActionAccepted(Event):
+    trigger = "action_accepted"
+    action: str
+
+
+@dataclass(frozen=True)
+class ActionRejected(Event):
+    trigger = "action_rejected"
+    reason: str
+
+
+def outcome_event(outcome: ModelResponse | ProviderError) -> Event:
+    """The event that reports an adapter call's outcome to a machine."""
+    if isinstance(outcome, ModelResponse):
+        return ProviderReplied(outcome)
+    if outcome.kind is ErrorKind.CONTEXT_OVERFLOW:
+        return ContextOverflowed(outcome)
+    return ProviderFailed(outcome)
+
+
+# Effects the machines emit and the runner performs.
+
+
+@dataclass(frozen=True)
+class CallProvider(Effect):
+    request: ModelRequest
+
+
+@dataclass(frozen=True)
+class ParseAction(Effect):
+    response: ModelResponse
+
+
+@dataclass(frozen=True)
+class SubmitAction(Effect):
+    action: str
+
+
+@dataclass(frozen=True)
+class FailClosed(Effect):
+    reason: str

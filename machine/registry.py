@@ -1,0 +1,60 @@
+"""The local adapter registry: the only adapter ids a profile may name.
+
+A profile selects an adapter by a stable local id; the harness never downloads or executes code
+named by a profile. Each descriptor records what a reviewer needs: the provider, the API surface,
+the implementation path and version, which strategies it implements, and its review status.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Literal
+
+ReviewStatus = Literal["unreviewed", "provider_reference", "provider_approved"]
+
+
+@dataclass(frozen=True)
+class AdapterDescriptor:
+    adapter_id: str
+    provider: str
+    api_surface: str
+    implementation: str  # "module:Class", importable
+    implementation_path: str  # the source file, relative to the repository root
+    version: str
+    review_status: ReviewStatus
+    strategies: tuple[str, ...]
+
+    def load(self) -> type:
+        module_name, class_name = self.implementation.split(":")
+        return getattr(importlib.import_module(module_name), class_name)
+
+
+ADAPTERS: dict[str, AdapterDescriptor] = {
+    descriptor.adapter_id: descriptor
+    for descriptor in (
+        AdapterDescriptor(
+            adapter_id="openai.chat_completions.v1",
+            provider="openai-compatible",
+            api_surface="chat.completions",
+            implementation="turnstate.adapters.chat_completions:ChatCompletionsAdapter",
+            implementation_path="adapters/chat_completions.py",
+            version="1.0.0",
+            review_status="unreviewed",
+            strategies=("manual_rolling",),
+        ),
+    )
+}
+
+
+class UnknownAdapter(KeyError):
+    pass
+
+
+def descriptor_for(adapter_id: str) -> AdapterDescriptor:
+    try:
+        return ADAPTERS[adapter_id]
+    except KeyError:
+        raise UnknownAdapter(
+            f"adapter id {adapter_id!r} is not registered; registered ids: {', '.join(sorted(ADAPTERS))}"
+        ) from None

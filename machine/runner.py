@@ -1,0 +1,313 @@
+"""The runner: the agent loop that performs what the machines decide.
+
+observe -> render input -> the strategy machine builds a request -> the adapter calls the provider ->
+parse the action -> the machine commits (or retries from the unchanged accepted state) -> submit the
+action to the environment. The machine emits effects; the runner performs each one and feeds the
+outcome back as the next event, so every decision stays in the machine's table.
+
+A GAME_OVER frame arrives without a model call: the runner buffers it in the accepted state, resets
+the game itself, and the reset frame prompts the next call, with the buffered frame replayed first.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from turnstate.machine import scaffold
+from turnstate.machine.accounting import Ledger
+from turnstate.machine.artifacts import ArtifactWriter, new_run_id
+from turnstate.machine.config import ClientConfig, Profile
+from turnstate.machine.contract import (
+    ActionAccepted,
+    ActionRejected,
+    CallProvider,
+    Endpoint,
+    FailClosed,
+    InputBuffered,
+    ModelResponse,
+    ObservationArrived,
+    ParseAction,
+    ProviderAdapter,
+    SubmitAction,
+    Usage,
+    outcome_event,
+)
+from turnstate.machine.engine import Event, LiveMachine
+from turnstate.machine.environments import Environment, Frame, GameState, make_environment
+from turnstate.machine.registry import descriptor_for
+from turnstate.strategies import start_strategy
+
+RESET = "RESET"
+LOCAL_API_KEY = "local-provider-key"
+
+
+@contextmanager
+def open_endpoint(client: ClientConfig) -> Iterator[Endpoint]:
+    """Start the embedded local provider for `base_url: local`; otherwise read the key from the env."""
+    if not client.is_local:
+        assert client.api_key_env is not None  # the profile validator guarantees it
+        api_key = os.environ.get(client.api_key_env)
+        if not api_key:
+            raise RunSetupError(f"client.api_key_env names {client.api_key_env}, which is not set; export it")
+        yield Endpoint(client.base_url, api_key, is_local=False)
+        return
+    from turnstate.adapters.local.faults import Fault
+    from turnstate.adapters.local.server import LocalProvider
+
+    local = client.local
+    options: dict[str, Any] = {}
+    if local is not None:
+        if local.context_window is not None:
+            options["context_window"] = local.context_window
+        options["faults"] = [Fault(at=fault.at, kind=fault.kind) for fault in local.faults]
+    with LocalProvider(**options) as provider:
+        yield Endpoint(provider.base_url, LOCAL_API_KEY, is_local=True)
+
+
+class RunSetupError(RuntimeError):
+    pass
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    artifacts: Path
+    outcome: str  # win | max_actions | failed_closed
+    failure: str | None
+    steps: int
+    accepted_actions: int
+    failed_attempts: int
+    levels_won: int
+    usage: Usage
+    unattributed_usage: Usage
+    cost: float
+    wall_seconds: float
+    provider_seconds: float
+
+
+@dataclass
+class StepProgress:
+    step: int
+    action: str
+    level: int
+    levels: int
+    failed_attempts: int
+
+
+@dataclass
+class _Attempt:
+    """One provider call within a step, as the step record shows it."""
+
+    messages: list[dict[str, str]]
+    outcome: str
+    usage: Usage
+    response_text: str | None = None
+    problem: str | None = None
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome,
+            "problem": self.problem,
+            "diagnostics": self.diagnostics,
+            "usage": self.usage.to_dict(),
+            "response_text": self.response_text,
+        }
+
+
+class Runner:
+    def __init__(
+        self,
+        profile: Profile,
+        out_dir: Path,
+        adapter_factory: Callable[[Endpoint], ProviderAdapter] | None = None,
+        on_step: Callable[[StepProgress], None] | None = None,
+    ) -> None:
+        self.profile = profile
+        self.out_dir = Path(out_dir)
+        self.descriptor = descriptor_for(profile.runtime.adapter_id)
+        self._adapter_factory = adapter_factory or self._connect_registered_adapter
+        self.on_step = on_step
+
+    def _connect_registered_adapter(self, endpoint: Endpoint) -> ProviderAdapter:
+        adapter_class = self.descriptor.load()
+        return adapter_class.connect(endpoint, self.profile.client.timeout_seconds, self.profile.request)
+
+    def run(self) -> RunResult:
+        profile = self.profile
+        with open_endpoint(profile.client) as endpoint:
+            adapter = self._adapter_factory(endpoint)
+            environment = make_environment(profile.environment.name, profile.environment.seed, profile.environment.options)
+            writer = ArtifactWriter(self.out_dir, new_run_id(profile.id), secrets=(endpoint.api_key,))
+            try:
+                return _Loop(profile, adapter, environment, writer, self.on_step).play(self._meta_base(endpoint))
+            finally:
+                writer.close()
+
+    def _meta_base(self, endpoint: Endpoint) -> dict[str, Any]:
+        descriptor = self.descriptor
+        return {
+            "adapter_id": descriptor.adapter_id,
+            "strategy": self.profile.runtime.state,
+            "config_id": self.profile.id,
+            # The profile never holds a key, only the name of the variable that does.
+            "settings": self.profile.model_dump(mode="json"),
+            "endpoint": "local" if endpoint.is_local else endpoint.base_url,
+            "implementation_path": descriptor.implementation_path,
+            "adapter_version": descriptor.version,
+            "review_status": descriptor.review_status,
+            "harness_commit": os.environ.get("ARC_HARNESS_COMMIT_SHA") or None,
+        }
+
+
+class _Loop:
+    """One run's mutable bookkeeping, kept apart from the Runner's configuration."""
+
+    def __init__(self, profile: Profile, adapter: ProviderAdapter, environment: Environment, writer: ArtifactWriter, on_step: Callable[[StepProgress], None] | None) -> None:
+        self.profile = profile
+        self.adapter = adapter
+        self.environment = environment
+        self.writer = writer
+        self.on_step = on_step
+        self.ledger = Ledger(profile.pricing)
+        system = scaffold.system_prompt(environment.actions)
+        self.machine: LiveMachine = start_strategy(profile, system)
+        self.provider_seconds = 0.0
+        self.failed_attempts = 0
+
+    def play(self, meta: dict[str, Any]) -> RunResult:
+        started = time.perf_counter()
+        frame = self.environment.reset()
+        first_level = frame.level
+        steps = 0
+        outcome, failure = "max_actions", None
+        while steps < self.profile.agent.max_actions:
+            action, failure = self._turn(steps + 1, scaffold.render_observation(frame))
+            if action is None:
+                outcome = "failed_closed"
+                break
+            steps += 1
+            frame = self.environment.step(action)
+            if self.on_step:
+                self.on_step(StepProgress(steps, action, frame.level, frame.levels, self.failed_attempts))
+            if frame.state is GameState.WIN:
+                outcome = "win"
+                break
+            if frame.state is GameState.GAME_OVER:
+                frame = self._reset_after_game_over(frame)
+        levels_won = (frame.level - first_level) + (1 if frame.state is GameState.WIN else 0)
+        result = RunResult(
+            run_id=self.writer.path.name,
+            artifacts=self.writer.path,
+            outcome=outcome,
+            failure=failure,
+            steps=steps,
+            accepted_actions=steps,
+            failed_attempts=self.failed_attempts,
+            levels_won=levels_won,
+            usage=self.ledger.total,
+            unattributed_usage=self.ledger.unattributed,
+            cost=self.ledger.cost(self.ledger.total),
+            wall_seconds=time.perf_counter() - started,
+            provider_seconds=self.provider_seconds,
+        )
+        self.writer.write_json("run_meta.json", meta | _totals(result, self.ledger))
+        return result
+
+    def _reset_after_game_over(self, frame: Frame) -> Frame:
+        self._fire(InputBuffered(scaffold.render_observation(frame)))
+        return self.environment.step(RESET)
+
+    def _turn(self, index: int, observation: str) -> tuple[str | None, str | None]:
+        """Drive the machine through one turn; return (accepted action, None) or (None, failure)."""
+        fired_before = len(self.machine.fired)
+        attempts: list[_Attempt] = []
+        effects = deque(self._fire(ObservationArrived(observation)))
+        action = failure = None
+        while effects:
+            effect = effects.popleft()
+            if isinstance(effect, CallProvider):
+                next_event = self._call(effect, attempts)
+            elif isinstance(effect, ParseAction):
+                next_event = self._parse(effect.response, attempts[-1])
+            elif isinstance(effect, SubmitAction):
+                action, next_event = effect.action, None
+            elif isinstance(effect, FailClosed):
+                failure, next_event = effect.reason, None
+            else:
+                raise TypeError(f"runner cannot perform effect {effect!r}")
+            if next_event is not None:
+                effects.extend(self._fire(next_event))
+        self.failed_attempts += sum(1 for attempt in attempts if attempt.outcome != "accepted")
+        if action is not None:
+            self._write_step(index, action, attempts, fired_before)
+        return action, failure
+
+    def _fire(self, event: Event) -> list[Any]:
+        effects = self.machine.fire(event)
+        fired = self.machine.fired[-1]
+        self.writer.log_transition({**asdict(fired), "event": type(event).__name__})
+        return effects
+
+    def _call(self, effect: CallProvider, attempts: list[_Attempt]) -> Event:
+        request = effect.request
+        sent = [{"role": "system", "content": request.system}, *map(dict, request.readable)]
+        started = time.perf_counter()
+        outcome = self.adapter.call(request)
+        self.provider_seconds += time.perf_counter() - started
+        self.ledger.record_call(outcome.usage, succeeded=isinstance(outcome, ModelResponse))
+        if isinstance(outcome, ModelResponse):
+            attempts.append(_Attempt(sent, "replied", outcome.usage, response_text=outcome.text))
+        else:
+            attempts.append(_Attempt(sent, outcome.kind.value, outcome.usage, diagnostics=dict(outcome.diagnostics)))
+        return outcome_event(outcome)
+
+    def _parse(self, response: ModelResponse, attempt: _Attempt) -> Event:
+        parsed = scaffold.parse_action(response.text, self.environment.actions)
+        if parsed.action is None:
+            attempt.outcome, attempt.problem = "action_rejected", parsed.problem
+            return ActionRejected(parsed.problem or "invalid action")
+        attempt.outcome = "accepted"
+        return ActionAccepted(parsed.action)
+
+    def _write_step(self, index: int, action: str, attempts: list[_Attempt], fired_before: int) -> None:
+        accepted = attempts[-1]
+        usage = self.ledger.take_for_step()
+        self.writer.write_step(
+            index,
+            {
+                "step": index,
+                "messages_sent": accepted.messages,
+                "response_text": accepted.response_text,
+                "reasoning_summary": None,
+                "action": action,
+                "usage": usage.to_dict(),
+                "cost_estimate": self.ledger.cost(usage),
+                "retries": [attempt.record() for attempt in attempts[:-1]],
+                "transitions": [asdict(fired) for fired in self.machine.fired[fired_before:]],
+            },
+        )
+
+
+def _totals(result: RunResult, ledger: Ledger) -> dict[str, Any]:
+    return {
+        "outcome": result.outcome,
+        "failure": result.failure,
+        "steps": result.steps,
+        "accepted_actions": result.accepted_actions,
+        "failed_attempts": result.failed_attempts,
+        "levels_won": result.levels_won,
+        "provider_calls": ledger.calls,
+        "usage": result.usage.to_dict(),
+        "unattributed_usage": result.unattributed_usage.to_dict(),
+        "cost_estimate": result.cost,
+        "wall_seconds": round(result.wall_seconds, 3),
+        "provider_seconds": round(result.provider_seconds, 3),
+    }

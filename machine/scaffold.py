@@ -1,0 +1,45 @@
+"""The task scaffold the runner owns: what the model is told, and how an action is read back.
+
+Strategies never see these rules; they only carry whatever text the scaffold renders.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from turnstate.machine.environments import Frame
+
+_ACTION_LINE = re.compile(r"^ACTION:\s*(\S+)\s*$", re.MULTILINE)
+
+
+def system_prompt(actions: Sequence[str]) -> str:
+    return (
+        "You are an agent playing a turn-based grid game. Each user message shows the latest frame "
+        "of the game as text (sometimes several frames, oldest first). Think briefly, then answer "
+        "with exactly one line of the form 'ACTION: <name>', where <name> is one of: "
+        f"{', '.join(actions)}."
+    )
+
+
+def render_observation(frame: Frame) -> str:
+    return frame.text
+
+
+@dataclass(frozen=True)
+class ParsedAction:
+    action: str | None
+    problem: str | None = None
+
+
+def parse_action(text: str, allowed: Sequence[str]) -> ParsedAction:
+    """Exactly one 'ACTION: <name>' line naming an allowed action; anything else is rejected."""
+    names = _ACTION_LINE.findall(text)
+    if not names:
+        return ParsedAction(None, "the reply has no 'ACTION: <name>' line")
+    if len(names) > 1:
+        return ParsedAction(None, f"the reply names {len(names)} actions; exactly one is allowed")
+    if names[0] not in allowed:
+        return ParsedAction(None, f"unknown action {names[0]!r}")
+    return ParsedAction(names[0])

@@ -1,0 +1,101 @@
+"""The RuntimeState envelope: what is carried from one accepted turn to the next.
+
+The envelope is the harness's; the payload is the adapter's. The harness checks what it can without
+knowing the payload: the schema version, that the adapter id and strategy are the ones the run was
+configured with, that everything is JSON-serializable (so it could be checkpointed), and that the
+accepted-turn boundaries are ordered, non-overlapping spans of `payload["items"]`, so that overflow
+recovery and window trimming can unwind whole turns and never half of one.
+
+Inputs that arrived without a model call (a GAME_OVER frame, a reset observation) wait in `pending`
+and are replayed, in order, ahead of the next observation.
+
+States are immutable values: every change makes a new state, so a provisional state can be dropped
+and the last accepted one is still exactly what it was.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+SCHEMA_VERSION = 1
+
+Strategy = Literal["manual_rolling", "previous_response_id", "continuous_conversation"]
+STRATEGIES: tuple[str, ...] = Strategy.__args__  # type: ignore[attr-defined]
+
+
+class StateMismatch(ValueError):
+    """A RuntimeState was offered to an adapter or strategy it does not belong to."""
+
+
+class TurnSpan(BaseModel):
+    """One accepted turn: the half-open span [start, end) of payload["items"] it occupies."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    start: int = Field(ge=0)
+    end: int = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> TurnSpan:
+        if self.end <= self.start:
+            raise ValueError(f"turn span [{self.start}, {self.end}) is empty or reversed")
+        return self
+
+
+class RuntimeState(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    adapter_id: str = Field(min_length=1)
+    strategy: Strategy
+    payload: dict[str, Any] = Field(default_factory=dict)
+    turns: tuple[TurnSpan, ...] = ()
+    pending: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _check_envelope(self) -> RuntimeState:
+        try:
+            json.dumps(self.payload, allow_nan=False)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"payload is not JSON-serializable: {error}") from None
+        items = self.payload.get("items", [])
+        if self.turns and not isinstance(items, list):
+            raise ValueError("turn spans need payload['items'] to be a list")
+        previous_end = 0
+        for span in self.turns:
+            if span.start < previous_end:
+                raise ValueError(f"turn spans overlap or are out of order at [{span.start}, {span.end})")
+            if span.end > len(items):
+                raise ValueError(f"turn span [{span.start}, {span.end}) runs past the {len(items)} items")
+            previous_end = span.end
+        return self
+
+    @property
+    def items(self) -> list[Any]:
+        return list(self.payload.get("items", []))
+
+    def validate_for(self, adapter_id: str, strategy: str) -> RuntimeState:
+        """Return self if it belongs to this adapter and strategy; raise StateMismatch otherwise."""
+        if self.adapter_id != adapter_id or self.strategy != strategy:
+            raise StateMismatch(
+                f"runtime state belongs to adapter {self.adapter_id!r} with strategy {self.strategy!r}, "
+                f"not adapter {adapter_id!r} with strategy {strategy!r}"
+            )
+        return self
+
+    def replace(self, **changes: Any) -> RuntimeState:
+        """A new, re-validated state with some fields changed; this one is left as it was."""
+        return type(self).model_validate({**self.model_dump(), **changes})
+
+    def with_pending(self, text: str) -> RuntimeState:
+        return self.replace(pending=(*self.pending, text))
+
+    def to_json(self) -> str:
+        return self.model_dump_json()
+
+    @classmethod
+    def from_json(cls, text: str) -> RuntimeState:
+        return cls.model_validate_json(text)

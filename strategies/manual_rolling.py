@@ -1,0 +1,251 @@
+"""manual_rolling: the harness owns the transcript and carries it as a window of whole turns.
+
+Rules
+1. The accepted state is a window of complete turns. A turn is one user message (every input that
+   arrived since the last reply, in order) and the assistant's visible reply. Nothing else is carried:
+   the visible replies ARE the state, so the system prompt asks the model to restate, in a NOTES line,
+   every fact it will need later (the carry-forward instruction).
+2. A request is: system prompt, the accepted window, then the new user message. Before it is sent the
+   window is trimmed by removing the OLDEST COMPLETE TURNS until the estimated prompt plus the output
+   allowance fits max_context_length. Never "the last N messages", never half a turn.
+3. A reply is provisional. It is committed (appended as a new turn, window trimmed again) only when
+   the runner's parser accepts an action from it.
+4. A rejected action, a refusal, a truncated reply or a transient failure asks again from the
+   unchanged accepted state, while the turn has retries left (max_retries per turn).
+5. A context overflow reported by the provider means the estimate was optimistic: the oldest turn of
+   this request's window is dropped and the request is sent again; with no turn left to drop, the turn
+   fails closed.
+6. A fatal error or exhausted retries fails closed: the last accepted state is kept intact, the run
+   ends, and the usage of every failed attempt stays accounted (by the runner).
+7. Inputs that arrive without a model call are buffered in the accepted state and replayed in order,
+   ahead of the observation that next prompts a call.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from turnstate.machine.contract import (
+    RETRYABLE_KINDS,
+    ActionAccepted,
+    ActionRejected,
+    CallProvider,
+    ContextOverflowed,
+    FailClosed,
+    InputBuffered,
+    ModelRequest,
+    ModelResponse,
+    ObservationArrived,
+    ParseAction,
+    ProviderFailed,
+    ProviderReplied,
+    SubmitAction,
+)
+from turnstate.machine.engine import LiveMachine, MachineModel, MachineSpec, Transition
+from turnstate.machine.state import RuntimeState, TurnSpan
+from turnstate.machine.tokens import estimate_messages_tokens
+
+if TYPE_CHECKING:
+    from turnstate.machine.config import Profile
+
+STRATEGY = "manual_rolling"
+
+CARRY_FORWARD_INSTRUCTION = (
+    "Only your visible replies are carried to later turns; older turns are dropped when the context "
+    "fills up. End every reply with one line that starts with 'NOTES:' and restates every fact you "
+    "will still need later (for example what an early frame showed)."
+)
+
+
+class State(enum.Enum):
+    Accepted = "the last accepted window; waiting for the next input"
+    AwaitingReply = "a request built from the accepted window is with the provider"
+    Provisional = "a reply is held; it commits only if it yields a valid action"
+    FailedClosed = "the turn failed for good; the accepted window is kept"
+
+
+T = Transition
+S = State
+
+TRANSITIONS = (
+    T("buffered", S.Accepted, S.Accepted, actions=("buffer_input",)),
+    T("observed", S.Accepted, S.AwaitingReply, actions=("open_turn", "request_reply")),
+    T("replied", S.AwaitingReply, S.Provisional, actions=("hold_provisional", "request_action_parse")),
+    T("failed", S.AwaitingReply, S.AwaitingReply, guards=("is_retryable", "has_retries_left"), actions=("spend_retry", "request_reply")),
+    T("failed", S.AwaitingReply, S.FailedClosed, actions=("fail_closed",)),
+    T("overflowed", S.AwaitingReply, S.AwaitingReply, guards=("has_droppable_turn",), actions=("drop_oldest_turn", "request_reply")),
+    T("overflowed", S.AwaitingReply, S.FailedClosed, actions=("fail_closed",)),
+    T("action_accepted", S.Provisional, S.Accepted, actions=("commit_provisional", "submit_action")),
+    T("action_rejected", S.Provisional, S.AwaitingReply, guards=("has_retries_left",), actions=("discard_provisional", "spend_retry", "request_reply")),
+    T("action_rejected", S.Provisional, S.FailedClosed, actions=("discard_provisional", "fail_closed")),
+)
+
+SPEC = MachineSpec(
+    name=STRATEGY,
+    states=State,
+    initial=State.Accepted,
+    final=frozenset({State.FailedClosed}),
+    transitions=TRANSITIONS,
+)
+
+
+@dataclass(frozen=True)
+class WindowLimits:
+    max_context_length: int
+    max_output_tokens: int
+
+    @property
+    def prompt_budget(self) -> int:
+        return self.max_context_length - self.max_output_tokens
+
+
+@dataclass
+class OpenTurn:
+    """The turn being attempted: its new user message, how many oldest turns this request skips
+    (overflow recovery), the retries spent and the reply held provisionally."""
+
+    user_message: dict[str, str]
+    skipped_turns: int = 0
+    retries_used: int = 0
+    provisional: ModelResponse | None = field(default=None)
+
+
+class ManualRolling(MachineModel):
+    """The model object the manual_rolling table drives: named guards (predicates) and actions (verbs)."""
+
+    def __init__(self, state: RuntimeState, system_prompt: str, limits: WindowLimits, max_retries: int) -> None:
+        super().__init__()
+        self.accepted = state
+        self.system_prompt = f"{system_prompt}\n\n{CARRY_FORWARD_INSTRUCTION}"
+        self.limits = limits
+        self.max_retries = max_retries
+        self.turn: OpenTurn | None = None
+
+    # Guards: pure predicates over the event and the current attempt.
+
+    def is_retryable(self, event: ProviderFailed) -> bool:
+        return event.error.kind in RETRYABLE_KINDS
+
+    def has_retries_left(self, event: object) -> bool:
+        return self._turn.retries_used < self.max_retries
+
+    def has_droppable_turn(self, event: ContextOverflowed) -> bool:
+        return self._turn.skipped_turns < len(self.accepted.turns)
+
+    # Actions: they change the strategy's own fields and emit effects; never I/O.
+
+    def buffer_input(self, event: InputBuffered) -> None:
+        self.accepted = self.accepted.with_pending(event.text)
+
+    def open_turn(self, event: ObservationArrived) -> None:
+        content = "\n\n".join((*self.accepted.pending, event.text))
+        self.turn = OpenTurn(user_message={"role": "user", "content": content})
+
+    def request_reply(self, event: object) -> None:
+        self.emit(CallProvider(self.build_request()))
+
+    def spend_retry(self, event: object) -> None:
+        self._turn.retries_used += 1
+
+    def drop_oldest_turn(self, event: ContextOverflowed) -> None:
+        self._turn.skipped_turns += 1
+
+    def hold_provisional(self, event: ProviderReplied) -> None:
+        self._turn.provisional = event.response
+
+    def request_action_parse(self, event: ProviderReplied) -> None:
+        self.emit(ParseAction(event.response))
+
+    def discard_provisional(self, event: ActionRejected) -> None:
+        self._turn.provisional = None
+
+    def commit_provisional(self, event: ActionAccepted) -> None:
+        turn = self._turn
+        assert turn.provisional is not None
+        items, spans = self._window(turn)
+        reply = {"role": "assistant", "content": turn.provisional.text}
+        spans.append(TurnSpan(start=len(items), end=len(items) + 2))
+        items += [turn.user_message, reply]
+        items, spans = trim_oldest_turns(items, spans, self.system_prompt, [], self.limits.prompt_budget)
+        self.accepted = self.accepted.replace(payload={"items": items}, turns=spans, pending=())
+        self.turn = None
+
+    def submit_action(self, event: ActionAccepted) -> None:
+        self.emit(SubmitAction(event.action))
+
+    def fail_closed(self, event: object) -> None:
+        self.turn = None
+        self.emit(FailClosed(reason=_failure_reason(event)))
+
+    # Request building.
+
+    def build_request(self) -> ModelRequest:
+        turn = self._turn
+        items, spans = self._window(turn)
+        items, _ = trim_oldest_turns(items, spans, self.system_prompt, [turn.user_message], self.limits.prompt_budget)
+        messages = tuple(items + [turn.user_message])
+        return ModelRequest(system=self.system_prompt, messages=messages, readable=messages)
+
+    def _window(self, turn: OpenTurn) -> tuple[list[dict], list[TurnSpan]]:
+        """The accepted window minus the turns this attempt skips after an overflow."""
+        return drop_turns(self.accepted.items, list(self.accepted.turns), turn.skipped_turns)
+
+    @property
+    def _turn(self) -> OpenTurn:
+        if self.turn is None:
+            raise RuntimeError("manual_rolling: no turn is open")
+        return self.turn
+
+
+def drop_turns(items: list, spans: list[TurnSpan], count: int) -> tuple[list, list[TurnSpan]]:
+    """Remove the `count` oldest complete turns and shift the remaining spans."""
+    if count == 0:
+        return list(items), list(spans)
+    cut = spans[count - 1].end if count <= len(spans) else len(items)
+    kept = [TurnSpan(start=span.start - cut, end=span.end - cut) for span in spans[count:]]
+    return list(items[cut:]), kept
+
+
+def trim_oldest_turns(
+    items: list, spans: list[TurnSpan], system: str, tail: list[dict], budget: int
+) -> tuple[list, list[TurnSpan]]:
+    """Drop the oldest complete turns until system + window + tail fits the estimated budget."""
+    estimate = estimate_messages_tokens([{"role": "system", "content": system}, *items, *tail])
+    dropped = 0
+    for span in spans:
+        if estimate <= budget:
+            break
+        estimate -= estimate_messages_tokens(items[span.start : span.end])
+        dropped += 1
+    return drop_turns(items, spans, dropped)
+
+
+def _failure_reason(event: object) -> str:
+    if isinstance(event, ContextOverflowed):
+        return "context overflow with no turn left to drop"
+    if isinstance(event, ProviderFailed):
+        retryable = event.error.kind in RETRYABLE_KINDS
+        return f"{event.error.kind.value} provider failure" + (", retries exhausted" if retryable else "")
+    if isinstance(event, ActionRejected):
+        return f"no valid action, retries exhausted (last: {event.reason})"
+    return type(event).__name__
+
+
+def initial_state(adapter_id: str) -> RuntimeState:
+    return RuntimeState(adapter_id=adapter_id, strategy=STRATEGY, payload={"items": []})
+
+
+def start(
+    state: RuntimeState, adapter_id: str, system_prompt: str, limits: WindowLimits, max_retries: int
+) -> LiveMachine:
+    """A live manual_rolling machine resting in Accepted on `state`."""
+    model = ManualRolling(state.validate_for(adapter_id, STRATEGY), system_prompt, limits, max_retries)
+    return LiveMachine(SPEC, model)
+
+
+def start_from_profile(profile: Profile, system_prompt: str) -> LiveMachine:
+    adapter_id = profile.runtime.adapter_id
+    limits = WindowLimits(profile.agent.max_context_length, profile.request.max_output_tokens)
+    return start(initial_state(adapter_id), adapter_id, system_prompt, limits, profile.agent.max_retries)
