@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx2
 import openai
 
 from turnstate.machine.config import RequestConfig
@@ -54,7 +53,7 @@ class ChatCompletionsAdapter:
             if self.settings.stream:
                 return self._collect_stream(self.client.chat.completions.create(**body))
             return self._normalize(self.client.chat.completions.create(**body))
-        except (openai.APIError, httpx2.HTTPError) as error:
+        except openai.APIError as error:  # a stream cut mid-way arrives as APIConnectionError too
             return self.classify(error)
 
     def _normalize(self, completion: Any) -> ModelResponse | ProviderError:

@@ -1,0 +1,420 @@
+"""The embedded local provider: a strict stand-in for real model APIs, over real HTTP on loopback.
+
+Real SDKs reach it through base_url, so every adapter is exercised through its real client library.
+The server owns what all wire protocols share, and does it in this order for each request:
+
+    route by (method, path)  -> unknown: 404
+    check the API key        -> missing: 401, in the wire's words
+    parse the JSON body      -> not a JSON object: 400, in the wire's words
+    admit it                 -> log the body, number it (its ordinal), take its scheduled fault
+    status fault?            -> 429 / 500 / 503, in the wire's words
+    the route's wire module  -> validates its own format, asks the Exchange for the model's
+                                Completion, answers with JSON or a server-sent event stream
+
+A wire module (chat_completions, ...) only translates; the model behind every wire is the same
+ReplyFn, the same token estimate, the same prefix cache and the same fault schedule.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import socketserver
+import sys
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from email.message import Message
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Literal, Protocol
+from urllib.parse import urlsplit
+
+from turnstate.adapters.local import chat_completions
+from turnstate.adapters.local.faults import STATUS_FAULTS, Fault, FaultKind, FaultSchedule
+from turnstate.adapters.local.prefix_cache import PrefixCache
+from turnstate.machine.tokens import BYTES_PER_TOKEN, estimate_text_tokens
+
+ReplyFn = Callable[[str, Sequence[Mapping[str, object]]], str]
+"""(system prompt, non-system messages with text content) -> reply text."""
+
+DEFAULT_CONTEXT_WINDOW = 8192
+
+Ending = Literal["stop", "length", "refusal"]
+"""Why a completion ended, before a wire names it (e.g. Chat Completions: stop, length, content_filter)."""
+
+SharedError = Literal["missing_api_key", "unparseable_body", "rate_limit", "server_error", "overloaded"]
+"""Errors the server answers for every wire; each wire words them as its real service does."""
+
+MALFORMED_REPLY = "I am not sure what to do."
+
+# How often the accept loop looks for a stop request: stop() waits up to this long, once per provider,
+# and test suites start one provider per test.
+SHUTDOWN_POLL_SECONDS = 0.01
+
+SseEvent = Mapping[str, str]
+"""One server-sent event as its fields, e.g. {"data": "..."} or {"event": "...", "data": "..."}."""
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What the model produced for one request, before a wire words it."""
+
+    text: str
+    ending: Ending
+
+    @property
+    def tokens(self) -> int:
+        return estimate_text_tokens(self.text)
+
+
+class Wire(Protocol):
+    """What a wire module provides; the server does everything else."""
+
+    def error_reply(self, kind: SharedError) -> tuple[int, dict[str, object]]:
+        """HTTP status and JSON body of a shared error, as this wire's real service words it."""
+        ...
+
+    def handle(self, exchange: Exchange) -> None:
+        """Answer one admitted request through `exchange`."""
+        ...
+
+
+def bearer_api_key(headers: Message) -> str | None:
+    """The key of an `Authorization: Bearer <key>` header, as OpenAI-style wires carry it."""
+    scheme, _, key = (headers.get("Authorization") or "").partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return key.strip() or None
+
+
+@dataclass(frozen=True)
+class Route:
+    wire: Wire
+    api_key: Callable[[Message], str | None]
+
+
+ROUTES: Mapping[tuple[str, str], Route] = {
+    ("POST", "/v1/chat/completions"): Route(chat_completions, bearer_api_key),
+}
+
+
+class LocalProvider:
+    """The local provider's HTTP server, run on a daemon thread; a context manager starts and stops it."""
+
+    def __init__(
+        self,
+        *,
+        context_window: int = DEFAULT_CONTEXT_WINDOW,
+        faults: Sequence[Fault] = (),
+        reply: ReplyFn | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self.context_window = context_window
+        self.request_log: list[dict[str, object]] = []
+        """Every admitted model request body, in arrival order; entry i has ordinal i + 1."""
+        self._reply = reply if reply is not None else _policy_reply()
+        self._faults = FaultSchedule(faults)
+        self._prefix_cache = PrefixCache()
+        self._address = (host, port)
+        self._admit_lock = threading.Lock()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> LocalProvider:
+        if self._server is not None:
+            raise RuntimeError("the local provider is already running")
+        self._server = _Server(self._address, provider=self)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": SHUTDOWN_POLL_SECONDS},
+            name=f"turnstate-local-provider-{self._server.server_port}",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop accepting, close every open connection and free the port; safe to call twice."""
+        server, thread = self._server, self._thread
+        self._server = self._thread = None
+        if server is None or thread is None:
+            return
+        server.shutdown()
+        server.server_close()
+        server.close_connections()
+        thread.join()
+
+    def __enter__(self) -> LocalProvider:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def base_url(self) -> str:
+        if self._server is None:
+            raise RuntimeError("the local provider is not running; call start() first")
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    @property
+    def openai_base_url(self) -> str:
+        return self.base_url + "/v1"
+
+    def serve_until_interrupted(self) -> None:
+        """Serve in the foreground until Ctrl-C (for `turnstate serve`), then stop."""
+        if self._server is None:
+            self.start()
+        thread = self._thread
+        try:
+            # A timed join keeps the main thread responsive to KeyboardInterrupt.
+            while thread is not None and thread.is_alive():
+                thread.join(timeout=0.5)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self.stop()
+
+    def _admit(self, body: dict[str, object]) -> tuple[int, Fault | None]:
+        """Log `body`, give it the next ordinal, and take the fault scheduled for that ordinal."""
+        with self._admit_lock:
+            self.request_log.append(body)
+            ordinal = len(self.request_log)
+        return ordinal, self._faults.take(ordinal)
+
+
+def _policy_reply() -> ReplyFn:
+    """The real policy, imported only when wanted: it is written separately and tests pass their own."""
+    from turnstate.adapters.local.policy import reply
+
+    return reply
+
+
+class Exchange:
+    """One admitted model request: its body and fault, the model behind it, and the ways to answer.
+
+    `body` is also the provider's request_log entry, so a wire must not mutate it.
+    """
+
+    def __init__(
+        self,
+        handler: _Handler,
+        provider: LocalProvider,
+        body: dict[str, object],
+        ordinal: int,
+        fault: Fault | None,
+    ) -> None:
+        self.body = body
+        self.ordinal = ordinal
+        self.fault = fault
+        self.context_window = provider.context_window
+        self.prefix_cache = provider._prefix_cache
+        self._reply = provider._reply
+        self._handler = handler
+
+    def complete(
+        self, system: str, messages: Sequence[Mapping[str, object]], max_tokens: int | None
+    ) -> Completion:
+        """The model's reply, cut to the token budget, with this request's content fault applied."""
+        text = self._reply(system, messages)
+        if not isinstance(text, str):
+            raise TypeError(f"the reply function returned {type(text).__name__}, not str")
+        completion = _within_budget(text, max_tokens)
+        return completion if self.fault is None else _with_content_fault(completion, self.fault.kind)
+
+    def send_json(
+        self, status: int, body: Mapping[str, object], headers: Mapping[str, str] | None = None
+    ) -> None:
+        self._handler.write_json(status, body, headers or {})
+
+    def send_sse(self, events: Iterable[SseEvent], *, cut_after: int | None = None) -> None:
+        """Stream `events`; with `cut_after`, close the connection after that many, leaving the stream unended."""
+        self._handler.write_sse(events, cut_after)
+
+    def drop_connection(self) -> None:
+        """Close the connection without any response, as a crashed upstream does."""
+        self._handler.drop_connection()
+
+
+def _within_budget(text: str, max_tokens: int | None) -> Completion:
+    """A reply over budget is cut to the bytes the estimate allows, on a character boundary, and ends by length."""
+    if max_tokens is None or estimate_text_tokens(text) <= max_tokens:
+        return Completion(text, "stop")
+    cut = text.encode("utf-8")[: max_tokens * BYTES_PER_TOKEN].decode("utf-8", errors="ignore")
+    return Completion(cut, "length")
+
+
+def _with_content_fault(completion: Completion, kind: FaultKind) -> Completion:
+    if kind == "refusal":
+        return Completion("", "refusal")
+    if kind == "truncation":
+        return Completion(completion.text[: len(completion.text) // 2], "length")
+    if kind == "empty":
+        return Completion("", "stop")
+    if kind == "malformed":
+        return Completion(MALFORMED_REPLY, "stop")
+    return completion  # the other kinds act on the transport, not the text
+
+
+class _Server(ThreadingHTTPServer):
+    """A threading HTTP server that knows its provider and can close its open keep-alive connections."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], *, provider: LocalProvider) -> None:
+        self.provider = provider
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
+        super().__init__(address, _Handler)
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind also resolves the host's FQDN, a DNS lookup a loopback server never needs.
+        socketserver.TCPServer.server_bind(self)
+        host, port = self.server_address[:2]
+        self.server_name, self.server_port = str(host), int(port)
+
+    def track(self, connection: socket.socket) -> None:
+        with self._connections_lock:
+            self._connections.add(connection)
+
+    def untrack(self, connection: socket.socket) -> None:
+        with self._connections_lock:
+            self._connections.discard(connection)
+
+    def close_connections(self) -> None:
+        """Shut down idle keep-alive connections so their handler threads end with the server."""
+        with self._connections_lock:
+            connections = list(self._connections)
+        for connection in connections:
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # the peer already closed it
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        # A client that hangs up is normal (a cut stream, an SDK closing early); anything else is a bug
+        # in the provider and is printed with its traceback.
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)  # type: ignore[arg-type]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """HTTP/1.1 with keep-alive: JSON carries Content-Length, event streams use chunked encoding."""
+
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def setup(self) -> None:
+        super().setup()
+        # Headers and body go out as separate small writes; without NODELAY, Nagle's algorithm and
+        # the client's delayed ACK hold each response back ~40 ms.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.server.track(self.connection)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server.untrack(self.connection)
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Silent: a provider serving a test run must not write a line per request to stderr."""
+
+    def do_POST(self) -> None:
+        self._dispatch()
+
+    do_GET = do_PUT = do_PATCH = do_DELETE = do_POST
+
+    def _dispatch(self) -> None:
+        self._responded = False
+        raw = self._read_body()
+        route = ROUTES.get((self.command, urlsplit(self.path).path))
+        if route is None:
+            self.write_json(404, _invalid_url_body(self.command, self.path), {})
+            return
+        if not route.api_key(self.headers):
+            self.write_json(*route.wire.error_reply("missing_api_key"), {})
+            return
+        body = _json_object(raw)
+        if body is None:
+            self.write_json(*route.wire.error_reply("unparseable_body"), {})
+            return
+        provider = self.server.provider
+        ordinal, fault = provider._admit(body)
+        if fault is not None and fault.kind in STATUS_FAULTS:
+            retry_now = {"retry-after": "0"} if fault.kind == "rate_limit" else {}
+            self.write_json(*route.wire.error_reply(fault.kind), retry_now)  # type: ignore[arg-type]
+            return
+        try:
+            route.wire.handle(Exchange(self, provider, body, ordinal, fault))
+        except Exception:
+            if not self._responded:
+                self.write_json(*route.wire.error_reply("server_error"), {})
+            raise
+
+    def _read_body(self) -> bytes:
+        length = self.headers.get("Content-Length")
+        if length is None:
+            # Without a length the body's end is unknown, so this connection cannot carry another request.
+            self.close_connection = "Transfer-Encoding" in self.headers or self.close_connection
+            return b""
+        return self.rfile.read(int(length))
+
+    def write_json(self, status: int, body: Mapping[str, object], headers: Mapping[str, str]) -> None:
+        data = json.dumps(body).encode("utf-8")
+        self._responded = True
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def write_sse(self, events: Iterable[SseEvent], cut_after: int | None) -> None:
+        self._responded = True
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for sent, event in enumerate(events):
+            if sent == cut_after:
+                self.close_connection = True
+                return
+            self._write_chunk(_sse_frame(event))
+        self._write_chunk(b"")  # the zero-length chunk that ends the body
+
+    def drop_connection(self) -> None:
+        self._responded = True
+        self.close_connection = True
+
+    def _write_chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+
+def _json_object(raw: bytes) -> dict[str, object] | None:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _sse_frame(event: SseEvent) -> bytes:
+    """Field lines then a blank line; values are single-line (JSON payloads are dumped without newlines)."""
+    return ("".join(f"{field}: {value}\n" for field, value in event.items()) + "\n").encode("utf-8")
+
+
+def _invalid_url_body(method: str, path: str) -> dict[str, object]:
+    """OpenAI's answer to an unknown endpoint; other SDKs only need some JSON with a 404."""
+    message = f"Invalid URL ({method} {path})"
+    return {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}}

@@ -1,0 +1,142 @@
+"""The `turnstate` command line: run, validate, diagrams, serve."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from turnstate.machine.config import DEFAULT_PROFILE, ProfileError, load_profile
+from turnstate.machine.runner import RunResult, Runner, RunSetupError, StepProgress
+
+console = Console()
+
+
+@click.group()
+@click.version_option(package_name="turnstate")
+def main() -> None:
+    """Carry an LLM agent's runtime state across model turns, as explicit state machines."""
+
+
+@main.command()
+@click.argument("profile", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--out", "out_dir", default=Path("runs"), type=click.Path(file_okay=False, path_type=Path), show_default=True, help="where runs/<run-id>/ is written")
+def run(profile: Path | None, out_dir: Path) -> None:
+    """Run an agent from PROFILE (default: the local manual_rolling profile)."""
+    loaded = _load_or_exit(profile or DEFAULT_PROFILE)
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[status]}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+    with progress:
+        task = progress.add_task(loaded.id, total=loaded.agent.max_actions, status="")
+
+        def on_step(step: StepProgress) -> None:
+            status = f"level {step.level}/{step.levels}  last {step.action}  failed attempts {step.failed_attempts}"
+            progress.update(task, completed=step.step, status=status)
+
+        try:
+            result = Runner(loaded, out_dir, on_step=on_step).run()
+        except RunSetupError as error:
+            click.echo(f"error: {error}", err=True)
+            sys.exit(1)
+    console.print(_summary(result))
+    sys.exit(0 if result.outcome != "failed_closed" else 1)
+
+
+def _summary(result: RunResult) -> Table:
+    table = Table(title=f"run {result.run_id}", show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("value", overflow="fold")
+    usage = result.usage
+    rows = [
+        ("outcome", result.outcome + (f" ({result.failure})" if result.failure else "")),
+        ("steps", str(result.steps)),
+        ("accepted actions", str(result.accepted_actions)),
+        ("levels won", str(result.levels_won)),
+        ("retries (failed attempts)", str(result.failed_attempts)),
+        ("tokens in / cached / out", f"{usage.input_tokens} / {usage.cached_input_tokens} / {usage.output_tokens}"),
+        ("cost estimate (configured prices)", f"${result.cost:.4f}"),
+        ("wall time", f"{result.wall_seconds:.2f}s (provider {result.provider_seconds:.2f}s)"),
+        ("artifacts", str(result.artifacts)),
+    ]
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+@main.command()
+@click.argument("profiles", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+def validate(profiles: tuple[Path, ...]) -> None:
+    """Check PROFILES; exit 1 if any is invalid, naming the file, key path and fix."""
+    failed = False
+    for path in profiles:
+        try:
+            load_profile(path)
+        except ProfileError as error:
+            failed = True
+            click.echo(str(error), err=True)
+        else:
+            click.echo(f"{path}: ok")
+    sys.exit(1 if failed else 0)
+
+
+@main.command()
+@click.option("--out", "out_dir", default=Path("diagrams"), type=click.Path(file_okay=False, path_type=Path), show_default=True)
+@click.option("--check", is_flag=True, help="exit 1 naming every diagram whose committed DOT is stale")
+@click.option("--run", "run_dir", type=click.Path(file_okay=False, exists=True, path_type=Path), help="draw a run: each transition with its count, into the run's folder")
+def diagrams(out_dir: Path, check: bool, run_dir: Path | None) -> None:
+    """Render every machine from its table to OUT/<machine>.dot and .svg."""
+    from turnstate.machine import diagrams as drawing
+    from turnstate.strategies import MACHINES
+
+    if check:
+        stale = drawing.stale(MACHINES.values(), out_dir)
+        for name in stale:
+            click.echo(f"stale diagram: {out_dir / (name + '.dot')} (run `turnstate diagrams` and commit it)", err=True)
+        sys.exit(1 if stale else 0)
+    if run_dir is not None:
+        log = run_dir / "transitions.jsonl"
+        records = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line]
+        for name, counts in drawing.run_counts(records).items():
+            _, svg = drawing.write(MACHINES[name], run_dir, counts)
+            console.print(f"wrote {svg}", markup=False)
+        return
+    for spec in MACHINES.values():
+        dot, svg = drawing.write(spec, out_dir)
+        console.print(f"wrote {dot} and {svg}", markup=False)
+
+
+@main.command()
+@click.option("--port", default=0, show_default=True, help="0 picks a free port")
+@click.option("--context-window", type=int, default=None, help="tokens; default: the provider's default")
+def serve(port: int, context_window: int | None) -> None:
+    """Serve the embedded local provider on 127.0.0.1 until interrupted."""
+    from turnstate.adapters.local.server import LocalProvider
+
+    options = {"port": port} | ({"context_window": context_window} if context_window else {})
+    provider = LocalProvider(**options).start()
+    console.print(f"local provider on {provider.base_url} (OpenAI-compatible base_url: {provider.openai_base_url})", markup=False)
+    provider.serve_until_interrupted()
+
+
+def _load_or_exit(path: Path):
+    try:
+        return load_profile(path)
+    except ProfileError as error:
+        click.echo(str(error), err=True)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""openai.chat_completions.v1 through the real openai SDK against the embedded local provider."""
+
+from __future__ import annotations
+
+import pytest
+
+from turnstate.adapters.chat_completions import ChatCompletionsAdapter
+from turnstate.adapters.local.faults import Fault
+from turnstate.adapters.local.server import LocalProvider
+from turnstate.machine.config import RequestConfig
+from turnstate.machine.contract import Endpoint, ErrorKind, ModelRequest, ModelResponse, ProviderError
+from turnstate.machine.tokens import estimate_messages_tokens, estimate_text_tokens
+
+FRAME = "LEVEL 1/1 | STATE NOT_FINISHED\nBEACON (level 1): dark\n#####\n#@.A#\n#####\nSTANDING ON: floor"
+REQUEST = ModelRequest(system="Play. NOTES: please", messages=({"role": "user", "content": FRAME},), readable=())
+
+
+def adapter_for(provider: LocalProvider, *, stream: bool, max_output_tokens: int = 64) -> ChatCompletionsAdapter:
+    settings = RequestConfig(model="local-policy-1", max_output_tokens=max_output_tokens, stream=stream)
+    return ChatCompletionsAdapter.connect(Endpoint(provider.base_url, "test-key", is_local=True), 10.0, settings)
+
+
+@pytest.fixture(params=[False, True], ids=["plain", "stream"])
+def stream(request) -> bool:
+    return request.param
+
+
+def test_a_reply_is_normalized_with_the_estimators_usage(stream):
+    with LocalProvider() as provider:
+        outcome = adapter_for(provider, stream=stream).call(REQUEST)
+    assert isinstance(outcome, ModelResponse)
+    assert "ACTION: ACTION4" in outcome.text
+    assert outcome.stop_reason == "stop"
+    sent = [{"role": "system", "content": REQUEST.system}, {"role": "user", "content": FRAME}]
+    assert outcome.usage.input_tokens == estimate_messages_tokens(sent)
+    assert outcome.usage.output_tokens == estimate_text_tokens(outcome.text)
+    assert outcome.native_items == ({"role": "assistant", "content": outcome.text},)
+
+
+def test_the_request_puts_the_system_prompt_first_and_asks_for_stream_usage(stream):
+    with LocalProvider() as provider:
+        adapter_for(provider, stream=stream).call(REQUEST)
+        (body,) = provider.request_log
+    assert body["messages"][0] == {"role": "system", "content": REQUEST.system}
+    assert body["max_tokens"] == 64
+    assert body.get("stream", False) is stream
+    assert (body.get("stream_options") == {"include_usage": True}) is stream
+
+
+def test_a_repeated_prefix_is_reported_as_cached(stream):
+    with LocalProvider() as provider:
+        adapter = adapter_for(provider, stream=stream)
+        first = adapter.call(REQUEST)
+        second = adapter.call(REQUEST)
+    assert first.usage.cached_input_tokens == 0
+    assert second.usage.cached_input_tokens == second.usage.input_tokens
+
+
+@pytest.mark.parametrize(
+    ("fault", "kind"),
+    [
+        ("rate_limit", ErrorKind.TRANSIENT),
+        ("server_error", ErrorKind.TRANSIENT),
+        ("overloaded", ErrorKind.TRANSIENT),
+        ("stream_cut", ErrorKind.TRANSIENT),
+        ("refusal", ErrorKind.REFUSAL),
+        ("truncation", ErrorKind.TRUNCATED),
+    ],
+)
+def test_faults_are_classified_into_the_kinds_machines_branch_on(stream, fault, kind):
+    with LocalProvider(faults=[Fault(at=1, kind=fault)]) as provider:
+        adapter = adapter_for(provider, stream=stream)
+        failed = adapter.call(REQUEST)
+        recovered = adapter.call(REQUEST)
+    assert isinstance(failed, ProviderError)
+    assert failed.kind is kind
+    assert isinstance(recovered, ModelResponse)
+
+
+def test_http_failures_carry_allowlisted_diagnostics_only():
+    with LocalProvider(faults=[Fault(at=1, kind="rate_limit")]) as provider:
+        failed = adapter_for(provider, stream=False).call(REQUEST)
+    assert failed.diagnostics["status"] == 429
+    assert failed.diagnostics["error_class"] == "RateLimitError"
+    assert set(failed.diagnostics) <= {"error_class", "status", "code", "request_id"}
+
+
+def test_a_refusal_still_reports_the_usage_it_cost():
+    with LocalProvider(faults=[Fault(at=1, kind="refusal")]) as provider:
+        failed = adapter_for(provider, stream=False).call(REQUEST)
+    assert failed.usage.input_tokens > 0
+
+
+def test_an_empty_or_malformed_reply_is_a_reply_the_parser_must_judge(stream):
+    with LocalProvider(faults=[Fault(at=1, kind="empty"), Fault(at=2, kind="malformed")]) as provider:
+        adapter = adapter_for(provider, stream=stream)
+        empty, malformed = adapter.call(REQUEST), adapter.call(REQUEST)
+    assert isinstance(empty, ModelResponse) and empty.text == ""
+    assert isinstance(malformed, ModelResponse) and "ACTION:" not in malformed.text
+
+
+def test_a_request_beyond_the_window_is_a_context_overflow(stream):
+    with LocalProvider(context_window=256) as provider:
+        big = ModelRequest(system="s", messages=({"role": "user", "content": "x" * 2000},), readable=())
+        outcome = adapter_for(provider, stream=stream).call(big)
+    assert isinstance(outcome, ProviderError)
+    assert outcome.kind is ErrorKind.CONTEXT_OVERFLOW
+    assert outcome.diagnostics["code"] == "context_length_exceeded"
+
+
+def test_a_refused_connection_is_transient():
+    with LocalProvider() as provider:
+        adapter = adapter_for(provider, stream=False)
+    outcome = adapter.call(REQUEST)  # the server is stopped now
+    assert isinstance(outcome, ProviderError)
+    assert outcome.kind is ErrorKind.TRANSIENT
+
+
+def test_an_unknown_endpoint_is_fatal():
+    with LocalProvider() as provider:
+        settings = RequestConfig(model="m", max_output_tokens=8)
+        adapter = ChatCompletionsAdapter.connect(Endpoint(provider.base_url + "/nowhere", "k", is_local=True), 5.0, settings)
+        outcome = adapter.call(REQUEST)
+    assert isinstance(outcome, ProviderError)
+    assert outcome.kind is ErrorKind.FATAL
+    assert outcome.diagnostics["status"] == 404

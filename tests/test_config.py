@@ -1,0 +1,101 @@
+"""Profiles: every shipped profile validates; bad ones are rejected naming file, key path and fix."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from turnstate.machine.config import DEFAULT_PROFILE, PROFILES_DIR, ProfileError, load_profile, parse_profile
+
+BASE = yaml.safe_load(DEFAULT_PROFILE.read_text())
+
+
+def profile_text(**sections) -> str:
+    data = {key: (value if not isinstance(value, dict) else dict(value)) for key, value in BASE.items()}
+    for path, value in sections.items():
+        *parents, leaf = path.split("__")
+        target = data
+        for parent in parents:
+            target[parent] = dict(target.get(parent) or {})
+            target = target[parent]
+        if value is DELETE:
+            del target[leaf]
+        else:
+            target[leaf] = value
+    return yaml.safe_dump(data)
+
+
+DELETE = object()
+
+
+@pytest.mark.parametrize("path", sorted(PROFILES_DIR.glob("*.yaml")), ids=lambda path: path.name)
+def test_every_shipped_profile_is_valid(path):
+    assert load_profile(path).id
+
+
+@pytest.mark.parametrize(
+    ("change", "key_path", "fix"),
+    [
+        ({"agent__max_retrys": 3}, "agent.max_retrys", "remove it or correct the spelling (allowed here: max_actions, max_context_length, max_retries)"),
+        ({"runtime__compaction__trigger": 5}, "runtime.compaction.trigger", "allowed here: strategy, trigger_tokens"),
+        ({"colour": "blue"}, "colour", "allowed here: agent, client, environment, id, pricing, request, runtime"),
+        ({"agent__max_retries": "three"}, "agent.max_retries", "use a whole number"),
+        ({"request__stream": "maybe"}, "request.stream", "use true or false"),
+        ({"runtime__state": "rolling"}, "runtime.state", "use one of the listed values"),
+        ({"request__model": DELETE}, "request.model", "add it"),
+        ({"agent": DELETE}, "agent", "add it"),
+        ({"client__local": {"faults": [{"at": 0, "kind": "rate_limit"}]}}, "client.local.faults.0.at", "raise the value"),
+    ],
+)
+def test_a_bad_key_or_value_is_named_with_its_path_and_fix(change, key_path, fix):
+    with pytest.raises(ProfileError) as caught:
+        parse_profile(profile_text(**change), source="profiles/bad.yaml")
+    message = str(caught.value)
+    assert f"profiles/bad.yaml: {key_path}:" in message
+    assert fix in message
+
+
+@pytest.mark.parametrize(
+    ("change", "key_path", "problem"),
+    [
+        ({"runtime__adapter_id": "acme.chat.v9"}, "runtime.adapter_id", "'acme.chat.v9' is not registered"),
+        ({"runtime__state": "previous_response_id"}, "runtime.state", "does not implement 'previous_response_id'"),
+        ({"runtime__compaction__strategy": "native"}, "runtime.compaction.strategy", "manual_rolling keeps a window"),
+        ({"request__max_output_tokens": 5000}, "request.max_output_tokens", "leaves no room for the prompt"),
+        ({"client__base_url": "https://api.example.test/v1", "client__local": {"context_window": 4096}}, "client.local", "base_url is not 'local'"),
+        ({"client__base_url": "https://api.example.test/v1"}, "client.api_key_env", "a remote base_url needs a key"),
+        ({"environment__options": {"levles": 2}}, "environment", "levles"),
+        ({"environment__name": "chess"}, "environment", "unknown environment 'chess'"),
+    ],
+)
+def test_contradictory_settings_are_rejected(change, key_path, problem):
+    with pytest.raises(ProfileError) as caught:
+        parse_profile(profile_text(**change), source="p.yaml")
+    message = str(caught.value)
+    assert f"p.yaml: {key_path}:" in message
+    assert problem in message
+
+
+def test_broken_yaml_names_the_line():
+    with pytest.raises(ProfileError, match=r"p.yaml: \(top level\): not valid YAML at line \d+, column \d+; fix: fix the YAML syntax there"):
+        parse_profile("id: x\nagent: [unclosed\n", source="p.yaml")
+
+
+def test_a_missing_file_is_named(tmp_path):
+    with pytest.raises(ProfileError, match="cannot read the file"):
+        load_profile(tmp_path / "nope.yaml")
+
+
+def test_validate_command_exits_0_for_good_and_1_naming_the_key_for_bad(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(profile_text(agent__max_retries="three"))
+    good = subprocess.run([sys.executable, "-m", "turnstate.machine.cli", "validate", str(DEFAULT_PROFILE)], capture_output=True, text=True)
+    assert good.returncode == 0, good.stderr
+    assert "ok" in good.stdout
+    failed = subprocess.run([sys.executable, "-m", "turnstate.machine.cli", "validate", str(DEFAULT_PROFILE), str(bad)], capture_output=True, text=True)
+    assert failed.returncode == 1
+    assert f"{bad}: agent.max_retries:" in failed.stderr

@@ -1,0 +1,94 @@
+"""Diagrams come from the tables that run, and the coverage gate fails on an unfired transition."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from turnstate.machine.diagrams import to_dot
+from turnstate.strategies import MACHINES
+
+REPO = Path(__file__).resolve().parent.parent
+CLI = [sys.executable, "-m", "turnstate.machine.cli"]
+
+
+def test_the_committed_diagrams_are_current():
+    done = subprocess.run([*CLI, "diagrams", "--check", "--out", str(REPO / "diagrams")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_stale_or_missing_diagram_is_named(tmp_path):
+    shutil.copytree(REPO / "diagrams", tmp_path / "diagrams")
+    (tmp_path / "diagrams" / "manual_rolling.dot").write_text("digraph manual_rolling {}\n")
+    done = subprocess.run([*CLI, "diagrams", "--check", "--out", str(tmp_path / "diagrams")], capture_output=True, text=True)
+    assert done.returncode == 1
+    assert "stale diagram:" in done.stderr and "manual_rolling.dot" in done.stderr
+
+
+def test_every_row_is_drawn_with_its_trigger_guards_and_actions():
+    for spec in MACHINES.values():
+        dot = to_dot(spec)
+        for state in spec.states:
+            assert f"\t{state.name} [label={state.name}" in dot
+        for source, dest, row in spec.rows():
+            assert f"{source} -> {dest}" in dot
+            for name in (row.trigger, *row.guards, *row.actions):
+                assert name in dot
+
+
+def test_rendering_writes_dot_and_a_real_svg(tmp_path):
+    done = subprocess.run([*CLI, "diagrams", "--out", str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    svg = (tmp_path / "manual_rolling.svg").read_text()
+    assert svg.lstrip().startswith("<?xml") and "<svg" in svg
+    assert "AwaitingReply" in svg and "has_retries_left" in svg
+    assert (tmp_path / "manual_rolling.dot").read_text() == to_dot(MACHINES["manual_rolling"])
+
+
+def test_a_run_is_drawn_with_each_transitions_count(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    fired = [("Accepted", "observed", "AwaitingReply")] * 3 + [("AwaitingReply", "replied", "Provisional")]
+    records = [{"machine": "manual_rolling", "source": s, "trigger": t, "dest": d} for s, t, d in fired]
+    (run_dir / "transitions.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
+    done = subprocess.run([*CLI, "diagrams", "--run", str(run_dir)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    dot = (run_dir / "manual_rolling.dot").read_text()
+    assert "request_reply\n×3" in dot
+    assert "×0" in dot and "dashed" in dot  # never-fired rows are drawn, dashed
+
+
+GATED_TEST = textwrap.dedent(
+    """
+    from turnstate.machine.contract import ObservationArrived
+    from turnstate.strategies import manual_rolling as mr
+
+    def test_one_transition():
+        machine = mr.start(mr.initial_state("a"), "a", "s", mr.WindowLimits(1000, 10), 1)
+        machine.fire(ObservationArrived("frame"))
+    """
+)
+
+
+def _pytest(tmp_path: Path, *options: str) -> subprocess.CompletedProcess:
+    (tmp_path / "test_partial.py").write_text(GATED_TEST)
+    command = [sys.executable, "-m", "pytest", "-p", "turnstate.machine.coverage", "-p", "no:cacheprovider", *options, str(tmp_path)]
+    return subprocess.run(command, capture_output=True, text=True, cwd=tmp_path)
+
+
+def test_the_gate_fails_a_session_naming_each_unfired_transition(tmp_path):
+    done = _pytest(tmp_path, "--transition-gate=on")
+    assert done.returncode == 1, done.stdout
+    assert "transition coverage: manual_rolling 1/10" in done.stdout
+    assert "never fired: manual_rolling: Provisional --action_rejected--> FailedClosed" in done.stdout
+    assert "never fired: manual_rolling: Accepted --observed--> AwaitingReply" not in done.stdout
+
+
+def test_a_subset_run_reports_coverage_without_failing(tmp_path):
+    done = _pytest(tmp_path)
+    assert done.returncode == 0, done.stdout
+    assert "transition coverage: manual_rolling 1/10" in done.stdout

@@ -1,0 +1,215 @@
+"""The engine: structural validation, firing, refusing, recording, and nested composition."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import pytest
+
+from turnstate.machine import engine
+from turnstate.machine.engine import (
+    Event,
+    InvalidEvent,
+    LiveMachine,
+    MachineModel,
+    MachineSpec,
+    NoTransition,
+    SpecError,
+    Transition as T,
+    validate_spec,
+)
+
+
+class Door(enum.Enum):
+    Closed = "closed"
+    Open = "open"
+    Broken = "broken for good"
+
+
+@dataclass(frozen=True)
+class Pushed(Event):
+    trigger = "push"
+    strength: int
+
+
+@dataclass(frozen=True)
+class Pulled(Event):
+    trigger = "pull"
+
+
+@dataclass(frozen=True)
+class Opened(Event):
+    trigger = "opened"
+
+
+class DoorModel(MachineModel):
+    def is_strong(self, event: Pushed) -> bool:
+        return event.strength > 5
+
+    def is_gentle(self, event: Pushed) -> bool:
+        return event.strength <= 1
+
+    def note_open(self, event: Event) -> None:
+        self.emit(("opened", event))
+
+
+DOOR = MachineSpec(
+    name="door",
+    states=Door,
+    initial=Door.Closed,
+    final=frozenset({Door.Broken}),
+    transitions=(
+        T("push", Door.Closed, Door.Open, guards=("is_gentle",), actions=("note_open",)),
+        T("push", Door.Closed, Door.Broken, guards=("is_strong",)),
+        T("pull", Door.Open, Door.Closed),
+    ),
+)
+
+
+def test_a_fired_event_moves_the_state_and_returns_the_actions_effects():
+    machine = LiveMachine(DOOR, DoorModel())
+    effects = machine.fire(Pushed(1))
+    assert machine.state is Door.Open
+    assert effects == [("opened", Pushed(1))]
+    assert [(f.source, f.trigger, f.dest) for f in machine.fired] == [("Closed", "push", "Open")]
+
+
+def test_an_event_the_state_does_not_accept_raises_and_changes_nothing():
+    machine = LiveMachine(DOOR, DoorModel())
+    with pytest.raises(InvalidEvent, match="Pulled.*not accepted in state Closed"):
+        machine.fire(Pulled())
+    assert machine.state is Door.Closed
+    assert machine.fired == []
+
+
+def test_when_every_guard_refuses_the_machine_raises_and_changes_nothing():
+    machine = LiveMachine(DOOR, DoorModel())
+    with pytest.raises(NoTransition, match="every guard refused"):
+        machine.fire(Pushed(3))
+    assert machine.state is Door.Closed
+
+
+def test_a_final_state_accepts_nothing():
+    machine = LiveMachine(DOOR, DoorModel())
+    machine.fire(Pushed(9))
+    assert machine.is_final
+    with pytest.raises(InvalidEvent):
+        machine.fire(Pushed(1))
+
+
+def test_listeners_see_every_fired_transition():
+    seen = []
+
+    def listener(*fired: str) -> None:
+        seen.append(fired)
+
+    engine.add_listener(listener)
+    try:
+        LiveMachine(DOOR, DoorModel()).fire(Pushed(0))
+    finally:
+        engine.remove_listener(listener)
+    assert seen == [("door", "Closed", "push", "Open")]
+
+
+class Loop(enum.Enum):
+    Start = "start"
+    Middle = "middle"
+    Island = "unreachable"
+    Pit = "a trap"
+    End = "end"
+
+
+@pytest.mark.parametrize(
+    ("rows", "final", "problem"),
+    [
+        ((T("go", Loop.Start, Loop.End),), {Loop.End}, "state Middle is unreachable"),
+        (
+            (T("go", Loop.Start, Loop.Middle), T("fall", Loop.Middle, Loop.Pit), T("end", Loop.Middle, Loop.End)),
+            {Loop.End},
+            "state Pit is a trap",
+        ),
+        (
+            (T("go", Loop.Start, Loop.End), T("go", Loop.Start, Loop.Middle, guards=("g",))),
+            {Loop.End},
+            "unguarded row 'go' -> End hides the rows after it",
+        ),
+        ((T("go", Loop.Start, Loop.End), T("back", Loop.End, Loop.Start)), {Loop.End}, "final state End has outgoing"),
+        ((T("go", Loop.Start, Loop.End), T("go", Loop.Start, Loop.End)), {Loop.End}, "declared twice"),
+        ((T("go", Loop.Start, "Nowhere"),), {Loop.End}, "unknown state 'Nowhere'"),
+    ],
+)
+def test_structural_defects_are_named(rows, final, problem):
+    spec = MachineSpec("loop", Loop, Loop.Start, frozenset(final), rows)
+    with pytest.raises(SpecError, match=problem):
+        validate_spec(spec)
+
+
+def test_a_guard_or_action_that_does_not_resolve_is_named():
+    spec = MachineSpec(
+        "door",
+        Door,
+        Door.Closed,
+        frozenset({Door.Broken}),
+        (
+            T("push", Door.Closed, Door.Broken, actions=("smash",)),
+            T("pull", Door.Open, Door.Closed),
+        ),
+    )
+    with pytest.raises(SpecError, match="'smash' does not resolve on DoorModel"):
+        LiveMachine(spec, DoorModel())
+
+
+class Latch(enum.Enum):
+    Shut = "shut"
+    Ajar = "ajar"
+
+
+LATCH = MachineSpec(
+    name="latch",
+    states=Latch,
+    initial=Latch.Shut,
+    final=frozenset(),
+    transitions=(T("push", Latch.Shut, Latch.Ajar, guards=("is_gentle",), actions=("note_open",)),),
+)
+
+
+class Outer(enum.Enum):
+    Idle = "idle"
+    Busy = "busy, with a nested door machine inside"
+    Done = "done"
+
+
+OUTER = MachineSpec(
+    name="outer",
+    states=Outer,
+    initial=Outer.Idle,
+    final=frozenset({Outer.Done}),
+    transitions=(
+        T("pull", Outer.Idle, Outer.Busy),
+        T("opened", "Busy_Ajar", Outer.Done),
+    ),
+    nested={Outer.Busy: LATCH},
+)
+
+
+def test_a_nested_machine_composes_without_being_copied():
+    validate_spec(OUTER)
+    machine = LiveMachine(OUTER, DoorModel())
+    machine.fire(Pulled())
+    assert machine.path == "Busy_Shut"
+    assert machine.state is Outer.Busy
+    machine.fire(Pushed(0))
+    assert machine.path == "Busy_Ajar"
+    machine.fire(Opened())
+    assert machine.path == "Done"
+    assert ("Busy_Shut", "push", "Busy_Ajar") in OUTER.declared()
+    assert [(f.source, f.dest) for f in machine.fired] == [("Idle", "Busy_Shut"), ("Busy_Shut", "Busy_Ajar"), ("Busy_Ajar", "Done")]
+
+
+def test_a_nested_machine_is_drawn_as_a_cluster_inside_its_parent():
+    from turnstate.machine.diagrams import to_dot
+
+    dot = to_dot(OUTER)
+    assert "subgraph cluster_Busy" in dot
+    assert "Idle -> Busy_Shut" in dot  # a row into the parent enters the nested initial state

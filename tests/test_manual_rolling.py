@@ -1,0 +1,186 @@
+"""manual_rolling driven by events alone (no HTTP): every row of its table, and its window rules."""
+
+from __future__ import annotations
+
+import pytest
+
+from turnstate.machine.contract import (
+    ActionAccepted,
+    ActionRejected,
+    CallProvider,
+    ContextOverflowed,
+    ErrorKind,
+    FailClosed,
+    InputBuffered,
+    ModelResponse,
+    ObservationArrived,
+    ParseAction,
+    ProviderError,
+    ProviderFailed,
+    ProviderReplied,
+    SubmitAction,
+    Usage,
+)
+from turnstate.machine.engine import InvalidEvent
+from turnstate.machine.state import TurnSpan
+from turnstate.machine.tokens import estimate_messages_tokens
+from turnstate.strategies import manual_rolling as mr
+from turnstate.strategies.manual_rolling import State
+
+ADAPTER = "openai.chat_completions.v1"
+SYSTEM = "Play the game."
+
+
+def start(max_context_length: int = 4000, max_output_tokens: int = 100, max_retries: int = 2):
+    limits = mr.WindowLimits(max_context_length, max_output_tokens)
+    return mr.start(mr.initial_state(ADAPTER), ADAPTER, SYSTEM, limits, max_retries)
+
+
+def reply(text: str = "ACTION: ACTION1") -> ProviderReplied:
+    return ProviderReplied(ModelResponse(text=text, usage=Usage(10, 0, 3), stop_reason="stop"))
+
+
+def failure(kind: ErrorKind) -> ProviderFailed:
+    return ProviderFailed(ProviderError(kind, Usage(5, 0, 0)))
+
+
+OVERFLOW = ContextOverflowed(ProviderError(ErrorKind.CONTEXT_OVERFLOW))
+
+
+def play_turn(machine, observation: str, answer: str = "ACTION: ACTION1") -> None:
+    machine.fire(ObservationArrived(observation))
+    machine.fire(reply(answer))
+    machine.fire(ActionAccepted("ACTION1"))
+
+
+def request_of(effects) -> list[dict]:
+    (effect,) = effects
+    assert isinstance(effect, CallProvider)
+    return list(effect.request.messages)
+
+
+# One row per table transition: the events that lead there, the event under test, the state and
+# effect types that must follow.
+CASES = {
+    "observed asks the provider": ([], ObservationArrived("f1"), State.AwaitingReply, [CallProvider]),
+    "buffered waits in Accepted": ([], InputBuffered("GAME_OVER"), State.Accepted, []),
+    "replied holds the reply and asks for a parse": ([ObservationArrived("f1")], reply(), State.Provisional, [ParseAction]),
+    "retryable failure asks again": ([ObservationArrived("f1")], failure(ErrorKind.TRANSIENT), State.AwaitingReply, [CallProvider]),
+    "refusal asks again": ([ObservationArrived("f1")], failure(ErrorKind.REFUSAL), State.AwaitingReply, [CallProvider]),
+    "truncation asks again": ([ObservationArrived("f1")], failure(ErrorKind.TRUNCATED), State.AwaitingReply, [CallProvider]),
+    "fatal failure fails closed": ([ObservationArrived("f1")], failure(ErrorKind.FATAL), State.FailedClosed, [FailClosed]),
+    "overflow with no turn to drop fails closed": ([ObservationArrived("f1")], OVERFLOW, State.FailedClosed, [FailClosed]),
+    "accepted action commits and submits": ([ObservationArrived("f1"), reply()], ActionAccepted("ACTION1"), State.Accepted, [SubmitAction]),
+    "rejected action asks again": ([ObservationArrived("f1"), reply("hmm")], ActionRejected("no action"), State.AwaitingReply, [CallProvider]),
+}
+
+
+@pytest.mark.parametrize(("before", "event", "state", "effect_types"), CASES.values(), ids=CASES.keys())
+def test_table(before, event, state, effect_types):
+    machine = start()
+    for earlier in before:
+        machine.fire(earlier)
+    effects = machine.fire(event)
+    assert machine.state is state
+    assert [type(effect) for effect in effects] == effect_types
+
+
+def test_a_committed_turn_is_one_user_message_and_the_visible_reply():
+    machine = start()
+    play_turn(machine, "frame 1", "going left\nACTION: ACTION1\nNOTES: beacon B")
+    state = machine.model.accepted
+    assert state.items == [
+        {"role": "user", "content": "frame 1"},
+        {"role": "assistant", "content": "going left\nACTION: ACTION1\nNOTES: beacon B"},
+    ]
+    assert state.turns == (TurnSpan(start=0, end=2),)
+
+
+def test_the_system_prompt_carries_the_carry_forward_instruction():
+    machine = start()
+    (effect,) = machine.fire(ObservationArrived("frame 1"))
+    assert effect.request.system.startswith(SYSTEM)
+    assert "NOTES:" in effect.request.system
+
+
+def test_buffered_inputs_are_replayed_in_order_before_the_next_observation_and_then_cleared():
+    machine = start()
+    play_turn(machine, "frame 1")
+    machine.fire(InputBuffered("GAME_OVER frame"))
+    machine.fire(InputBuffered("second buffered"))
+    assert machine.model.accepted.pending == ("GAME_OVER frame", "second buffered")
+    messages = request_of(machine.fire(ObservationArrived("reset frame")))
+    assert messages[-1]["content"] == "GAME_OVER frame\n\nsecond buffered\n\nreset frame"
+    machine.fire(reply())
+    machine.fire(ActionAccepted("ACTION1"))
+    assert machine.model.accepted.pending == ()
+
+
+def test_retries_are_bounded_and_exhaustion_fails_closed_keeping_the_accepted_state():
+    machine = start(max_retries=2)
+    play_turn(machine, "frame 1")
+    machine.fire(InputBuffered("buffered"))
+    accepted_before = machine.model.accepted.to_json()
+    machine.fire(ObservationArrived("frame 2"))
+    machine.fire(failure(ErrorKind.TRANSIENT))  # retry 1
+    machine.fire(reply("no action here"))
+    machine.fire(ActionRejected("no action"))  # retry 2
+    machine.fire(reply("still none"))
+    effects = machine.fire(ActionRejected("no action"))
+    assert machine.state is State.FailedClosed
+    assert [type(effect) for effect in effects] == [FailClosed]
+    assert "retries exhausted" in effects[0].reason
+    assert machine.model.accepted.to_json() == accepted_before
+
+
+def test_a_retry_sends_exactly_the_request_of_the_first_attempt():
+    machine = start()
+    play_turn(machine, "frame 1")
+    first = request_of(machine.fire(ObservationArrived("frame 2")))
+    machine.fire(reply("garbage"))
+    again = request_of(machine.fire(ActionRejected("no action")))
+    assert again == first
+    assert "garbage" not in str(again)
+
+
+def test_an_overflow_drops_the_oldest_whole_turn_and_asks_again():
+    machine = start()
+    play_turn(machine, "frame 1")
+    play_turn(machine, "frame 2")
+    first = request_of(machine.fire(ObservationArrived("frame 3")))
+    assert [m["content"] for m in first if m["role"] == "user"] == ["frame 1", "frame 2", "frame 3"]
+    smaller = request_of(machine.fire(OVERFLOW))
+    assert [m["content"] for m in smaller if m["role"] == "user"] == ["frame 2", "frame 3"]
+    assert smaller[0]["role"] == "user"  # never half a turn: the window still starts with a user message
+    machine.fire(reply())
+    machine.fire(ActionAccepted("ACTION1"))
+    assert [m["content"] for m in machine.model.accepted.items if m["role"] == "user"] == ["frame 2", "frame 3"]
+
+
+def test_the_window_is_trimmed_by_whole_oldest_turns_to_fit_the_estimate():
+    budget_for_three_turns = 400
+    machine = start(max_context_length=budget_for_three_turns + 100, max_output_tokens=100)
+    frame = "x" * 200  # 50 tokens + 4 overhead
+    for index in range(8):
+        play_turn(machine, f"{index} {frame}")
+    messages = request_of(machine.fire(ObservationArrived(f"8 {frame}")))
+    system = {"role": "system", "content": machine.model.system_prompt}
+    assert estimate_messages_tokens([system, *messages]) <= budget_for_three_turns
+    users = [m["content"].split()[0] for m in messages if m["role"] == "user"]
+    assert users == [str(index) for index in range(8 - len(users) + 1, 9)]  # the newest turns, contiguous
+    assert len(users) >= 2
+    assert [m["role"] for m in messages] == ["user", "assistant"] * (len(users) - 1) + ["user"]
+
+
+def test_a_state_for_another_adapter_is_refused():
+    state = mr.initial_state("some.other.adapter")
+    with pytest.raises(ValueError, match="belongs to adapter 'some.other.adapter'"):
+        mr.start(state, ADAPTER, SYSTEM, mr.WindowLimits(1000, 10), 1)
+
+
+def test_an_action_before_any_reply_is_an_invalid_event():
+    machine = start()
+    machine.fire(ObservationArrived("frame 1"))
+    with pytest.raises(InvalidEvent):
+        machine.fire(ActionAccepted("ACTION1"))
+    assert machine.state is State.AwaitingReply

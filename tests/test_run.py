@@ -1,0 +1,178 @@
+"""End-to-end runs from profiles on the embedded local provider: real SDK, real HTTP, real files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from turnstate.adapters.local.server import LocalProvider
+from turnstate.machine.config import DEFAULT_PROFILE, Profile, load_profile
+from turnstate.machine.runner import Runner
+from turnstate.strategies import manual_rolling
+
+DEFAULT = load_profile(DEFAULT_PROFILE)
+
+
+def with_changes(profile: Profile, **sections: dict) -> Profile:
+    """The profile with some sections' keys changed, validated again as a whole."""
+    data = profile.model_dump()
+    for section, changes in sections.items():
+        data[section] = {**(data[section] or {}), **changes}
+    return Profile.model_validate(data)
+
+
+def faults(*scheduled: tuple[int, str]) -> dict:
+    return {"local": {"faults": [{"at": at, "kind": kind} for at, kind in scheduled]}}
+
+
+def read_steps(run_dir: Path) -> list[dict]:
+    return [json.loads(path.read_text()) for path in sorted(run_dir.glob("step_*.json"))]
+
+
+def read_meta(run_dir: Path) -> dict:
+    return json.loads((run_dir / "run_meta.json").read_text())
+
+
+def test_the_default_profile_runs_from_the_command_line_and_writes_artifacts(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "turnstate.machine.cli", "run", "--out", str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "outcome" in done.stdout and "win" in done.stdout
+    (run_dir,) = tmp_path.iterdir()
+    meta = read_meta(run_dir)
+    assert meta["outcome"] == "win"
+    assert meta["adapter_id"] == "openai.chat_completions.v1"
+    assert meta["strategy"] == "manual_rolling"
+    assert meta["config_id"] == "local-manual-rolling"
+    assert meta["implementation_path"] == "adapters/chat_completions.py"
+    assert meta["review_status"] == "unreviewed"
+    assert meta["harness_commit"] is None
+    steps = read_steps(run_dir)
+    assert len(steps) == meta["steps"] > 0
+    assert (run_dir / "transitions.jsonl").read_text().count("\n") >= 3 * len(steps)
+
+
+def test_the_harness_commit_comes_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("ARC_HARNESS_COMMIT_SHA", "0123abc")
+    result = Runner(with_changes(DEFAULT, agent={"max_actions": 1}), tmp_path).run()
+    assert read_meta(result.artifacts)["harness_commit"] == "0123abc"
+
+
+def test_usage_is_counted_once_per_call_and_the_steps_add_up_to_the_total(tmp_path):
+    result = Runner(DEFAULT, tmp_path).run()
+    steps = read_steps(result.artifacts)
+    meta = read_meta(result.artifacts)
+    for key in ("input_tokens", "cached_input_tokens", "output_tokens"):
+        assert sum(step["usage"][key] for step in steps) == meta["usage"][key]
+    assert meta["usage"]["cached_input_tokens"] > 0  # the replayed window is a cached prefix
+    assert meta["cost_estimate"] == pytest.approx(
+        (meta["usage"]["input_tokens"] * 1.25 + meta["usage"]["output_tokens"] * 10.0) / 1_000_000
+    )
+
+
+def test_the_run_wins_only_because_the_carry_forward_notes_survive_the_window(tmp_path, monkeypatch):
+    monkeypatch.setattr(manual_rolling, "CARRY_FORWARD_INSTRUCTION", "Only your visible replies are carried.")
+    forgetful = Runner(with_changes(DEFAULT, agent={"max_actions": 40}), tmp_path / "forgetful").run()
+    assert forgetful.outcome == "max_actions"
+    assert forgetful.levels_won < 3
+    monkeypatch.undo()
+    remembering = Runner(DEFAULT, tmp_path / "notes").run()
+    assert remembering.outcome == "win"
+    early_frame = read_steps(remembering.artifacts)[-1]["messages_sent"][1]["content"]
+    assert "BEACON (level 3): dark" in early_frame  # the beacon frame itself had left the window
+
+
+def test_a_game_over_frame_is_buffered_and_replayed_before_the_reset_frame(tmp_path, monkeypatch):
+    monkeypatch.setattr(manual_rolling, "CARRY_FORWARD_INSTRUCTION", "Only your visible replies are carried.")
+    result = Runner(with_changes(DEFAULT, agent={"max_actions": 40}), tmp_path).run()
+    log = [json.loads(line) for line in (result.artifacts / "transitions.jsonl").read_text().splitlines()]
+    assert {"machine": "manual_rolling", "source": "Accepted", "trigger": "buffered", "dest": "Accepted", "event": "InputBuffered"} in log
+    after_game_over = next(
+        step for step in read_steps(result.artifacts) if "WRONG DOOR" in step["messages_sent"][-1]["content"]
+    )
+    last_input = after_game_over["messages_sent"][-1]["content"]
+    assert last_input.index("STATE GAME_OVER") < last_input.index("STATE NOT_FINISHED")
+
+
+def test_a_429_and_a_500_are_retried_from_the_accepted_state(tmp_path):
+    profile = with_changes(DEFAULT, client=faults((2, "rate_limit"), (3, "server_error")))
+    result = Runner(profile, tmp_path).run()
+    assert result.outcome == "win"
+    assert result.failed_attempts == 2
+    step_2 = read_steps(result.artifacts)[1]
+    assert [retry["outcome"] for retry in step_2["retries"]] == ["transient", "transient"]
+    assert [retry["diagnostics"]["status"] for retry in step_2["retries"]] == [429, 500]
+    triggers = [(t["source"], t["trigger"], t["dest"]) for t in step_2["transitions"]]
+    assert triggers.count(("AwaitingReply", "failed", "AwaitingReply")) == 2
+
+
+def test_an_invalid_action_is_retried_and_its_usage_billed_to_the_accepted_step(tmp_path):
+    profile = with_changes(DEFAULT, client=faults((1, "malformed")))
+    result = Runner(profile, tmp_path).run()
+    first = read_steps(result.artifacts)[0]
+    (retry,) = first["retries"]
+    assert retry["outcome"] == "action_rejected"
+    assert "no 'ACTION: <name>' line" in retry["problem"]
+    assert first["usage"]["input_tokens"] == retry["usage"]["input_tokens"] * 2  # same request twice
+    assert result.outcome == "win"
+
+
+def test_exhausted_retries_fail_closed_and_keep_every_failed_attempts_usage(tmp_path):
+    profile = with_changes(DEFAULT, client=faults(*[(at, "malformed") for at in (3, 4, 5, 6)]))
+    done = subprocess.run(
+        [sys.executable, "-m", "turnstate.machine.cli", "run", str(_write(tmp_path, profile)), "--out", str(tmp_path / "runs")],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1
+    assert "failed_closed" in done.stdout
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    meta = read_meta(run_dir)
+    assert meta["outcome"] == "failed_closed"
+    assert "retries exhausted" in meta["failure"]
+    assert meta["steps"] == 2 and len(read_steps(run_dir)) == 2  # no failed step is fabricated
+    assert meta["provider_calls"] == 6
+    assert meta["unattributed_usage"]["input_tokens"] > 0
+    assert meta["usage"]["input_tokens"] == sum(s["usage"]["input_tokens"] for s in read_steps(run_dir)) + meta["unattributed_usage"]["input_tokens"]
+
+
+def test_a_provider_overflow_drops_the_oldest_turn_and_the_run_goes_on(tmp_path):
+    profile = with_changes(DEFAULT, client={"local": {"context_window": 600}})
+    result = Runner(profile, tmp_path).run()
+    log = (result.artifacts / "transitions.jsonl").read_text()
+    assert '"source": "AwaitingReply", "trigger": "overflowed", "dest": "AwaitingReply"' in log
+    assert result.outcome == "win"
+
+
+def test_a_remote_endpoint_reads_its_key_from_the_environment_and_never_writes_it(tmp_path, monkeypatch):
+    secret = "sk-test-DO-NOT-WRITE-4242"
+    monkeypatch.setenv("TURNSTATE_TEST_KEY", secret)
+    with LocalProvider() as provider:
+        profile = with_changes(DEFAULT, client={"base_url": provider.openai_base_url, "api_key_env": "TURNSTATE_TEST_KEY"}, agent={"max_actions": 5})
+        result = Runner(profile, tmp_path).run()
+    assert result.steps == 5
+    for path in result.artifacts.iterdir():
+        assert secret not in path.read_text(), path.name
+    assert read_meta(result.artifacts)["settings"]["client"]["api_key_env"] == "TURNSTATE_TEST_KEY"
+
+
+def test_a_missing_key_variable_is_a_clear_error(tmp_path):
+    profile = with_changes(DEFAULT, client={"base_url": "http://127.0.0.1:9/v1", "api_key_env": "TURNSTATE_UNSET_KEY_VAR"})
+    done = subprocess.run(
+        [sys.executable, "-m", "turnstate.machine.cli", "run", str(_write(tmp_path, profile)), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1
+    assert "TURNSTATE_UNSET_KEY_VAR, which is not set" in done.stderr
+
+
+def _write(tmp_path: Path, profile: Profile) -> Path:
+    import yaml
+
+    path = tmp_path / "profile.yaml"
+    path.write_text(yaml.safe_dump(profile.model_dump(mode="json", exclude_none=True)))
+    return path
