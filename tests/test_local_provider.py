@@ -16,11 +16,10 @@ import pytest
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from turnstate.adapters.local.faults import Fault, FaultSchedule
-from turnstate.adapters.local.server import LocalProvider
+from turnstate.adapters.local.server import MALFORMED_REPLY, LocalProvider
 from turnstate.machine.tokens import estimate_messages_tokens, estimate_text_tokens
 
 SYSTEM = {"role": "system", "content": "You play a small game."}
-MALFORMED_REPLY = "I am not sure what to do."
 
 
 def echo_last_message(system: str, messages: Sequence[Mapping[str, object]]) -> str:

@@ -84,6 +84,8 @@ class InvalidParam(ValueError):
 
 @dataclass(frozen=True)
 class ChatRequest:
+    """A request that passed validation, in the two forms the wire needs."""
+
     model: str
     sent_messages: tuple[Mapping[str, object], ...]
     """The messages exactly as sent: what the prefix cache compares."""

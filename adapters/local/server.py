@@ -46,14 +46,15 @@ Ending = Literal["stop", "length", "refusal"]
 SharedError = Literal["missing_api_key", "unparseable_body", "rate_limit", "server_error", "overloaded"]
 """Errors the server answers for every wire; each wire words them as its real service does."""
 
+SseEvent = Mapping[str, str]
+"""One server-sent event as its fields, e.g. {"data": "..."} or {"event": "...", "data": "..."}."""
+
 MALFORMED_REPLY = "I am not sure what to do."
+"""The reply a `malformed` fault puts in place of the model's: text that holds no valid action."""
 
 # How often the accept loop looks for a stop request: stop() waits up to this long, once per provider,
 # and test suites start one provider per test.
 SHUTDOWN_POLL_SECONDS = 0.01
-
-SseEvent = Mapping[str, str]
-"""One server-sent event as its fields, e.g. {"data": "..."} or {"event": "...", "data": "..."}."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,8 @@ def bearer_api_key(headers: Message) -> str | None:
 
 @dataclass(frozen=True)
 class Route:
+    """An endpoint: the wire module that speaks it, and where its protocol carries the API key."""
+
     wire: Wire
     api_key: Callable[[Message], str | None]
 
@@ -363,8 +366,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _read_body(self) -> bytes:
         length = self.headers.get("Content-Length")
         if length is None:
-            # Without a length the body's end is unknown, so this connection cannot carry another request.
-            self.close_connection = "Transfer-Encoding" in self.headers or self.close_connection
+            if "Transfer-Encoding" in self.headers:
+                # A chunked request body is not read, so the connection cannot carry another request.
+                self.close_connection = True
             return b""
         return self.rfile.read(int(length))
 
