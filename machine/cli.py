@@ -110,11 +110,11 @@ def diagrams(out_dir: Path, check: bool, run_dir: Path | None) -> None:
         records = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line]
         for name, counts in drawing.run_counts(records).items():
             _, svg = drawing.write(MACHINES[name], run_dir, counts)
-            console.print(f"wrote {svg}", markup=False)
+            click.echo(f"wrote {svg}")
         return
     for spec in MACHINES.values():
         dot, svg = drawing.write(spec, out_dir)
-        console.print(f"wrote {dot} and {svg}", markup=False)
+        click.echo(f"wrote {dot} and {svg}")
 
 
 @main.command()
@@ -126,7 +126,7 @@ def serve(port: int, context_window: int | None) -> None:
 
     options = {"port": port} | ({"context_window": context_window} if context_window else {})
     provider = LocalProvider(**options).start()
-    console.print(f"local provider on {provider.base_url} (OpenAI-compatible base_url: {provider.openai_base_url})", markup=False)
+    click.echo(f"local provider on {provider.base_url} (OpenAI-compatible base_url: {provider.openai_base_url})")
     provider.serve_until_interrupted()
 
 

@@ -42,6 +42,7 @@ from turnstate.machine.contract import (
 from turnstate.machine.engine import Event, LiveMachine
 from turnstate.machine.environments import Environment, Frame, GameState, make_environment
 from turnstate.machine.registry import descriptor_for
+from turnstate.machine.state import RuntimeState
 from turnstate.strategies import start_strategy
 
 RESET = "RESET"
@@ -90,6 +91,8 @@ class RunResult:
     cost: float
     wall_seconds: float
     provider_seconds: float
+    # The last accepted state, in memory only: it may hold opaque provider state.
+    accepted_state: RuntimeState
 
 
 @dataclass
@@ -109,6 +112,7 @@ class _Attempt:
     outcome: str
     usage: Usage
     response_text: str | None = None
+    reasoning_summary: str | None = None
     problem: str | None = None
     diagnostics: dict[str, Any] = field(default_factory=dict)
 
@@ -217,6 +221,7 @@ class _Loop:
             cost=self.ledger.cost(self.ledger.total),
             wall_seconds=time.perf_counter() - started,
             provider_seconds=self.provider_seconds,
+            accepted_state=self.machine.model.accepted,
         )
         self.writer.write_json("run_meta.json", meta | _totals(result, self.ledger))
         return result
@@ -264,7 +269,9 @@ class _Loop:
         self.provider_seconds += time.perf_counter() - started
         self.ledger.record_call(outcome.usage, succeeded=isinstance(outcome, ModelResponse))
         if isinstance(outcome, ModelResponse):
-            attempts.append(_Attempt(sent, "replied", outcome.usage, response_text=outcome.text))
+            attempts.append(
+                _Attempt(sent, "replied", outcome.usage, outcome.text, outcome.reasoning_summary)
+            )
         else:
             attempts.append(_Attempt(sent, outcome.kind.value, outcome.usage, diagnostics=dict(outcome.diagnostics)))
         return outcome_event(outcome)
@@ -286,7 +293,7 @@ class _Loop:
                 "step": index,
                 "messages_sent": accepted.messages,
                 "response_text": accepted.response_text,
-                "reasoning_summary": None,
+                "reasoning_summary": accepted.reasoning_summary,
                 "action": action,
                 "usage": usage.to_dict(),
                 "cost_estimate": self.ledger.cost(usage),

@@ -124,3 +124,29 @@ def test_an_unknown_endpoint_is_fatal():
     assert isinstance(outcome, ProviderError)
     assert outcome.kind is ErrorKind.FATAL
     assert outcome.diagnostics["status"] == 404
+
+
+def test_turnstate_serve_answers_the_real_sdk_until_interrupted():
+    import re
+    import signal
+    import subprocess
+    import sys
+
+    import openai
+
+    server = subprocess.Popen(
+        [sys.executable, "-m", "turnstate.machine.cli", "serve", "--context-window", "4096"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        banner = server.stdout.readline()
+        base_url = re.search(r"OpenAI-compatible base_url: (\S+)\)", banner).group(1)
+        client = openai.OpenAI(base_url=base_url, api_key="k", max_retries=0, timeout=10)
+        completion = client.chat.completions.create(
+            model="local-policy-1", messages=[{"role": "user", "content": FRAME}], max_tokens=64
+        )
+        assert "ACTION: ACTION4" in completion.choices[0].message.content
+    finally:
+        server.send_signal(signal.SIGINT)
+        assert server.wait(timeout=10) == 0

@@ -139,6 +139,18 @@ def test_exhausted_retries_fail_closed_and_keep_every_failed_attempts_usage(tmp_
     assert meta["usage"]["input_tokens"] == sum(s["usage"]["input_tokens"] for s in read_steps(run_dir)) + meta["unattributed_usage"]["input_tokens"]
 
 
+def test_after_failing_closed_the_last_accepted_state_is_intact(tmp_path):
+    profile = with_changes(DEFAULT, client=faults(*[(at, "malformed") for at in (3, 4, 5, 6)]))
+    result = Runner(profile, tmp_path).run()
+    assert result.outcome == "failed_closed"
+    state = result.accepted_state
+    last_step = read_steps(result.artifacts)[-1]
+    assert state.items[-1] == {"role": "assistant", "content": last_step["response_text"]}
+    assert state.items[-2] == last_step["messages_sent"][-1]
+    assert "I am not sure what to do." not in state.to_json()  # no rejected reply leaked in
+    assert len(state.turns) == 2 and state.pending == ()
+
+
 def test_a_provider_overflow_drops_the_oldest_turn_and_the_run_goes_on(tmp_path):
     profile = with_changes(DEFAULT, client={"local": {"context_window": 600}})
     result = Runner(profile, tmp_path).run()
