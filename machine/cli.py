@@ -61,7 +61,7 @@ def _summary(result: RunResult) -> Table:
     usage = result.usage
     rows = [
         ("outcome", result.outcome + (f" ({result.failure})" if result.failure else "")),
-        ("steps", str(result.steps)),
+        ("steps (turns played)", str(result.turns)),
         ("accepted actions", str(result.accepted_actions)),
         ("levels won", str(result.levels_won)),
         ("retries (failed attempts)", str(result.failed_attempts)),

@@ -82,7 +82,7 @@ class RunResult:
     artifacts: Path
     outcome: str  # win | max_actions | failed_closed
     failure: str | None
-    steps: int
+    turns: int  # observations the model was asked to act on, including a turn that failed closed
     accepted_actions: int
     failed_attempts: int
     levels_won: int
@@ -190,17 +190,18 @@ class _Loop:
         started = time.perf_counter()
         frame = self.environment.reset()
         first_level = frame.level
-        steps = 0
+        turns = accepted = 0
         outcome, failure = "max_actions", None
-        while steps < self.profile.agent.max_actions:
-            action, failure = self._turn(steps + 1, scaffold.render_observation(frame))
+        while accepted < self.profile.agent.max_actions:
+            turns += 1
+            action, failure = self._turn(accepted + 1, scaffold.render_observation(frame))
             if action is None:
                 outcome = "failed_closed"
                 break
-            steps += 1
+            accepted += 1
             frame = self.environment.step(action)
             if self.on_step:
-                self.on_step(StepProgress(steps, action, frame.level, frame.levels, self.failed_attempts))
+                self.on_step(StepProgress(accepted, action, frame.level, frame.levels, self.failed_attempts))
             if frame.state is GameState.WIN:
                 outcome = "win"
                 break
@@ -212,8 +213,8 @@ class _Loop:
             artifacts=self.writer.path,
             outcome=outcome,
             failure=failure,
-            steps=steps,
-            accepted_actions=steps,
+            turns=turns,
+            accepted_actions=accepted,
             failed_attempts=self.failed_attempts,
             levels_won=levels_won,
             usage=self.ledger.total,
@@ -307,7 +308,7 @@ def _totals(result: RunResult, ledger: Ledger) -> dict[str, Any]:
     return {
         "outcome": result.outcome,
         "failure": result.failure,
-        "steps": result.steps,
+        "turns": result.turns,
         "accepted_actions": result.accepted_actions,
         "failed_attempts": result.failed_attempts,
         "levels_won": result.levels_won,

@@ -51,7 +51,7 @@ def test_the_default_profile_runs_from_the_command_line_and_writes_artifacts(tmp
     assert meta["review_status"] == "unreviewed"
     assert meta["harness_commit"] is None
     steps = read_steps(run_dir)
-    assert len(steps) == meta["steps"] > 0
+    assert len(steps) == meta["accepted_actions"] == meta["turns"] > 0
     assert (run_dir / "transitions.jsonl").read_text().count("\n") >= 3 * len(steps)
 
 
@@ -133,7 +133,8 @@ def test_exhausted_retries_fail_closed_and_keep_every_failed_attempts_usage(tmp_
     meta = read_meta(run_dir)
     assert meta["outcome"] == "failed_closed"
     assert "retries exhausted" in meta["failure"]
-    assert meta["steps"] == 2 and len(read_steps(run_dir)) == 2  # no failed step is fabricated
+    assert meta["turns"] == 3
+    assert meta["accepted_actions"] == 2 and len(read_steps(run_dir)) == 2  # no failed step is fabricated
     assert meta["provider_calls"] == 6
     assert meta["unattributed_usage"]["input_tokens"] > 0
     assert meta["usage"]["input_tokens"] == sum(s["usage"]["input_tokens"] for s in read_steps(run_dir)) + meta["unattributed_usage"]["input_tokens"]
@@ -165,7 +166,7 @@ def test_a_remote_endpoint_reads_its_key_from_the_environment_and_never_writes_i
     with LocalProvider() as provider:
         profile = with_changes(DEFAULT, client={"base_url": provider.openai_base_url, "api_key_env": "TURNSTATE_TEST_KEY"}, agent={"max_actions": 5})
         result = Runner(profile, tmp_path).run()
-    assert result.steps == 5
+    assert result.accepted_actions == 5
     for path in result.artifacts.iterdir():
         assert secret not in path.read_text(), path.name
     assert read_meta(result.artifacts)["settings"]["client"]["api_key_env"] == "TURNSTATE_TEST_KEY"
