@@ -20,12 +20,10 @@ class Ledger:
     pricing: PricingConfig
     total: Usage = Usage()
     calls: int = 0
-    failed_calls: int = 0
     _since_last_step: Usage = field(default_factory=Usage)
 
-    def record_call(self, usage: Usage, succeeded: bool) -> None:
+    def record_call(self, usage: Usage) -> None:
         self.calls += 1
-        self.failed_calls += 0 if succeeded else 1
         self.total += usage
         self._since_last_step += usage
 

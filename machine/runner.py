@@ -185,38 +185,51 @@ class _Loop:
         self.machine: LiveMachine = start_strategy(profile, system)
         self.provider_seconds = 0.0
         self.failed_attempts = 0
+        self.turns = self.accepted = self.levels_won = 0
 
     def play(self, meta: dict[str, Any]) -> RunResult:
+        """Play until a win, the action budget or a failed-closed turn. run_meta.json is written
+        whatever happens, an interrupt or a crash included, so no accepted step goes unaccounted."""
         started = time.perf_counter()
+        try:
+            outcome, failure = self._play_until_done()
+        except BaseException as error:
+            outcome = "interrupted" if isinstance(error, KeyboardInterrupt) else "crashed"
+            self._write_meta(meta, self._result(outcome, type(error).__name__, started))
+            raise
+        result = self._result(outcome, failure, started)
+        self._write_meta(meta, result)
+        return result
+
+    def _play_until_done(self) -> tuple[str, str | None]:
         frame = self.environment.reset()
-        first_level = frame.level
-        turns = accepted = 0
-        outcome, failure = "max_actions", None
-        while accepted < self.profile.agent.max_actions:
-            turns += 1
-            action, failure = self._turn(accepted + 1, scaffold.render_observation(frame))
+        while self.accepted < self.profile.agent.max_actions:
+            self.turns += 1
+            action, failure = self._turn(self.accepted + 1, scaffold.render_observation(frame))
             if action is None:
-                outcome = "failed_closed"
-                break
-            accepted += 1
+                return "failed_closed", failure
+            self.accepted += 1
             frame = self.environment.step(action)
             if self.on_step:
-                self.on_step(StepProgress(accepted, action, frame.level, frame.levels, self.failed_attempts))
+                self.on_step(StepProgress(self.accepted, action, frame.level, frame.levels, self.failed_attempts))
             if frame.state is GameState.WIN:
-                outcome = "win"
-                break
+                self.levels_won = frame.level
+                return "win", None
+            self.levels_won = frame.level - 1
             if frame.state is GameState.GAME_OVER:
                 frame = self._reset_after_game_over(frame)
-        levels_won = (frame.level - first_level) + (1 if frame.state is GameState.WIN else 0)
-        result = RunResult(
+        return "max_actions", None
+
+    def _result(self, outcome: str, failure: str | None, started: float) -> RunResult:
+        return RunResult(
             run_id=self.writer.path.name,
             artifacts=self.writer.path,
             outcome=outcome,
             failure=failure,
-            turns=turns,
-            accepted_actions=accepted,
+            turns=self.turns,
+            accepted_actions=self.accepted,
             failed_attempts=self.failed_attempts,
-            levels_won=levels_won,
+            levels_won=self.levels_won,
             usage=self.ledger.total,
             unattributed_usage=self.ledger.unattributed,
             cost=self.ledger.cost(self.ledger.total),
@@ -224,8 +237,9 @@ class _Loop:
             provider_seconds=self.provider_seconds,
             accepted_state=self.machine.model.accepted,
         )
+
+    def _write_meta(self, meta: dict[str, Any], result: RunResult) -> None:
         self.writer.write_json("run_meta.json", meta | _totals(result, self.ledger))
-        return result
 
     def _reset_after_game_over(self, frame: Frame) -> Frame:
         self._fire(InputBuffered(scaffold.render_observation(frame)))
@@ -268,7 +282,7 @@ class _Loop:
         started = time.perf_counter()
         outcome = self.adapter.call(request)
         self.provider_seconds += time.perf_counter() - started
-        self.ledger.record_call(outcome.usage, succeeded=isinstance(outcome, ModelResponse))
+        self.ledger.record_call(outcome.usage)
         if isinstance(outcome, ModelResponse):
             attempts.append(
                 _Attempt(sent, "replied", outcome.usage, outcome.text, outcome.reasoning_summary)

@@ -189,3 +189,21 @@ def _write(tmp_path: Path, profile: Profile) -> Path:
     path = tmp_path / "profile.yaml"
     path.write_text(yaml.safe_dump(profile.model_dump(mode="json", exclude_none=True)))
     return path
+
+
+def test_a_crash_mid_run_still_writes_run_meta_with_what_was_accepted(tmp_path):
+    calls = []
+
+    def on_step(step):
+        calls.append(step)
+        if step.step == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        Runner(DEFAULT, tmp_path, on_step=on_step).run()
+    (run_dir,) = tmp_path.iterdir()
+    meta = read_meta(run_dir)
+    assert meta["outcome"] == "interrupted"
+    assert meta["failure"] == "KeyboardInterrupt"
+    assert meta["accepted_actions"] == 3 == len(read_steps(run_dir))
+    assert meta["usage"]["input_tokens"] == sum(step["usage"]["input_tokens"] for step in read_steps(run_dir))
