@@ -12,7 +12,14 @@ from typing import Any
 import openai
 
 from turnstate.machine.config import RequestConfig
-from turnstate.machine.contract import Endpoint, ErrorKind, ModelRequest, ModelResponse, ProviderError, Usage
+from turnstate.machine.contract import (
+    Endpoint,
+    ErrorKind,
+    ModelRequest,
+    ModelResponse,
+    ProviderError,
+    Usage,
+)
 
 ADAPTER_ID = "openai.chat_completions.v1"
 

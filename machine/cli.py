@@ -8,11 +8,17 @@ from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 from turnstate.machine.config import DEFAULT_PROFILE, ProfileError, load_profile
-from turnstate.machine.runner import RunResult, Runner, RunSetupError, StepProgress
+from turnstate.machine.runner import Runner, RunResult, RunSetupError, StepProgress
 
 console = Console()
 

@@ -13,7 +13,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from turnstate.machine.registry import descriptor_for, UnknownAdapter
+from turnstate.machine.registry import UnknownAdapter, descriptor_for
 from turnstate.machine.state import Strategy
 
 LOCAL = "local"
@@ -57,6 +57,16 @@ class LocalProviderConfig(_Section):
     context_window: int | None = Field(default=None, ge=256)
     faults: tuple[FaultConfig, ...] = ()
 
+    @model_validator(mode="after")
+    def _one_fault_per_request(self) -> LocalProviderConfig:
+        ordinals = [fault.at for fault in self.faults]
+        repeated = sorted({at for at in ordinals if ordinals.count(at) > 1})
+        if repeated:
+            raise _Contradiction(
+                "client.local.faults", f"more than one fault at request {repeated[0]}", "give each request at most one fault"
+            )
+        return self
+
 
 class ClientConfig(_Section):
     base_url: str = LOCAL
@@ -96,7 +106,7 @@ class Profile(_Section):
         try:
             descriptor = descriptor_for(self.runtime.adapter_id)
         except UnknownAdapter as error:
-            raise _Contradiction("runtime.adapter_id", str(error.args[0]), "use a registered id")
+            raise _Contradiction("runtime.adapter_id", str(error.args[0]), "use a registered id") from None
         if self.runtime.state not in descriptor.strategies:
             raise _Contradiction(
                 "runtime.state",
@@ -142,7 +152,7 @@ def _check_environment(environment: EnvironmentConfig) -> None:
     try:
         make_environment(environment.name, environment.seed, environment.options)
     except EnvironmentConfigError as error:
-        raise _Contradiction("environment", str(error), "see the environment options in README.md")
+        raise _Contradiction("environment", str(error), "see the environment options in README.md") from None
 
 
 class ProfileError(ValueError):

@@ -40,7 +40,12 @@ from turnstate.machine.contract import (
     outcome_event,
 )
 from turnstate.machine.engine import Event, LiveMachine
-from turnstate.machine.environments import Environment, Frame, GameState, make_environment
+from turnstate.machine.environments import (
+    Environment,
+    Frame,
+    GameState,
+    make_environment,
+)
 from turnstate.machine.registry import descriptor_for
 from turnstate.machine.state import RuntimeState
 from turnstate.strategies import start_strategy

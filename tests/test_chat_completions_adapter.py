@@ -8,7 +8,13 @@ from turnstate.adapters.chat_completions import ChatCompletionsAdapter
 from turnstate.adapters.local.faults import Fault
 from turnstate.adapters.local.server import LocalProvider
 from turnstate.machine.config import RequestConfig
-from turnstate.machine.contract import Endpoint, ErrorKind, ModelRequest, ModelResponse, ProviderError
+from turnstate.machine.contract import (
+    Endpoint,
+    ErrorKind,
+    ModelRequest,
+    ModelResponse,
+    ProviderError,
+)
 from turnstate.machine.tokens import estimate_messages_tokens, estimate_text_tokens
 
 FRAME = "LEVEL 1/1 | STATE NOT_FINISHED\nBEACON (level 1): dark\n#####\n#@.A#\n#####\nSTANDING ON: floor"

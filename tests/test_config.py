@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
 
-from turnstate.machine.config import DEFAULT_PROFILE, PROFILES_DIR, ProfileError, load_profile, parse_profile
+from turnstate.machine.config import (
+    DEFAULT_PROFILE,
+    PROFILES_DIR,
+    ProfileError,
+    load_profile,
+    parse_profile,
+)
 
 BASE = yaml.safe_load(DEFAULT_PROFILE.read_text())
 
@@ -57,6 +62,7 @@ REJECTED = [
     ({"client__base_url": "https://api.example.test/v1"}, "client.api_key_env", "a remote base_url needs a key"),
     ({"environment__options": {"levles": 2}}, "environment", "levles"),
     ({"environment__name": "chess"}, "environment", "unknown environment 'chess'"),
+    ({"client__local": {"faults": [{"at": 2, "kind": "empty"}, {"at": 2, "kind": "refusal"}]}}, "client.local.faults", "more than one fault at request 2"),
 ]
 
 

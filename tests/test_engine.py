@@ -16,8 +16,10 @@ from turnstate.machine.engine import (
     MachineSpec,
     NoTransition,
     SpecError,
-    Transition as T,
     validate_spec,
+)
+from turnstate.machine.engine import (
+    Transition as T,
 )
 
 

@@ -553,4 +553,4 @@ def test_two_providers_get_different_free_ports() -> None:
 
 def test_base_url_needs_a_running_provider() -> None:
     with pytest.raises(RuntimeError):
-        LocalProvider(reply=echo_last_message).base_url
+        _ = LocalProvider(reply=echo_last_message).base_url

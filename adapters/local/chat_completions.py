@@ -20,7 +20,12 @@ from typing import TYPE_CHECKING
 from turnstate.machine.tokens import estimate_messages_tokens
 
 if TYPE_CHECKING:
-    from turnstate.adapters.local.server import Completion, Exchange, SharedError, SseEvent
+    from turnstate.adapters.local.server import (
+        Completion,
+        Exchange,
+        SharedError,
+        SseEvent,
+    )
 
 ROLES = ("system", "assistant", "user", "tool")
 FINISH_REASONS: Mapping[str, str] = {"stop": "stop", "length": "length", "refusal": "content_filter"}

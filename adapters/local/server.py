@@ -31,7 +31,12 @@ from typing import Literal, Protocol
 from urllib.parse import urlsplit
 
 from turnstate.adapters.local import chat_completions
-from turnstate.adapters.local.faults import STATUS_FAULTS, Fault, FaultKind, FaultSchedule
+from turnstate.adapters.local.faults import (
+    STATUS_FAULTS,
+    Fault,
+    FaultKind,
+    FaultSchedule,
+)
 from turnstate.adapters.local.prefix_cache import PrefixCache
 from turnstate.machine.tokens import BYTES_PER_TOKEN, estimate_text_tokens
 

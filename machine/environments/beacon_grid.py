@@ -142,7 +142,7 @@ def draw_layout(seed: int, level: int, width: int, height: int) -> Layout:
         distances = walk_distances(start, walls)
         far_cells = sorted(cell for cell, moves in distances.items() if moves >= MIN_DOOR_DISTANCE)
         if len(far_cells) >= len(DOORS):
-            doors = dict(zip(DOORS, rng.sample(far_cells, len(DOORS))))
+            doors = dict(zip(DOORS, rng.sample(far_cells, len(DOORS)), strict=True))
             return Layout(width, height, walls, start, doors, beacon=rng.choice(DOORS))
     raise RuntimeError(f"beacon_grid: no layout found for seed {seed} level {level}")
 
