@@ -168,7 +168,8 @@ class ManualRolling(MachineModel):
         reply = {"role": "assistant", "content": turn.provisional.text}
         spans.append(TurnSpan(start=len(items), end=len(items) + 2))
         items += [turn.user_message, reply]
-        items, spans = trim_oldest_turns(items, spans, self.system_prompt, [], self.limits.prompt_budget)
+        over = turns_over_budget(items, spans, self.system_prompt, [], self.limits.prompt_budget)
+        items, spans = drop_turns(items, spans, over)
         self.accepted = self.accepted.replace(payload={"items": items}, turns=spans, pending=())
         self.turn = None
 
@@ -182,14 +183,20 @@ class ManualRolling(MachineModel):
     # Request building.
 
     def build_request(self) -> ModelRequest:
+        """System prompt, the accepted window less the oldest turns that do not fit, the new input.
+
+        The turns left out are remembered on the open turn, so an overflow drops the oldest turn
+        this request actually sent, and a commit keeps exactly the window that was sent."""
         turn = self._turn
         items, spans = self._window(turn)
-        items, _ = trim_oldest_turns(items, spans, self.system_prompt, [turn.user_message], self.limits.prompt_budget)
+        over = turns_over_budget(items, spans, self.system_prompt, [turn.user_message], self.limits.prompt_budget)
+        turn.skipped_turns += over
+        items, _ = drop_turns(items, spans, over)
         messages = tuple(items + [turn.user_message])
         return ModelRequest(system=self.system_prompt, messages=messages, readable=messages)
 
     def _window(self, turn: OpenTurn) -> tuple[list[dict], list[TurnSpan]]:
-        """The accepted window minus the turns this attempt skips after an overflow."""
+        """The accepted window minus the oldest turns this attempt leaves out."""
         return drop_turns(self.accepted.items, list(self.accepted.turns), turn.skipped_turns)
 
     @property
@@ -208,10 +215,8 @@ def drop_turns(items: list, spans: list[TurnSpan], count: int) -> tuple[list, li
     return list(items[cut:]), kept
 
 
-def trim_oldest_turns(
-    items: list, spans: list[TurnSpan], system: str, tail: list[dict], budget: int
-) -> tuple[list, list[TurnSpan]]:
-    """Drop the oldest complete turns until system + window + tail fits the estimated budget."""
+def turns_over_budget(items: list, spans: list[TurnSpan], system: str, tail: list[dict], budget: int) -> int:
+    """How many oldest complete turns must go for system + window + tail to fit the estimated budget."""
     estimate = estimate_messages_tokens([{"role": "system", "content": system}, *items, *tail])
     dropped = 0
     for span in spans:
@@ -219,7 +224,7 @@ def trim_oldest_turns(
             break
         estimate -= estimate_messages_tokens(items[span.start : span.end])
         dropped += 1
-    return drop_turns(items, spans, dropped)
+    return dropped
 
 
 def _failure_reason(event: object) -> str:

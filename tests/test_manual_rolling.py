@@ -184,3 +184,14 @@ def test_an_action_before_any_reply_is_an_invalid_event():
     with pytest.raises(InvalidEvent):
         machine.fire(ActionAccepted("ACTION1"))
     assert machine.state is State.AwaitingReply
+
+
+def test_an_overflow_drops_a_turn_the_trimmed_request_actually_sent():
+    machine = start(max_context_length=500, max_output_tokens=100)
+    frame = "x" * 200
+    for index in range(8):
+        play_turn(machine, f"{index} {frame}")
+    sent = request_of(machine.fire(ObservationArrived(f"8 {frame}")))
+    smaller = request_of(machine.fire(OVERFLOW))
+    users = [[m["content"].split()[0] for m in messages if m["role"] == "user"] for messages in (sent, smaller)]
+    assert users[1] == users[0][1:]  # exactly the oldest turn that was sent is gone
