@@ -118,11 +118,13 @@ def _state_name(state: enum.Enum | str) -> str:
 
 
 def validate_spec(spec: MachineSpec, model: object | None = None) -> None:
-    """Raise SpecError naming the first structural defect; with a model, check names resolve too."""
+    """Raise SpecError naming every structural defect; with a model (an instance or its class),
+    check that every named guard and action resolves on it too."""
     problems = list(_structural_problems(spec))
     if model is not None:
+        model_name = model.__name__ if isinstance(model, type) else type(model).__name__
         problems += [
-            f"{spec.name}: guard or action {name!r} does not resolve on {type(model).__name__}"
+            f"{spec.name}: guard or action {name!r} does not resolve on {model_name}"
             for name in sorted(spec.guard_and_action_names())
             if not callable(getattr(model, name, None))
         ]

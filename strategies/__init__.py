@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from turnstate.machine.engine import LiveMachine, MachineSpec
+from turnstate.machine.engine import LiveMachine, MachineModel, MachineSpec
 from turnstate.strategies import manual_rolling
 
 if TYPE_CHECKING:
@@ -12,6 +12,9 @@ if TYPE_CHECKING:
 
 # Every machine turnstate declares: what `turnstate diagrams` draws and the coverage gate checks.
 MACHINES: dict[str, MachineSpec] = {spec.name: spec for spec in (manual_rolling.SPEC,)}
+
+# The class whose methods implement each machine's named guards and actions.
+MODELS: dict[str, type[MachineModel]] = {manual_rolling.SPEC.name: manual_rolling.ManualRolling}
 
 _STARTERS = {manual_rolling.STRATEGY: manual_rolling.start_from_profile}
 

@@ -215,3 +215,12 @@ def test_a_nested_machine_is_drawn_as_a_cluster_inside_its_parent():
     dot = to_dot(OUTER)
     assert "subgraph cluster_Busy" in dot
     assert "Idle -> Busy_Shut" in dot  # a row into the parent enters the nested initial state
+
+
+def test_every_declared_machine_is_structurally_sound_and_its_names_resolve():
+    from turnstate.strategies import MACHINES, MODELS
+
+    assert set(MODELS) == set(MACHINES)
+    for name, spec in MACHINES.items():
+        validate_spec(spec, MODELS[name])  # raises SpecError naming any defect
+        assert spec.initial in spec.states and spec.final
