@@ -50,8 +50,9 @@ class ManualRollingWalk(RuleBasedStateMachine):
         return self.machine.model
 
     def _fresh(self, prefix: str) -> str:
+        """A unique marker; bracketed so that no marker is a substring of another."""
         self.counter += 1
-        return f"{prefix}-{self.counter}"
+        return f"[{prefix}-{self.counter}]"
 
     def _fire(self, event) -> list:
         effects = self.machine.fire(event)
@@ -164,5 +165,8 @@ class ManualRollingWalk(RuleBasedStateMachine):
             self._expect_unchanged()
 
 
-ManualRollingWalk.TestCase.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+# Derandomized so CI is repeatable; explore more widely by hand with a larger max_examples.
+ManualRollingWalk.TestCase.settings = settings(
+    max_examples=150, stateful_step_count=40, deadline=None, derandomize=True, database=None
+)
 test_manual_rolling_random_walks = ManualRollingWalk.TestCase
