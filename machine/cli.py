@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import click
+import graphviz
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -111,16 +112,20 @@ def diagrams(out_dir: Path, check: bool, run_dir: Path | None) -> None:
         for name in stale:
             click.echo(f"stale diagram: {out_dir / (name + '.dot')} (run `turnstate diagrams` and commit it)", err=True)
         sys.exit(1 if stale else 0)
-    if run_dir is not None:
-        log = run_dir / "transitions.jsonl"
-        records = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line]
-        for name, counts in drawing.run_counts(records).items():
-            _, svg = drawing.write(MACHINES[name], run_dir, counts)
-            click.echo(f"wrote {svg}")
-        return
-    for spec in MACHINES.values():
-        dot, svg = drawing.write(spec, out_dir)
-        click.echo(f"wrote {dot} and {svg}")
+    try:
+        if run_dir is not None:
+            log = run_dir / "transitions.jsonl"
+            records = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line]
+            for name, counts in drawing.run_counts(records).items():
+                _, svg = drawing.write(MACHINES[name], run_dir, counts)
+                click.echo(f"wrote {svg}")
+            return
+        for spec in MACHINES.values():
+            dot, svg = drawing.write(spec, out_dir)
+            click.echo(f"wrote {dot} and {svg}")
+    except graphviz.ExecutableNotFound:
+        click.echo("error: Graphviz's `dot` is not installed (apt-get install graphviz); the .dot files were written", err=True)
+        sys.exit(1)
 
 
 @main.command()
