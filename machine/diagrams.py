@@ -27,7 +27,7 @@ def to_dot(spec: MachineSpec, counts: Counts | None = None) -> str:
     graph.attr("edge", fontname="Helvetica", fontsize="10")
     graph.node("__start__", label="", shape="point", width="0.15")
     _add_states(graph, spec, prefix="")
-    graph.edge("__start__", spec.initial.name)
+    graph.edge("__start__", _anchor(spec, spec.initial.name))
     guarded: set[tuple[str, str]] = set()
     for source, dest, row in spec.rows():
         # An unguarded row after guarded ones of the same trigger is their fallback: say so.

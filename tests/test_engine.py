@@ -209,12 +209,29 @@ def test_a_nested_machine_composes_without_being_copied():
     assert [(f.source, f.dest) for f in machine.fired] == [("Idle", "Busy_Shut"), ("Busy_Shut", "Busy_Ajar"), ("Busy_Ajar", "Done")]
 
 
+class Wrapper(enum.Enum):
+    Busy = "busy from the start"
+    Done = "done"
+
+
+STARTS_NESTED = MachineSpec(
+    name="starts_nested",
+    states=Wrapper,
+    initial=Wrapper.Busy,
+    final=frozenset({Wrapper.Done}),
+    transitions=(T("opened", "Busy_Ajar", Wrapper.Done),),
+    nested={Wrapper.Busy: LATCH},
+)
+
+
 def test_a_nested_machine_is_drawn_as_a_cluster_inside_its_parent():
     from turnstate.machine.diagrams import to_dot
 
     dot = to_dot(OUTER)
     assert "subgraph cluster_Busy" in dot
     assert "Idle -> Busy_Shut" in dot  # a row into the parent enters the nested initial state
+    validate_spec(STARTS_NESTED)
+    assert "__start__ -> Busy_Shut" in to_dot(STARTS_NESTED)  # so does the initial marker
 
 
 def test_every_declared_machine_is_structurally_sound_and_its_names_resolve():
