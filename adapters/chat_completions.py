@@ -11,34 +11,30 @@ from typing import Any
 
 import openai
 
-from turnstate.machine.config import RequestConfig
-from turnstate.machine.contract import (
+from turnstate.adapters.contract import (
     Endpoint,
     ErrorKind,
     ModelRequest,
     ModelResponse,
     ProviderError,
+    RequestSettings,
     Usage,
 )
-
-ADAPTER_ID = "openai.chat_completions.v1"
 
 _FINISH_ERRORS = {"length": ErrorKind.TRUNCATED, "content_filter": ErrorKind.REFUSAL}
 _TRANSIENT_STATUS = {408, 409, 429}
 
 
 class ChatCompletionsAdapter:
-    adapter_id = ADAPTER_ID
-
-    def __init__(self, client: openai.OpenAI, settings: RequestConfig) -> None:
+    def __init__(self, client: openai.OpenAI, settings: RequestSettings) -> None:
         self.client = client
         self.settings = settings
 
     @classmethod
-    def connect(cls, endpoint: Endpoint, timeout_seconds: float, settings: RequestConfig) -> ChatCompletionsAdapter:
+    def connect(cls, endpoint: Endpoint, settings: RequestSettings) -> ChatCompletionsAdapter:
         base_url = f"{endpoint.base_url}/v1" if endpoint.is_local else endpoint.base_url
         # The harness owns retries: the SDK's own would hide failures from the machine.
-        client = openai.OpenAI(base_url=base_url, api_key=endpoint.api_key, max_retries=0, timeout=timeout_seconds)
+        client = openai.OpenAI(base_url=base_url, api_key=endpoint.api_key, max_retries=0, timeout=endpoint.timeout_seconds)
         return cls(client, settings)
 
     def build_request(self, request: ModelRequest) -> dict[str, Any]:

@@ -13,8 +13,8 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from turnstate.machine.config import DEFAULT_PROFILE, load_profile
-from turnstate.machine.runner import Runner
+from turnstate.harness.profile import DEFAULT_PROFILE, load_profile
+from turnstate.harness.runner import Runner
 
 
 def main() -> None:

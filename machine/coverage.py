@@ -5,10 +5,14 @@ recorded through the engine's listener hook. At the end the plugin prints `trans
 for every declared machine and, when the whole suite ran, fails the session naming each declared
 transition that never fired. A subset run (`-k`, `-m`, or explicit paths) only reports, unless
 `--transition-gate=on` asks for the gate anyway.
+
+The plugin knows no machine itself: the ini option `transition_machines` names the mapping of
+machine name to MachineSpec to check, as "package.module:ATTRIBUTE".
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 
 import pytest
@@ -41,6 +45,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="auto",
         help="fail the session when a declared transition never fired (auto: only when the whole suite runs)",
     )
+    parser.addini("transition_machines", "the machines to cover, as 'package.module:ATTRIBUTE' (a name -> MachineSpec mapping)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -57,13 +62,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    from turnstate.strategies import MACHINES
-
     config = session.config
+    machines = declared_machines(config.getini("transition_machines"))
     recorder = config.stash[_RECORDER]
-    missing = missing_transitions(MACHINES, recorder.fired)
+    missing = missing_transitions(machines, recorder.fired)
     lines = []
-    for name, spec in MACHINES.items():
+    for name, spec in machines.items():
         declared = len(spec.declared())
         lines.append(f"transition coverage: {name} {declared - len(missing[name])}/{declared}")
         lines += [f"  never fired: {name}: {source} --{trigger}--> {dest}" for source, trigger, dest in missing[name]]
@@ -77,6 +81,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     for line in config.stash.get(_REPORT, []):
         terminalreporter.write_line(line)
+
+
+def declared_machines(reference: str) -> Mapping[str, MachineSpec]:
+    """The mapping that `reference` ("package.module:ATTRIBUTE") names; empty if no reference is set."""
+    if not reference:
+        return {}
+    module_name, _, attribute = reference.partition(":")
+    try:
+        return getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as error:
+        raise pytest.UsageError(f"transition_machines = {reference!r} does not name an importable mapping: {error}") from None
 
 
 def _gate_active(config: pytest.Config) -> bool:

@@ -1,24 +1,18 @@
-"""Strategy machines, one module each; this package maps a profile's `runtime.state` to its module."""
+"""Strategy machines, one module each, and the records every other list derives from.
+
+`STRATEGIES` is the one list of strategies: the profile's allowed `runtime.strategy` values, the
+machines `turnstate diagrams` draws and the coverage gate checks (`MACHINES`) all come from it.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
-from turnstate.machine.engine import LiveMachine, MachineModel, MachineSpec
+from turnstate.machine.engine import MachineSpec
 from turnstate.strategies import manual_rolling
+from turnstate.strategies.record import StrategyRecord
 
-if TYPE_CHECKING:
-    from turnstate.machine.config import Profile
+STRATEGIES: Mapping[str, StrategyRecord] = {record.name: record for record in (manual_rolling.RECORD,)}
 
 # Every machine turnstate declares: what `turnstate diagrams` draws and the coverage gate checks.
-MACHINES: dict[str, MachineSpec] = {spec.name: spec for spec in (manual_rolling.SPEC,)}
-
-# The class whose methods implement each machine's named guards and actions.
-MODELS: dict[str, type[MachineModel]] = {manual_rolling.SPEC.name: manual_rolling.ManualRolling}
-
-_STARTERS = {manual_rolling.STRATEGY: manual_rolling.start_from_profile}
-
-
-def start_strategy(profile: Profile, system_prompt: str) -> LiveMachine:
-    """A live machine for the profile's strategy, resting in its initial state on a fresh state."""
-    return _STARTERS[profile.runtime.state](profile, system_prompt)
+MACHINES: Mapping[str, MachineSpec] = {record.spec.name: record.spec for record in STRATEGIES.values()}

@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from turnstate.machine.contract import (
+from turnstate.adapters.contract import ModelRequest, ModelResponse
+from turnstate.adapters.tokens import estimate_messages_tokens
+from turnstate.machine.engine import LiveMachine, MachineModel, MachineSpec, Transition
+from turnstate.strategies.events import (
     RETRYABLE_KINDS,
     ActionAccepted,
     ActionRejected,
@@ -35,20 +37,14 @@ from turnstate.machine.contract import (
     ContextOverflowed,
     FailClosed,
     InputBuffered,
-    ModelRequest,
-    ModelResponse,
     ObservationArrived,
     ParseAction,
     ProviderFailed,
     ProviderReplied,
     SubmitAction,
 )
-from turnstate.machine.engine import LiveMachine, MachineModel, MachineSpec, Transition
-from turnstate.machine.state import RuntimeState, TurnSpan
-from turnstate.machine.tokens import estimate_messages_tokens
-
-if TYPE_CHECKING:
-    from turnstate.machine.config import Profile
+from turnstate.strategies.record import StrategyRecord, StrategySettings
+from turnstate.strategies.state import RuntimeState, TurnSpan
 
 STRATEGY = "manual_rolling"
 
@@ -91,16 +87,6 @@ SPEC = MachineSpec(
 )
 
 
-@dataclass(frozen=True)
-class WindowLimits:
-    max_context_length: int
-    max_output_tokens: int
-
-    @property
-    def prompt_budget(self) -> int:
-        return self.max_context_length - self.max_output_tokens
-
-
 @dataclass
 class OpenTurn:
     """The turn being attempted: its new user message, how many oldest turns this request skips
@@ -115,12 +101,12 @@ class OpenTurn:
 class ManualRolling(MachineModel):
     """The model object the manual_rolling table drives: named guards (predicates) and actions (verbs)."""
 
-    def __init__(self, state: RuntimeState, system_prompt: str, limits: WindowLimits, max_retries: int) -> None:
+    def __init__(self, state: RuntimeState, settings: StrategySettings) -> None:
         super().__init__()
         self.accepted = state
-        self.system_prompt = f"{system_prompt}\n\n{CARRY_FORWARD_INSTRUCTION}"
-        self.limits = limits
-        self.max_retries = max_retries
+        self.system_prompt = f"{settings.system_prompt}\n\n{CARRY_FORWARD_INSTRUCTION}"
+        self.prompt_budget = settings.max_context_length - settings.max_output_tokens
+        self.max_retries = settings.max_retries
         self.turn: OpenTurn | None = None
 
     # Guards: pure predicates over the event and the current attempt.
@@ -168,7 +154,7 @@ class ManualRolling(MachineModel):
         reply = {"role": "assistant", "content": turn.provisional.text}
         spans.append(TurnSpan(start=len(items), end=len(items) + 2))
         items += [turn.user_message, reply]
-        over = turns_over_budget(items, spans, self.system_prompt, [], self.limits.prompt_budget)
+        over = turns_over_budget(items, spans, self.system_prompt, [], self.prompt_budget)
         items, spans = drop_turns(items, spans, over)
         self.accepted = self.accepted.replace(payload={"items": items}, turns=spans, pending=())
         self.turn = None
@@ -189,7 +175,7 @@ class ManualRolling(MachineModel):
         this request actually sent, and a commit keeps exactly the window that was sent."""
         turn = self._turn
         items, spans = self._window(turn)
-        over = turns_over_budget(items, spans, self.system_prompt, [turn.user_message], self.limits.prompt_budget)
+        over = turns_over_budget(items, spans, self.system_prompt, [turn.user_message], self.prompt_budget)
         turn.skipped_turns += over
         items, _ = drop_turns(items, spans, over)
         messages = tuple(items + [turn.user_message])
@@ -238,19 +224,12 @@ def _failure_reason(event: object) -> str:
     return type(event).__name__
 
 
-def initial_state(adapter_id: str) -> RuntimeState:
-    return RuntimeState(adapter_id=adapter_id, strategy=STRATEGY, payload={"items": []})
-
-
-def start(
-    state: RuntimeState, adapter_id: str, system_prompt: str, limits: WindowLimits, max_retries: int
-) -> LiveMachine:
-    """A live manual_rolling machine resting in Accepted on `state`."""
-    model = ManualRolling(state.validate_for(adapter_id, STRATEGY), system_prompt, limits, max_retries)
+def start(settings: StrategySettings, state: RuntimeState | None = None) -> LiveMachine:
+    """A live manual_rolling machine resting in Accepted on `state`, or on an empty window."""
+    if state is None:
+        state = RuntimeState(adapter_id=settings.adapter_id, strategy=STRATEGY, payload={"items": []})
+    model = ManualRolling(state.validate_for(settings.adapter_id, STRATEGY), settings)
     return LiveMachine(SPEC, model)
 
 
-def start_from_profile(profile: Profile, system_prompt: str) -> LiveMachine:
-    adapter_id = profile.runtime.adapter_id
-    limits = WindowLimits(profile.agent.max_context_length, profile.request.max_output_tokens)
-    return start(initial_state(adapter_id), adapter_id, system_prompt, limits, profile.agent.max_retries)
+RECORD = StrategyRecord(spec=SPEC, model=ManualRolling, start=start)

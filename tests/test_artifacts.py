@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from turnstate.machine.artifacts import REDACTED, ArtifactWriter, scrub
+from turnstate.harness.artifacts import REDACTED, ArtifactWriter, scrub
 
 OPAQUE = {
     "type": "reasoning",

@@ -5,25 +5,18 @@ from __future__ import annotations
 import pytest
 
 from turnstate.adapters.chat_completions import ChatCompletionsAdapter
-from turnstate.adapters.local.faults import Fault
-from turnstate.adapters.local.server import LocalProvider
-from turnstate.machine.config import RequestConfig
-from turnstate.machine.contract import (
-    Endpoint,
-    ErrorKind,
-    ModelRequest,
-    ModelResponse,
-    ProviderError,
-)
-from turnstate.machine.tokens import estimate_messages_tokens, estimate_text_tokens
+from turnstate.adapters.contract import Endpoint, ErrorKind, ModelRequest, ModelResponse, ProviderError, RequestSettings
+from turnstate.adapters.tokens import estimate_messages_tokens, estimate_text_tokens
+from turnstate.local_provider.faults import Fault
+from turnstate.local_provider.server import LocalProvider
 
 FRAME = "LEVEL 1/1 | STATE NOT_FINISHED\nBEACON (level 1): dark\n#####\n#@.A#\n#####\nSTANDING ON: floor"
 REQUEST = ModelRequest(system="Play. NOTES: please", messages=({"role": "user", "content": FRAME},), readable=())
 
 
 def adapter_for(provider: LocalProvider, *, stream: bool, max_output_tokens: int = 64) -> ChatCompletionsAdapter:
-    settings = RequestConfig(model="local-policy-1", max_output_tokens=max_output_tokens, stream=stream)
-    return ChatCompletionsAdapter.connect(Endpoint(provider.base_url, "test-key", is_local=True), 10.0, settings)
+    settings = RequestSettings(model="local-policy-1", max_output_tokens=max_output_tokens, stream=stream)
+    return ChatCompletionsAdapter.connect(Endpoint(provider.base_url, "test-key", is_local=True, timeout_seconds=10.0), settings)
 
 
 @pytest.fixture(params=[False, True], ids=["plain", "stream"])
@@ -124,8 +117,8 @@ def test_a_refused_connection_is_transient():
 
 def test_an_unknown_endpoint_is_fatal():
     with LocalProvider() as provider:
-        settings = RequestConfig(model="m", max_output_tokens=8)
-        adapter = ChatCompletionsAdapter.connect(Endpoint(provider.base_url + "/nowhere", "k", is_local=True), 5.0, settings)
+        settings = RequestSettings(model="m", max_output_tokens=8)
+        adapter = ChatCompletionsAdapter.connect(Endpoint(provider.base_url + "/nowhere", "k", is_local=True, timeout_seconds=5.0), settings)
         outcome = adapter.call(REQUEST)
     assert isinstance(outcome, ProviderError)
     assert outcome.kind is ErrorKind.FATAL
@@ -141,7 +134,7 @@ def test_turnstate_serve_answers_the_real_sdk_until_interrupted():
     import openai
 
     server = subprocess.Popen(
-        [sys.executable, "-m", "turnstate.machine.cli", "serve", "--context-window", "4096"],
+        [sys.executable, "-m", "turnstate.harness.cli", "serve", "--context-window", "4096"],
         stdout=subprocess.PIPE,
         text=True,
     )

@@ -8,7 +8,7 @@ import sys
 import pytest
 import yaml
 
-from turnstate.machine.config import (
+from turnstate.harness.profile import (
     DEFAULT_PROFILE,
     PROFILES_DIR,
     ProfileError,
@@ -49,14 +49,15 @@ REJECTED = [
     ({"colour": "blue"}, "colour", "allowed here: agent, client, environment, id, pricing, request, runtime"),
     ({"agent__max_retries": "three"}, "agent.max_retries", "use a whole number"),
     ({"request__stream": "maybe"}, "request.stream", "use true or false"),
-    ({"runtime__state": "rolling"}, "runtime.state", "use one of the listed values"),
+    ({"runtime__strategy": "rolling"}, "runtime.strategy", "unknown strategy 'rolling'; fix: use one of: manual_rolling"),
+    ({"runtime__state": "manual_rolling"}, "runtime.state", "unknown key"),
     ({"request__model": DELETE}, "request.model", "add it"),
     ({"agent": DELETE}, "agent", "add it"),
     ({"client__local": {"faults": [{"at": 0, "kind": "rate_limit"}]}}, "client.local.faults.0.at", "raise the value"),
     # contradictions between settings
     ({"runtime__adapter_id": "acme.chat.v9"}, "runtime.adapter_id", "'acme.chat.v9' is not registered"),
-    ({"runtime__state": "previous_response_id"}, "runtime.state", "does not implement 'previous_response_id'"),
-    ({"runtime__compaction__strategy": "native"}, "runtime.compaction.strategy", "manual_rolling keeps a window"),
+
+    ({"runtime__compaction__strategy": "native"}, "runtime.compaction.strategy", "manual_rolling does not compose with compaction 'native'; fix: use one of: none"),
     ({"request__max_output_tokens": 5000}, "request.max_output_tokens", "leaves no room for the prompt"),
     ({"client__base_url": "https://api.example.test/v1", "client__local": {"context_window": 4096}}, "client.local", "base_url is not 'local'"),
     ({"client__base_url": "https://api.example.test/v1"}, "client.api_key_env", "a remote base_url needs a key"),
@@ -89,9 +90,9 @@ def test_a_missing_file_is_named(tmp_path):
 def test_validate_command_exits_0_for_good_and_1_naming_the_key_for_bad(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(profile_text(agent__max_retries="three"))
-    good = subprocess.run([sys.executable, "-m", "turnstate.machine.cli", "validate", str(DEFAULT_PROFILE)], capture_output=True, text=True)
+    good = subprocess.run([sys.executable, "-m", "turnstate.harness.cli", "validate", str(DEFAULT_PROFILE)], capture_output=True, text=True)
     assert good.returncode == 0, good.stderr
     assert "ok" in good.stdout
-    failed = subprocess.run([sys.executable, "-m", "turnstate.machine.cli", "validate", str(DEFAULT_PROFILE), str(bad)], capture_output=True, text=True)
+    failed = subprocess.run([sys.executable, "-m", "turnstate.harness.cli", "validate", str(DEFAULT_PROFILE), str(bad)], capture_output=True, text=True)
     assert failed.returncode == 1
     assert f"{bad}: agent.max_retries:" in failed.stderr

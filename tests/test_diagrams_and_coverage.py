@@ -13,7 +13,7 @@ from turnstate.machine.diagrams import to_dot
 from turnstate.strategies import MACHINES
 
 REPO = Path(__file__).resolve().parent.parent
-CLI = [sys.executable, "-m", "turnstate.machine.cli"]
+CLI = [sys.executable, "-m", "turnstate.harness.cli"]
 
 
 def test_the_committed_diagrams_are_current():
@@ -64,11 +64,12 @@ def test_a_run_is_drawn_with_each_transitions_count(tmp_path):
 
 GATED_TEST = textwrap.dedent(
     """
-    from turnstate.machine.contract import ObservationArrived
+    from turnstate.strategies.events import ObservationArrived
     from turnstate.strategies import manual_rolling as mr
+    from turnstate.strategies.record import StrategySettings
 
     def test_one_transition():
-        machine = mr.start(mr.initial_state("a"), "a", "s", mr.WindowLimits(1000, 10), 1)
+        machine = mr.start(StrategySettings("a", "s", 1, 1000, 10))
         machine.fire(ObservationArrived("frame"))
     """
 )
@@ -76,7 +77,8 @@ GATED_TEST = textwrap.dedent(
 
 def _pytest(tmp_path: Path, *options: str) -> subprocess.CompletedProcess:
     (tmp_path / "test_partial.py").write_text(GATED_TEST)
-    command = [sys.executable, "-m", "pytest", "-p", "turnstate.machine.coverage", "-p", "no:cacheprovider", *options, str(tmp_path)]
+    command = [sys.executable, "-m", "pytest", "-p", "turnstate.machine.coverage", "-p", "no:cacheprovider"]
+    command += ["-o", "transition_machines=turnstate.strategies:MACHINES", *options, str(tmp_path)]
     return subprocess.run(command, capture_output=True, text=True, cwd=tmp_path)
 
 

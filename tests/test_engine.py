@@ -235,9 +235,8 @@ def test_a_nested_machine_is_drawn_as_a_cluster_inside_its_parent():
 
 
 def test_every_declared_machine_is_structurally_sound_and_its_names_resolve():
-    from turnstate.strategies import MACHINES, MODELS
+    from turnstate.strategies import STRATEGIES
 
-    assert set(MODELS) == set(MACHINES)
-    for name, spec in MACHINES.items():
-        validate_spec(spec, MODELS[name])  # raises SpecError naming any defect
-        assert spec.initial in spec.states and spec.final
+    for record in STRATEGIES.values():
+        validate_spec(record.spec, record.model)  # raises SpecError naming any defect
+        assert record.spec.initial in record.spec.states and record.spec.final

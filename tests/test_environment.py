@@ -7,7 +7,7 @@ from collections import deque
 
 import pytest
 
-from turnstate.machine.environments import (
+from turnstate.harness.environments import (
     ENVIRONMENTS,
     Environment,
     EnvironmentConfigError,

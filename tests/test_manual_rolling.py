@@ -4,36 +4,37 @@ from __future__ import annotations
 
 import pytest
 
-from turnstate.machine.contract import (
+from turnstate.adapters.contract import ErrorKind, ModelResponse, ProviderError, Usage
+from turnstate.adapters.tokens import estimate_messages_tokens
+from turnstate.machine.engine import InvalidEvent
+from turnstate.strategies import manual_rolling as mr
+from turnstate.strategies.events import (
     ActionAccepted,
     ActionRejected,
     CallProvider,
     ContextOverflowed,
-    ErrorKind,
     FailClosed,
     InputBuffered,
-    ModelResponse,
     ObservationArrived,
     ParseAction,
-    ProviderError,
     ProviderFailed,
     ProviderReplied,
     SubmitAction,
-    Usage,
 )
-from turnstate.machine.engine import InvalidEvent
-from turnstate.machine.state import TurnSpan
-from turnstate.machine.tokens import estimate_messages_tokens
-from turnstate.strategies import manual_rolling as mr
 from turnstate.strategies.manual_rolling import State
+from turnstate.strategies.record import StrategySettings
+from turnstate.strategies.state import TurnSpan
 
 ADAPTER = "openai.chat_completions.v1"
 SYSTEM = "Play the game."
 
 
+def settings(max_context_length: int = 4000, max_output_tokens: int = 100, max_retries: int = 2) -> StrategySettings:
+    return StrategySettings(ADAPTER, SYSTEM, max_retries, max_context_length, max_output_tokens)
+
+
 def start(max_context_length: int = 4000, max_output_tokens: int = 100, max_retries: int = 2):
-    limits = mr.WindowLimits(max_context_length, max_output_tokens)
-    return mr.start(mr.initial_state(ADAPTER), ADAPTER, SYSTEM, limits, max_retries)
+    return mr.start(settings(max_context_length, max_output_tokens, max_retries))
 
 
 def reply(text: str = "ACTION: ACTION1") -> ProviderReplied:
@@ -173,9 +174,9 @@ def test_the_window_is_trimmed_by_whole_oldest_turns_to_fit_the_estimate():
 
 
 def test_a_state_for_another_adapter_is_refused():
-    state = mr.initial_state("some.other.adapter")
+    state = start().model.accepted.replace(adapter_id="some.other.adapter")
     with pytest.raises(ValueError, match="belongs to adapter 'some.other.adapter'"):
-        mr.start(state, ADAPTER, SYSTEM, mr.WindowLimits(1000, 10), 1)
+        mr.start(settings(), state)
 
 
 def test_an_action_before_any_reply_is_an_invalid_event():

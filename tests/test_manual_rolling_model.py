@@ -11,33 +11,32 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from turnstate.machine.contract import (
+from turnstate.adapters.contract import ErrorKind, ModelResponse, ProviderError, Usage
+from turnstate.adapters.tokens import estimate_messages_tokens
+from turnstate.strategies import manual_rolling as mr
+from turnstate.strategies.events import (
     ActionAccepted,
     ActionRejected,
     CallProvider,
     ContextOverflowed,
-    ErrorKind,
     InputBuffered,
-    ModelResponse,
     ObservationArrived,
-    ProviderError,
     ProviderFailed,
     ProviderReplied,
-    Usage,
 )
-from turnstate.machine.tokens import estimate_messages_tokens
-from turnstate.strategies import manual_rolling as mr
 from turnstate.strategies.manual_rolling import State
+from turnstate.strategies.record import StrategySettings
 
 ADAPTER = "openai.chat_completions.v1"
 MAX_RETRIES = 2
-LIMITS = mr.WindowLimits(max_context_length=700, max_output_tokens=100)
+SETTINGS = StrategySettings(ADAPTER, "Play.", MAX_RETRIES, max_context_length=700, max_output_tokens=100)
+PROMPT_BUDGET = 700 - 100
 
 
 class ManualRollingWalk(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.machine = mr.start(mr.initial_state(ADAPTER), ADAPTER, "Play.", LIMITS, MAX_RETRIES)
+        self.machine = mr.start(SETTINGS)
         self.accepted_json = self.model.accepted.to_json()
         self.counter = 0
         self.rejected_texts: list[str] = []
@@ -123,7 +122,7 @@ class ManualRollingWalk(RuleBasedStateMachine):
     def resume(self) -> None:
         """A failed-closed run can be resumed from the state it kept, as if nothing had been tried."""
         kept = self.model.accepted
-        self.machine = mr.start(kept, ADAPTER, "Play.", LIMITS, MAX_RETRIES)
+        self.machine = mr.start(SETTINGS, kept)
         assert self.machine.state is State.Accepted
         self._expect_unchanged()
 
@@ -157,7 +156,7 @@ class ManualRollingWalk(RuleBasedStateMachine):
         assert [item["role"] for item in items] == ["user", "assistant"] * (len(items) // 2)
         system = {"role": "system", "content": self.model.system_prompt}
         if len(state.turns) > 1:
-            assert estimate_messages_tokens([system, *items]) <= LIMITS.prompt_budget
+            assert estimate_messages_tokens([system, *items]) <= PROMPT_BUDGET
 
     @invariant()
     def failed_closed_keeps_the_last_accepted_state(self) -> None:

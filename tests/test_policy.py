@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
-from turnstate.adapters.local.policy import reply
-from turnstate.machine.environments import Frame, GameState, make_environment
+from turnstate.harness.environments import Frame, GameState, make_environment
+from turnstate.local_provider.policy import reply
 
 Exchange = tuple[str, str]  # (frame text sent as user, policy reply)
 Window = Callable[[list[Exchange]], list[Exchange]]

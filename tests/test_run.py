@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from turnstate.adapters.local.server import LocalProvider
-from turnstate.machine.config import DEFAULT_PROFILE, Profile, load_profile
-from turnstate.machine.runner import Runner
+from turnstate.harness.profile import DEFAULT_PROFILE, Profile, load_profile
+from turnstate.harness.runner import Runner
+from turnstate.local_provider.server import LocalProvider
 from turnstate.strategies import manual_rolling
 
 DEFAULT = load_profile(DEFAULT_PROFILE)
@@ -38,7 +38,7 @@ def read_meta(run_dir: Path) -> dict:
 
 
 def test_the_default_profile_runs_from_the_command_line_and_writes_artifacts(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "turnstate.machine.cli", "run", "--out", str(tmp_path)], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "turnstate.harness.cli", "run", "--out", str(tmp_path)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "outcome" in done.stdout and "win" in done.stdout
     (run_dir,) = tmp_path.iterdir()
@@ -123,7 +123,7 @@ def test_an_invalid_action_is_retried_and_its_usage_billed_to_the_accepted_step(
 def test_exhausted_retries_fail_closed_and_keep_every_failed_attempts_usage(tmp_path):
     profile = with_changes(DEFAULT, client=faults(*[(at, "malformed") for at in (3, 4, 5, 6)]))
     done = subprocess.run(
-        [sys.executable, "-m", "turnstate.machine.cli", "run", str(_write(tmp_path, profile)), "--out", str(tmp_path / "runs")],
+        [sys.executable, "-m", "turnstate.harness.cli", "run", str(_write(tmp_path, profile)), "--out", str(tmp_path / "runs")],
         capture_output=True,
         text=True,
     )
@@ -175,7 +175,7 @@ def test_a_remote_endpoint_reads_its_key_from_the_environment_and_never_writes_i
 def test_a_missing_key_variable_is_a_clear_error(tmp_path):
     profile = with_changes(DEFAULT, client={"base_url": "http://127.0.0.1:9/v1", "api_key_env": "TURNSTATE_UNSET_KEY_VAR"})
     done = subprocess.run(
-        [sys.executable, "-m", "turnstate.machine.cli", "run", str(_write(tmp_path, profile)), "--out", str(tmp_path)],
+        [sys.executable, "-m", "turnstate.harness.cli", "run", str(_write(tmp_path, profile)), "--out", str(tmp_path)],
         capture_output=True,
         text=True,
     )

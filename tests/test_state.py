@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from turnstate.machine.state import RuntimeState, StateMismatch, TurnSpan
+from turnstate.strategies.state import RuntimeState, StateMismatch, TurnSpan
 
 ITEMS = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}]
 
@@ -20,7 +20,7 @@ def make(**changes) -> RuntimeState:
     [
         ({"schema_version": 2}, "schema_version"),
         ({"adapter_id": ""}, "adapter_id"),
-        ({"strategy": "rolling"}, "strategy"),
+        ({"strategy": ""}, "strategy"),
         ({"payload": {"items": ITEMS, "when": object()}}, "not JSON-serializable"),
         ({"payload": {"ratio": float("nan")}}, "not JSON-serializable"),
         ({"turns": [TurnSpan(start=0, end=2), TurnSpan(start=1, end=3)]}, "overlap or are out of order"),

@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from turnstate.machine.environments import EnvironmentConfigError, Frame, GameState
+from turnstate.harness.environments import EnvironmentConfigError, Frame, GameState
 
 Cell = tuple[int, int]  # (row, column)
 

@@ -9,15 +9,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from turnstate.machine.config import PricingConfig
-from turnstate.machine.contract import Usage
+from turnstate.adapters.contract import Usage
 
 PER_MILLION = 1_000_000
 
 
+@dataclass(frozen=True)
+class Prices:
+    """Configured prices in USD per million tokens; only for the cost estimate."""
+
+    input_per_million: float = 0.0
+    output_per_million: float = 0.0
+
+
 @dataclass
 class Ledger:
-    pricing: PricingConfig
+    prices: Prices
     total: Usage = Usage()
     calls: int = 0
     _since_last_step: Usage = field(default_factory=Usage)
@@ -38,4 +45,5 @@ class Ledger:
 
     def cost(self, usage: Usage) -> float:
         """A configured-price estimate; it does not reconstruct cache discounts or invoices."""
-        return (usage.input_tokens * self.pricing.input + usage.output_tokens * self.pricing.output) / PER_MILLION
+        prices = self.prices
+        return (usage.input_tokens * prices.input_per_million + usage.output_tokens * prices.output_per_million) / PER_MILLION

@@ -20,10 +20,15 @@ class AdapterDescriptor:
     provider: str
     api_surface: str
     implementation: str  # "module:Class", importable
-    implementation_path: str  # the source file, relative to the repository root
     version: str
     review_status: ReviewStatus
-    strategies: tuple[str, ...]
+    strategies: tuple[str, ...]  # names of the strategy records it implements
+
+    @property
+    def implementation_path(self) -> str:
+        """The source file, relative to the repository root (turnstate.adapters.x -> adapters/x.py)."""
+        module = self.implementation.partition(":")[0]
+        return module.removeprefix("turnstate.").replace(".", "/") + ".py"
 
     def load(self) -> type:
         module_name, class_name = self.implementation.split(":")
@@ -38,7 +43,6 @@ ADAPTERS: dict[str, AdapterDescriptor] = {
             provider="openai-compatible",
             api_surface="chat.completions",
             implementation="turnstate.adapters.chat_completions:ChatCompletionsAdapter",
-            implementation_path="adapters/chat_completions.py",
             version="1.0.0",
             review_status="unreviewed",
             strategies=("manual_rolling",),

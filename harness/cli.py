@@ -18,8 +18,9 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from turnstate.machine.config import DEFAULT_PROFILE, ProfileError, load_profile
-from turnstate.machine.runner import Runner, RunResult, RunSetupError, StepProgress
+from turnstate.harness.endpoint import RunSetupError
+from turnstate.harness.profile import DEFAULT_PROFILE, ProfileError, load_profile
+from turnstate.harness.runner import Runner, RunResult, StepProgress
 
 console = Console()
 
@@ -133,7 +134,7 @@ def diagrams(out_dir: Path, check: bool, run_dir: Path | None) -> None:
 @click.option("--context-window", type=int, default=None, help="tokens; default: the provider's default")
 def serve(port: int, context_window: int | None) -> None:
     """Serve the embedded local provider on 127.0.0.1 until interrupted."""
-    from turnstate.adapters.local.server import LocalProvider
+    from turnstate.local_provider.server import LocalProvider
 
     options = {"port": port} | ({"context_window": context_window} if context_window else {})
     provider = LocalProvider(**options).start()

@@ -49,7 +49,7 @@ class EnvironmentConfigError(ValueError):
 EnvironmentFactory = Callable[[int, Mapping[str, object]], Environment]
 
 # Imported after the shared types above, which the game modules import from this package.
-from turnstate.machine.environments.beacon_grid import BeaconGrid  # noqa: E402
+from turnstate.harness.environments.beacon_grid import BeaconGrid  # noqa: E402
 
 ENVIRONMENTS: dict[str, EnvironmentFactory] = {
     BeaconGrid.name: BeaconGrid.from_options,

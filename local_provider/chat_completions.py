@@ -5,7 +5,7 @@ the context window with OpenAI's own error, asks the server's Exchange for the m
 words it as a `chat.completion` object or a `chat.completion.chunk` event stream. Auth, ordinals,
 faults, the prefix cache and HTTP framing belong to the server.
 
-Tokens are the harness's estimate (turnstate.machine.tokens) over the messages with their content
+Tokens are the harness's estimate (turnstate.adapters.tokens) over the messages with their content
 flattened to text, so a prompt the harness trimmed to fit the window fits here exactly.
 """
 
@@ -15,17 +15,9 @@ import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from turnstate.machine.tokens import estimate_messages_tokens
-
-if TYPE_CHECKING:
-    from turnstate.adapters.local.server import (
-        Completion,
-        Exchange,
-        SharedError,
-        SseEvent,
-    )
+from turnstate.adapters.tokens import estimate_messages_tokens
+from turnstate.local_provider.exchange import Completion, Exchange, SharedError, SseEvent
 
 ROLES = ("system", "assistant", "user", "tool")
 FINISH_REASONS: Mapping[str, str] = {"stop": "stop", "length": "length", "refusal": "content_filter"}

@@ -14,71 +14,40 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from turnstate.machine import scaffold
-from turnstate.machine.accounting import Ledger
-from turnstate.machine.artifacts import ArtifactWriter, new_run_id
-from turnstate.machine.config import ClientConfig, Profile
-from turnstate.machine.contract import (
-    ActionAccepted,
-    ActionRejected,
-    CallProvider,
-    Endpoint,
-    FailClosed,
-    InputBuffered,
-    ModelResponse,
-    ObservationArrived,
-    ParseAction,
-    ProviderAdapter,
-    SubmitAction,
-    Usage,
-    outcome_event,
-)
-from turnstate.machine.engine import Event, LiveMachine
-from turnstate.machine.environments import (
+from turnstate.adapters.contract import Endpoint, ModelResponse, ProviderAdapter, Usage
+from turnstate.adapters.registry import descriptor_for
+from turnstate.harness import scaffold
+from turnstate.harness.accounting import Ledger
+from turnstate.harness.artifacts import ArtifactWriter, new_run_id
+from turnstate.harness.endpoint import open_endpoint
+from turnstate.harness.environments import (
     Environment,
     Frame,
     GameState,
     make_environment,
 )
-from turnstate.machine.registry import descriptor_for
-from turnstate.machine.state import RuntimeState
-from turnstate.strategies import start_strategy
+from turnstate.harness.profile import Profile
+from turnstate.machine.engine import Event, LiveMachine
+from turnstate.strategies import STRATEGIES
+from turnstate.strategies.events import (
+    ActionAccepted,
+    ActionRejected,
+    CallProvider,
+    FailClosed,
+    InputBuffered,
+    ObservationArrived,
+    ParseAction,
+    SubmitAction,
+    outcome_event,
+)
+from turnstate.strategies.state import RuntimeState
 
 RESET = "RESET"
-LOCAL_API_KEY = "local-provider-key"
-
-
-@contextmanager
-def open_endpoint(client: ClientConfig) -> Iterator[Endpoint]:
-    """Start the embedded local provider for `base_url: local`; otherwise read the key from the env."""
-    if not client.is_local:
-        assert client.api_key_env is not None  # the profile validator guarantees it
-        api_key = os.environ.get(client.api_key_env)
-        if not api_key:
-            raise RunSetupError(f"client.api_key_env names {client.api_key_env}, which is not set; export it")
-        yield Endpoint(client.base_url, api_key, is_local=False)
-        return
-    from turnstate.adapters.local.faults import Fault
-    from turnstate.adapters.local.server import LocalProvider
-
-    local = client.local
-    options: dict[str, Any] = {}
-    if local is not None:
-        if local.context_window is not None:
-            options["context_window"] = local.context_window
-        options["faults"] = [Fault(at=fault.at, kind=fault.kind) for fault in local.faults]
-    with LocalProvider(**options) as provider:
-        yield Endpoint(provider.base_url, LOCAL_API_KEY, is_local=True)
-
-
-class RunSetupError(RuntimeError):
-    pass
 
 
 @dataclass
@@ -147,7 +116,7 @@ class Runner:
 
     def _connect_registered_adapter(self, endpoint: Endpoint) -> ProviderAdapter:
         adapter_class = self.descriptor.load()
-        return adapter_class.connect(endpoint, self.profile.client.timeout_seconds, self.profile.request)
+        return adapter_class.connect(endpoint, self.profile.request_settings())
 
     def run(self) -> RunResult:
         profile = self.profile
@@ -164,7 +133,7 @@ class Runner:
         descriptor = self.descriptor
         return {
             "adapter_id": descriptor.adapter_id,
-            "strategy": self.profile.runtime.state,
+            "strategy": self.profile.runtime.strategy,
             "config_id": self.profile.id,
             # The profile never holds a key, only the name of the variable that does.
             "settings": self.profile.model_dump(mode="json"),
@@ -185,9 +154,9 @@ class _Loop:
         self.environment = environment
         self.writer = writer
         self.on_step = on_step
-        self.ledger = Ledger(profile.pricing)
+        self.ledger = Ledger(profile.prices())
         system = scaffold.system_prompt(environment.actions)
-        self.machine: LiveMachine = start_strategy(profile, system)
+        self.machine: LiveMachine = STRATEGIES[profile.runtime.strategy].start(profile.strategy_settings(system), None)
         self.provider_seconds = 0.0
         self.failed_attempts = 0
         self.turns = self.accepted = self.levels_won = 0

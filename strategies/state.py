@@ -22,9 +22,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 SCHEMA_VERSION = 1
 
-Strategy = Literal["manual_rolling", "previous_response_id", "continuous_conversation"]
-STRATEGIES: tuple[str, ...] = Strategy.__args__  # type: ignore[attr-defined]
-
 
 class StateMismatch(ValueError):
     """A RuntimeState was offered to an adapter or strategy it does not belong to."""
@@ -50,7 +47,7 @@ class RuntimeState(BaseModel):
 
     schema_version: Literal[1] = SCHEMA_VERSION
     adapter_id: str = Field(min_length=1)
-    strategy: Strategy
+    strategy: str = Field(min_length=1)  # a strategy record's name
     payload: dict[str, Any] = Field(default_factory=dict)
     turns: tuple[TurnSpan, ...] = ()
     pending: tuple[str, ...] = ()

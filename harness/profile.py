@@ -8,13 +8,17 @@ each other or name an adapter the registry does not know.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from turnstate.machine.registry import UnknownAdapter, descriptor_for
-from turnstate.machine.state import Strategy
+from turnstate.adapters.contract import RequestSettings
+from turnstate.adapters.registry import UnknownAdapter, descriptor_for
+from turnstate.harness.accounting import Prices
+from turnstate.local_provider.faults import FaultKind, first_repeated_ordinal
+from turnstate.strategies import STRATEGIES
+from turnstate.strategies.record import StrategySettings
 
 LOCAL = "local"
 PROFILES_DIR = Path(__file__).resolve().parent.parent / "profiles"
@@ -38,19 +42,19 @@ class AgentConfig(_Section):
 
 
 class CompactionConfig(_Section):
-    strategy: Literal["none", "native", "harness_summary"] = "none"
+    strategy: str = "none"  # a compaction machine the strategy accepts (its record says which)
     trigger_tokens: int | None = Field(default=None, ge=1)
 
 
 class RuntimeConfig(_Section):
     adapter_id: str
-    state: Strategy
+    strategy: str
     compaction: CompactionConfig = CompactionConfig()
 
 
 class FaultConfig(_Section):
     at: int = Field(ge=1, description="1-based ordinal of the model request that gets the fault")
-    kind: Literal["rate_limit", "server_error", "overloaded", "stream_cut", "refusal", "truncation", "empty", "malformed"]
+    kind: FaultKind
 
 
 class LocalProviderConfig(_Section):
@@ -59,11 +63,10 @@ class LocalProviderConfig(_Section):
 
     @model_validator(mode="after")
     def _one_fault_per_request(self) -> LocalProviderConfig:
-        ordinals = [fault.at for fault in self.faults]
-        repeated = sorted({at for at in ordinals if ordinals.count(at) > 1})
-        if repeated:
+        repeated = first_repeated_ordinal(fault.at for fault in self.faults)
+        if repeated is not None:
             raise _Contradiction(
-                "client.local.faults", f"more than one fault at request {repeated[0]}", "give each request at most one fault"
+                "client.local.faults", f"more than one fault at request {repeated}", "give each request at most one fault"
             )
         return self
 
@@ -107,17 +110,24 @@ class Profile(_Section):
             descriptor = descriptor_for(self.runtime.adapter_id)
         except UnknownAdapter as error:
             raise _Contradiction("runtime.adapter_id", str(error.args[0]), "use a registered id") from None
-        if self.runtime.state not in descriptor.strategies:
+        record = STRATEGIES.get(self.runtime.strategy)
+        if record is None:
             raise _Contradiction(
-                "runtime.state",
-                f"adapter {descriptor.adapter_id!r} does not implement {self.runtime.state!r}",
+                "runtime.strategy",
+                f"unknown strategy {self.runtime.strategy!r}",
+                f"use one of: {', '.join(STRATEGIES)}",
+            )
+        if record.name not in descriptor.strategies:
+            raise _Contradiction(
+                "runtime.strategy",
+                f"adapter {descriptor.adapter_id!r} does not implement {record.name!r}",
                 f"use one of: {', '.join(descriptor.strategies)}",
             )
-        if self.runtime.state == "manual_rolling" and self.runtime.compaction.strategy != "none":
+        if self.runtime.compaction.strategy not in record.compaction:
             raise _Contradiction(
                 "runtime.compaction.strategy",
-                "manual_rolling keeps a window of whole turns and has no compaction",
-                "set it to none",
+                f"{record.name} does not compose with compaction {self.runtime.compaction.strategy!r}",
+                f"use one of: {', '.join(record.compaction)}",
             )
         if self.request.max_output_tokens >= self.agent.max_context_length:
             raise _Contradiction(
@@ -139,6 +149,24 @@ class Profile(_Section):
         _check_environment(self.environment)
         return self
 
+    # The plain settings the leaves receive; built here, once, so no leaf knows the profile.
+
+    def strategy_settings(self, system_prompt: str) -> StrategySettings:
+        return StrategySettings(
+            adapter_id=self.runtime.adapter_id,
+            system_prompt=system_prompt,
+            max_retries=self.agent.max_retries,
+            max_context_length=self.agent.max_context_length,
+            max_output_tokens=self.request.max_output_tokens,
+            compaction=self.runtime.compaction.strategy,
+        )
+
+    def request_settings(self) -> RequestSettings:
+        return RequestSettings(**self.request.model_dump())
+
+    def prices(self) -> Prices:
+        return Prices(input_per_million=self.pricing.input, output_per_million=self.pricing.output)
+
 
 class _Contradiction(ValueError):
     def __init__(self, path: str, problem: str, fix: str) -> None:
@@ -147,7 +175,7 @@ class _Contradiction(ValueError):
 
 
 def _check_environment(environment: EnvironmentConfig) -> None:
-    from turnstate.machine.environments import EnvironmentConfigError, make_environment
+    from turnstate.harness.environments import EnvironmentConfigError, make_environment
 
     try:
         make_environment(environment.name, environment.seed, environment.options)

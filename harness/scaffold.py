@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from turnstate.machine.environments import Frame
+from turnstate.harness.environments import Frame
 
 _ACTION_LINE = re.compile(r"^ACTION:\s*(\S+)\s*$", re.MULTILINE)
 

@@ -1,8 +1,9 @@
-"""The turn contract: the normalized shapes that pass between strategies, adapters and the runner.
+"""The provider contract: the normalized shapes that pass between strategies, adapters and the runner.
 
 A strategy builds a `ModelRequest`; an adapter turns it into one SDK call and answers with a
 `ModelResponse` or a `ProviderError` whose `kind` is one of a handful the machines branch on. The
-adapter never decides what happens next; it only says what happened.
+adapter never decides what happens next; it only says what happened. This module knows nothing of
+machines or profiles, so an adapter imports only this, its SDK and the token estimate.
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from turnstate.machine.engine import Effect, Event
-
 
 class ErrorKind(str, enum.Enum):
     TRANSIENT = "transient"  # 408/409/429/5xx, connection cut: the same request may succeed later
@@ -21,9 +20,6 @@ class ErrorKind(str, enum.Enum):
     REFUSAL = "refusal"  # the provider declined to answer
     TRUNCATED = "truncated"  # the answer was cut (output limit); it cannot carry an action
     FATAL = "fatal"  # auth, bad request, unknown model: retrying cannot help
-
-
-RETRYABLE_KINDS = frozenset({ErrorKind.TRANSIENT, ErrorKind.REFUSAL, ErrorKind.TRUNCATED})
 
 
 @dataclass(frozen=True)
@@ -100,94 +96,29 @@ class Endpoint:
     base_url: str
     api_key: str
     is_local: bool
+    timeout_seconds: float = 120.0
+
+
+@dataclass(frozen=True)
+class RequestSettings:
+    """What every request of a run asks for; the harness builds it from the profile's `request` section."""
+
+    model: str
+    max_output_tokens: int
+    stream: bool = False
+    temperature: float | None = None
 
 
 class ProviderAdapter(Protocol):
     """A leaf action: one normalized request to one SDK call, and back."""
 
-    adapter_id: str
+    @classmethod
+    def connect(cls, endpoint: Endpoint, settings: RequestSettings) -> ProviderAdapter:
+        """A ready adapter whose SDK client points at `endpoint`, with the SDK's own retries off."""
+        ...
 
     def build_request(self, request: ModelRequest) -> dict[str, Any]: ...
 
     def call(self, request: ModelRequest) -> ModelResponse | ProviderError: ...
 
     def classify(self, error: Exception) -> ProviderError: ...
-
-
-# Events the conversation machines accept, named as facts.
-
-
-@dataclass(frozen=True)
-class ObservationArrived(Event):
-    trigger = "observed"
-    text: str
-
-
-@dataclass(frozen=True)
-class InputBuffered(Event):
-    """An input that arrived without a model call (GAME_OVER, a reset observation)."""
-
-    trigger = "buffered"
-    text: str
-
-
-@dataclass(frozen=True)
-class ProviderReplied(Event):
-    trigger = "replied"
-    response: ModelResponse
-
-
-@dataclass(frozen=True)
-class ProviderFailed(Event):
-    trigger = "failed"
-    error: ProviderError
-
-
-@dataclass(frozen=True)
-class ContextOverflowed(Event):
-    trigger = "overflowed"
-    error: ProviderError
-
-
-@dataclass(frozen=True)
-class ActionAccepted(Event):
-    trigger = "action_accepted"
-    action: str
-
-
-@dataclass(frozen=True)
-class ActionRejected(Event):
-    trigger = "action_rejected"
-    reason: str
-
-
-def outcome_event(outcome: ModelResponse | ProviderError) -> Event:
-    """The event that reports an adapter call's outcome to a machine."""
-    if isinstance(outcome, ModelResponse):
-        return ProviderReplied(outcome)
-    if outcome.kind is ErrorKind.CONTEXT_OVERFLOW:
-        return ContextOverflowed(outcome)
-    return ProviderFailed(outcome)
-
-
-# Effects the machines emit and the runner performs.
-
-
-@dataclass(frozen=True)
-class CallProvider(Effect):
-    request: ModelRequest
-
-
-@dataclass(frozen=True)
-class ParseAction(Effect):
-    response: ModelResponse
-
-
-@dataclass(frozen=True)
-class SubmitAction(Effect):
-    action: str
-
-
-@dataclass(frozen=True)
-class FailClosed(Effect):
-    reason: str

@@ -18,7 +18,7 @@ What each kind does (each wire words it in its own protocol):
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -45,15 +45,24 @@ class Fault:
             raise ValueError(f"unknown fault kind {self.kind!r}; expected one of {sorted(FAULT_KINDS)}")
 
 
+def first_repeated_ordinal(ordinals: Iterable[int]) -> int | None:
+    """The rule that a request gets at most one fault: the first ordinal given twice, or None."""
+    seen: set[int] = set()
+    for ordinal in ordinals:
+        if ordinal in seen:
+            return ordinal
+        seen.add(ordinal)
+    return None
+
+
 class FaultSchedule:
     """At most one fault per ordinal; each fault fires once, when its ordinal is taken."""
 
     def __init__(self, faults: Sequence[Fault] = ()) -> None:
-        self._pending: dict[int, Fault] = {}
-        for fault in faults:
-            if fault.at in self._pending:
-                raise ValueError(f"two faults scheduled for request {fault.at}")
-            self._pending[fault.at] = fault
+        repeated = first_repeated_ordinal(fault.at for fault in faults)
+        if repeated is not None:
+            raise ValueError(f"two faults scheduled for request {repeated}")
+        self._pending = {fault.at: fault for fault in faults}
         self._lock = threading.Lock()
 
     def take(self, ordinal: int) -> Fault | None:

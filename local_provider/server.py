@@ -22,89 +22,21 @@ import socket
 import socketserver
 import sys
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from email.message import Message
+from collections.abc import Iterable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Literal, Protocol
 from urllib.parse import urlsplit
 
-from turnstate.adapters.local import chat_completions
-from turnstate.adapters.local.faults import (
-    STATUS_FAULTS,
-    Fault,
-    FaultKind,
-    FaultSchedule,
-)
-from turnstate.adapters.local.prefix_cache import PrefixCache
-from turnstate.machine.tokens import BYTES_PER_TOKEN, estimate_text_tokens
-
-ReplyFn = Callable[[str, Sequence[Mapping[str, object]]], str]
-"""(system prompt, non-system messages with text content) -> reply text."""
+from turnstate.local_provider.exchange import Exchange, ReplyFn, SseEvent
+from turnstate.local_provider.faults import STATUS_FAULTS, Fault, FaultSchedule
+from turnstate.local_provider.prefix_cache import PrefixCache
+from turnstate.local_provider.routes import ROUTES
 
 DEFAULT_CONTEXT_WINDOW = 8192
-
-Ending = Literal["stop", "length", "refusal"]
-"""Why a completion ended, before a wire names it (e.g. Chat Completions: stop, length, content_filter)."""
-
-SharedError = Literal["missing_api_key", "unparseable_body", "rate_limit", "server_error", "overloaded"]
-"""Errors the server answers for every wire; each wire words them as its real service does."""
-
-SseEvent = Mapping[str, str]
-"""One server-sent event as its fields, e.g. {"data": "..."} or {"event": "...", "data": "..."}."""
-
-MALFORMED_REPLY = "I am not sure what to do."
-"""The reply a `malformed` fault puts in place of the model's: text that holds no valid action."""
 
 # How often the accept loop looks for a stop request: stop() waits up to this long, once per provider,
 # and test suites start one provider per test.
 SHUTDOWN_POLL_SECONDS = 0.01
-
-
-@dataclass(frozen=True)
-class Completion:
-    """What the model produced for one request, before a wire words it."""
-
-    text: str
-    ending: Ending
-
-    @property
-    def tokens(self) -> int:
-        return estimate_text_tokens(self.text)
-
-
-class Wire(Protocol):
-    """What a wire module provides; the server does everything else."""
-
-    def error_reply(self, kind: SharedError) -> tuple[int, dict[str, object]]:
-        """HTTP status and JSON body of a shared error, as this wire's real service words it."""
-        ...
-
-    def handle(self, exchange: Exchange) -> None:
-        """Answer one admitted request through `exchange`."""
-        ...
-
-
-def bearer_api_key(headers: Message) -> str | None:
-    """The key of an `Authorization: Bearer <key>` header, as OpenAI-style wires carry it."""
-    scheme, _, key = (headers.get("Authorization") or "").partition(" ")
-    if scheme.lower() != "bearer":
-        return None
-    return key.strip() or None
-
-
-@dataclass(frozen=True)
-class Route:
-    """An endpoint: the wire module that speaks it, and where its protocol carries the API key."""
-
-    wire: Wire
-    api_key: Callable[[Message], str | None]
-
-
-ROUTES: Mapping[tuple[str, str], Route] = {
-    ("POST", "/v1/chat/completions"): Route(chat_completions, bearer_api_key),
-}
 
 
 class LocalProvider:
@@ -200,75 +132,9 @@ class LocalProvider:
 
 def _policy_reply() -> ReplyFn:
     """The real policy, imported only when wanted: it is written separately and tests pass their own."""
-    from turnstate.adapters.local.policy import reply
+    from turnstate.local_provider.policy import reply
 
     return reply
-
-
-class Exchange:
-    """One admitted model request: its body and fault, the model behind it, and the ways to answer.
-
-    `body` is also the provider's request_log entry, so a wire must not mutate it.
-    """
-
-    def __init__(
-        self,
-        handler: _Handler,
-        provider: LocalProvider,
-        body: dict[str, object],
-        ordinal: int,
-        fault: Fault | None,
-    ) -> None:
-        self.body = body
-        self.ordinal = ordinal
-        self.fault = fault
-        self.context_window = provider.context_window
-        self.prefix_cache = provider._prefix_cache
-        self._reply = provider._reply
-        self._handler = handler
-
-    def complete(
-        self, system: str, messages: Sequence[Mapping[str, object]], max_tokens: int | None
-    ) -> Completion:
-        """The model's reply, cut to the token budget, with this request's content fault applied."""
-        text = self._reply(system, messages)
-        if not isinstance(text, str):
-            raise TypeError(f"the reply function returned {type(text).__name__}, not str")
-        completion = _within_budget(text, max_tokens)
-        return completion if self.fault is None else _with_content_fault(completion, self.fault.kind)
-
-    def send_json(
-        self, status: int, body: Mapping[str, object], headers: Mapping[str, str] | None = None
-    ) -> None:
-        self._handler.write_json(status, body, headers or {})
-
-    def send_sse(self, events: Iterable[SseEvent], *, cut_after: int | None = None) -> None:
-        """Stream `events`; with `cut_after`, close the connection after that many, leaving the stream unended."""
-        self._handler.write_sse(events, cut_after)
-
-    def drop_connection(self) -> None:
-        """Close the connection without any response, as a crashed upstream does."""
-        self._handler.drop_connection()
-
-
-def _within_budget(text: str, max_tokens: int | None) -> Completion:
-    """A reply over budget is cut to the bytes the estimate allows, on a character boundary, and ends by length."""
-    if max_tokens is None or estimate_text_tokens(text) <= max_tokens:
-        return Completion(text, "stop")
-    cut = text.encode("utf-8")[: max_tokens * BYTES_PER_TOKEN].decode("utf-8", errors="ignore")
-    return Completion(cut, "length")
-
-
-def _with_content_fault(completion: Completion, kind: FaultKind) -> Completion:
-    if kind == "refusal":
-        return Completion("", "refusal")
-    if kind == "truncation":
-        return Completion(completion.text[: len(completion.text) // 2], "length")
-    if kind == "empty":
-        return Completion("", "stop")
-    if kind == "malformed":
-        return Completion(MALFORMED_REPLY, "stop")
-    return completion  # the other kinds act on the transport, not the text
 
 
 class _Server(ThreadingHTTPServer):
@@ -362,7 +228,16 @@ class _Handler(BaseHTTPRequestHandler):
             self.write_json(*route.wire.error_reply(fault.kind), retry_now)  # type: ignore[arg-type]
             return
         try:
-            route.wire.handle(Exchange(self, provider, body, ordinal, fault))
+            exchange = Exchange(
+                self,
+                body,
+                ordinal,
+                fault,
+                context_window=provider.context_window,
+                prefix_cache=provider._prefix_cache,
+                reply=provider._reply,
+            )
+            route.wire.handle(exchange)
         except Exception:
             if not self._responded:
                 self.write_json(*route.wire.error_reply("server_error"), {})

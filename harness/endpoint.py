@@ -1,0 +1,39 @@
+"""Where a run's adapter points: the embedded local provider, or a remote base_url with a key from the env."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from turnstate.adapters.contract import Endpoint
+from turnstate.harness.profile import ClientConfig
+from turnstate.local_provider.faults import Fault
+from turnstate.local_provider.server import LocalProvider
+
+LOCAL_API_KEY = "local-provider-key"
+
+
+class RunSetupError(RuntimeError):
+    """The run cannot start (a missing key variable, ...); the message says what to do."""
+
+
+@contextmanager
+def open_endpoint(client: ClientConfig) -> Iterator[Endpoint]:
+    """Start the embedded local provider for `base_url: local`; otherwise read the key from the env."""
+    if not client.is_local:
+        assert client.api_key_env is not None  # the profile validator guarantees it
+        api_key = os.environ.get(client.api_key_env)
+        if not api_key:
+            raise RunSetupError(f"client.api_key_env names {client.api_key_env}, which is not set; export it")
+        yield Endpoint(client.base_url, api_key, is_local=False, timeout_seconds=client.timeout_seconds)
+        return
+    local = client.local
+    options: dict[str, Any] = {}
+    if local is not None:
+        if local.context_window is not None:
+            options["context_window"] = local.context_window
+        options["faults"] = [Fault(at=fault.at, kind=fault.kind) for fault in local.faults]
+    with LocalProvider(**options) as provider:
+        yield Endpoint(provider.base_url, LOCAL_API_KEY, is_local=True, timeout_seconds=client.timeout_seconds)

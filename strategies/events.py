@@ -1,0 +1,94 @@
+"""Events the strategy machines accept and effects they emit: the vocabulary between machine and runner.
+
+Events are facts the runner reports (a provider replied, the action was rejected); effects are what a
+machine asks the runner to do (call the provider, parse an action). Both are small frozen dataclasses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from turnstate.adapters.contract import ErrorKind, ModelRequest, ModelResponse, ProviderError
+from turnstate.machine.engine import Effect, Event
+
+# The failures worth asking again for: the same request, or a fresh reply, may succeed.
+RETRYABLE_KINDS = frozenset({ErrorKind.TRANSIENT, ErrorKind.REFUSAL, ErrorKind.TRUNCATED})
+
+
+# Events the conversation machines accept, named as facts.
+
+
+@dataclass(frozen=True)
+class ObservationArrived(Event):
+    trigger = "observed"
+    text: str
+
+
+@dataclass(frozen=True)
+class InputBuffered(Event):
+    """An input that arrived without a model call (GAME_OVER, a reset observation)."""
+
+    trigger = "buffered"
+    text: str
+
+
+@dataclass(frozen=True)
+class ProviderReplied(Event):
+    trigger = "replied"
+    response: ModelResponse
+
+
+@dataclass(frozen=True)
+class ProviderFailed(Event):
+    trigger = "failed"
+    error: ProviderError
+
+
+@dataclass(frozen=True)
+class ContextOverflowed(Event):
+    trigger = "overflowed"
+    error: ProviderError
+
+
+@dataclass(frozen=True)
+class ActionAccepted(Event):
+    trigger = "action_accepted"
+    action: str
+
+
+@dataclass(frozen=True)
+class ActionRejected(Event):
+    trigger = "action_rejected"
+    reason: str
+
+
+def outcome_event(outcome: ModelResponse | ProviderError) -> Event:
+    """The event that reports an adapter call's outcome to a machine."""
+    if isinstance(outcome, ModelResponse):
+        return ProviderReplied(outcome)
+    if outcome.kind is ErrorKind.CONTEXT_OVERFLOW:
+        return ContextOverflowed(outcome)
+    return ProviderFailed(outcome)
+
+
+# Effects the machines emit and the runner performs.
+
+
+@dataclass(frozen=True)
+class CallProvider(Effect):
+    request: ModelRequest
+
+
+@dataclass(frozen=True)
+class ParseAction(Effect):
+    response: ModelResponse
+
+
+@dataclass(frozen=True)
+class SubmitAction(Effect):
+    action: str
+
+
+@dataclass(frozen=True)
+class FailClosed(Effect):
+    reason: str

@@ -1,0 +1,45 @@
+"""What every strategy machine declares about itself, and the plain settings it is started with.
+
+A strategy is one `StrategyRecord`: its machine table, the model class that implements the table's
+guards and actions, how to start it, and which compaction machines it composes with. The machine list,
+the profile's allowed values, the diagrams and the coverage gate all derive from the records, so adding
+a strategy is writing its module and listing its record once (strategies/__init__.py).
+
+Strategies never see the profile: the harness builds a `StrategySettings` from it once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from turnstate.machine.engine import LiveMachine, MachineModel, MachineSpec
+from turnstate.strategies.state import RuntimeState
+
+
+@dataclass(frozen=True)
+class StrategySettings:
+    """The values a strategy machine needs, taken from the profile by the harness."""
+
+    adapter_id: str
+    system_prompt: str
+    max_retries: int
+    max_context_length: int  # the context budget, in estimated tokens
+    max_output_tokens: int  # the output allowance of every request
+    compaction: str = "none"
+
+
+StartFn = Callable[[StrategySettings, RuntimeState | None], LiveMachine]
+"""Start a live machine resting in its initial state, on the given accepted state or a fresh one."""
+
+
+@dataclass(frozen=True)
+class StrategyRecord:
+    spec: MachineSpec
+    model: type[MachineModel]
+    start: StartFn
+    compaction: tuple[str, ...] = ("none",)  # the compaction machines it accepts; "none" means without
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
