@@ -247,7 +247,7 @@ class _Loop:
     def _fire(self, event: Event) -> list[Any]:
         effects = self.machine.fire(event)
         fired = self.machine.fired[-1]
-        self.writer.log_transition({**asdict(fired), "event": type(event).__name__})
+        self.writer.log_transition(asdict(fired))
         return effects
 
     def _call(self, effect: CallProvider, attempts: list[_Attempt]) -> Event:

@@ -9,9 +9,10 @@ can print the names. The engine:
   reachable, no trap states, no dead rows, final states are dead ends by design;
 - builds a `transitions` HierarchicalMachine with auto_transitions off, so nested machines (a
   compaction machine inside a conversation machine) compose without being copied;
-- fires events: an event is a frozen dataclass whose class names its trigger; an event the current
-  state does not accept raises `InvalidEvent` and changes nothing; if every guarded row refuses, the
-  machine raises `NoTransition` and changes nothing;
+- fires events: an event is a frozen dataclass, and a row is keyed by the event's class (as h11 keys
+  its table by event type), so a misspelt trigger is a NameError at import, not a silent dead row; an
+  event the current state does not accept raises `InvalidEvent` and changes nothing; if every guarded
+  row refuses, the machine raises `NoTransition` and changes nothing;
 - records every fired (machine, source, trigger, dest) for artifacts and the coverage gate.
 
 Actions emit effects (call the provider, submit an action, ...) into the model; `fire` hands them to
@@ -25,12 +26,12 @@ import enum
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from transitions import MachineError
 from transitions.extensions import HierarchicalMachine
 
-SEPARATOR = "_"  # transitions' default separator between a parent state and a nested state
+SEPARATOR = "_"  # transitions' separator between a parent state and a nested state; no state name may hold it
 
 
 class SpecError(ValueError):
@@ -47,9 +48,7 @@ class NoTransition(RuntimeError):
 
 @dataclass(frozen=True)
 class Event:
-    """Base of all events. Subclasses are frozen dataclasses named as facts and set `trigger`."""
-
-    trigger: ClassVar[str]
+    """Base of all events: frozen dataclasses named as facts. The class name is the trigger."""
 
 
 @dataclass(frozen=True)
@@ -59,14 +58,20 @@ class Effect:
 
 @dataclass(frozen=True)
 class Transition:
-    """One row of a machine table. `source` and `dest` are states of the table's own enum, or a
-    nested state's path such as "Compacting_Requesting" when the row leaves a nested machine."""
+    """One row of a machine table, keyed by the event class that fires it. `source` and `dest` are
+    states of the table's own enum, or a nested state's path such as "Compacting_Requesting" when the
+    row leaves a nested machine."""
 
-    trigger: str
+    event: type[Event]
     source: enum.Enum | str
     dest: enum.Enum | str
     guards: tuple[str, ...] = ()
     actions: tuple[str, ...] = ()
+
+    @property
+    def trigger(self) -> str:
+        """The name the row is drawn, recorded and covered under: its event class's name."""
+        return self.event.__name__
 
     @property
     def source_name(self) -> str:
@@ -140,11 +145,17 @@ def _structural_problems(spec: MachineSpec, prefix: str = "") -> Iterator[str]:
         if state not in spec.states:
             yield f"{where}: final state {state!r} is not one of its states"
     own = {state.name for state in spec.states}
+    for name in sorted(own):
+        if SEPARATOR in name:
+            yield f"{where}: state name {name!r} contains the nesting separator {SEPARATOR!r}; rename it"
     known = set(spec.state_paths())
     edges: dict[str, set[str]] = {name: set() for name in known}
     groups: dict[tuple[str, str], list[Transition]] = {}
     seen: set[tuple[str, str, str]] = set()
     for source, dest, row in spec.rows():
+        if not (isinstance(row.event, type) and issubclass(row.event, Event)):
+            yield f"{where}: row {row.event!r} -> {row.dest_name} is not keyed by an Event class"
+            continue
         for path in (source, dest):
             if path not in known:
                 yield f"{where}: row {row.trigger!r} names unknown state {path!r}"
@@ -279,20 +290,24 @@ class LiveMachine:
     def is_final(self) -> bool:
         return self.path in {state.name for state in self.spec.final}
 
+    def accepts(self, event_type: type[Event]) -> bool:
+        """Whether some row leaves the current state (or a parent of it) on `event_type`."""
+        path = self.path
+        return any(
+            row.event is event_type and (path == source or path.startswith(source + SEPARATOR))
+            for source, _, row in self.spec.rows()
+        )
+
     def fire(self, event: Event) -> list[Any]:
         """Feed one event; return the effects its actions emitted."""
         source = self.path
-        trigger = type(event).trigger
+        trigger = type(event).__name__
         try:
             moved = self.model.trigger(trigger, event)
         except MachineError as error:
-            raise InvalidEvent(
-                f"{self.spec.name}: event {type(event).__name__} ({trigger!r}) is not accepted in state {source}"
-            ) from error
+            raise InvalidEvent(f"{self.spec.name}: event {trigger} is not accepted in state {source}") from error
         if not moved:
-            raise NoTransition(
-                f"{self.spec.name}: every guard refused event {type(event).__name__} ({trigger!r}) in state {source}"
-            )
+            raise NoTransition(f"{self.spec.name}: every guard refused event {trigger} in state {source}")
         fired = Fired(self.spec.name, source, trigger, self.path)
         self.fired.append(fired)
         for listener in _listeners:

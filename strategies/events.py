@@ -20,7 +20,6 @@ RETRYABLE_KINDS = frozenset({ErrorKind.TRANSIENT, ErrorKind.REFUSAL, ErrorKind.T
 
 @dataclass(frozen=True)
 class ObservationArrived(Event):
-    trigger = "observed"
     text: str
 
 
@@ -28,37 +27,31 @@ class ObservationArrived(Event):
 class InputBuffered(Event):
     """An input that arrived without a model call (GAME_OVER, a reset observation)."""
 
-    trigger = "buffered"
     text: str
 
 
 @dataclass(frozen=True)
 class ProviderReplied(Event):
-    trigger = "replied"
     response: ModelResponse
 
 
 @dataclass(frozen=True)
 class ProviderFailed(Event):
-    trigger = "failed"
     error: ProviderError
 
 
 @dataclass(frozen=True)
 class ContextOverflowed(Event):
-    trigger = "overflowed"
     error: ProviderError
 
 
 @dataclass(frozen=True)
 class ActionAccepted(Event):
-    trigger = "action_accepted"
     action: str
 
 
 @dataclass(frozen=True)
 class ActionRejected(Event):
-    trigger = "action_rejected"
     reason: str
 
 

@@ -65,18 +65,26 @@ class State(enum.Enum):
 T = Transition
 S = State
 
+# fmt: off
 TRANSITIONS = (
-    T("buffered", S.Accepted, S.Accepted, actions=("buffer_input",)),
-    T("observed", S.Accepted, S.AwaitingReply, actions=("open_turn", "request_reply")),
-    T("replied", S.AwaitingReply, S.Provisional, actions=("hold_provisional", "request_action_parse")),
-    T("failed", S.AwaitingReply, S.AwaitingReply, guards=("is_retryable", "has_retries_left"), actions=("spend_retry", "request_reply")),
-    T("failed", S.AwaitingReply, S.FailedClosed, actions=("fail_closed",)),
-    T("overflowed", S.AwaitingReply, S.AwaitingReply, guards=("has_droppable_turn",), actions=("drop_oldest_turn", "request_reply")),
-    T("overflowed", S.AwaitingReply, S.FailedClosed, actions=("fail_closed",)),
-    T("action_accepted", S.Provisional, S.Accepted, actions=("commit_provisional", "submit_action")),
-    T("action_rejected", S.Provisional, S.AwaitingReply, guards=("has_retries_left",), actions=("discard_provisional", "spend_retry", "request_reply")),
-    T("action_rejected", S.Provisional, S.FailedClosed, actions=("discard_provisional", "fail_closed")),
+    # event               source           dest
+    T(InputBuffered,      S.Accepted,      S.Accepted,      actions=("buffer_input",)),
+    T(ObservationArrived, S.Accepted,      S.AwaitingReply, actions=("open_turn", "request_reply")),
+
+    T(ProviderReplied,    S.AwaitingReply, S.Provisional,   actions=("hold_provisional", "request_action_parse")),
+    T(ProviderFailed,     S.AwaitingReply, S.AwaitingReply, guards=("is_retryable", "has_retries_left"),
+                          actions=("spend_retry", "request_reply")),
+    T(ProviderFailed,     S.AwaitingReply, S.FailedClosed,  actions=("fail_closed",)),
+    T(ContextOverflowed,  S.AwaitingReply, S.AwaitingReply, guards=("has_droppable_turn",),
+                          actions=("drop_oldest_turn", "request_reply")),
+    T(ContextOverflowed,  S.AwaitingReply, S.FailedClosed,  actions=("fail_closed",)),
+
+    T(ActionAccepted,     S.Provisional,   S.Accepted,      actions=("commit_provisional", "submit_action")),
+    T(ActionRejected,     S.Provisional,   S.AwaitingReply, guards=("has_retries_left",),
+                          actions=("discard_provisional", "spend_retry", "request_reply")),
+    T(ActionRejected,     S.Provisional,   S.FailedClosed,  actions=("discard_provisional", "fail_closed")),
 )
+# fmt: on
 
 SPEC = MachineSpec(
     name=STRATEGY,

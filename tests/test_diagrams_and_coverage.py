@@ -52,7 +52,7 @@ def test_rendering_writes_dot_and_a_real_svg(tmp_path):
 def test_a_run_is_drawn_with_each_transitions_count(tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    fired = [("Accepted", "observed", "AwaitingReply")] * 3 + [("AwaitingReply", "replied", "Provisional")]
+    fired = [("Accepted", "ObservationArrived", "AwaitingReply")] * 3 + [("AwaitingReply", "ProviderReplied", "Provisional")]
     records = [{"machine": "manual_rolling", "source": s, "trigger": t, "dest": d} for s, t, d in fired]
     (run_dir / "transitions.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
     done = subprocess.run([*CLI, "diagrams", "--run", str(run_dir)], capture_output=True, text=True)
@@ -86,8 +86,8 @@ def test_the_gate_fails_a_session_naming_each_unfired_transition(tmp_path):
     done = _pytest(tmp_path, "--transition-gate=on")
     assert done.returncode == 1, done.stdout
     assert "transition coverage: manual_rolling 1/10" in done.stdout
-    assert "never fired: manual_rolling: Provisional --action_rejected--> FailedClosed" in done.stdout
-    assert "never fired: manual_rolling: Accepted --observed--> AwaitingReply" not in done.stdout
+    assert "never fired: manual_rolling: Provisional --ActionRejected--> FailedClosed" in done.stdout
+    assert "never fired: manual_rolling: Accepted --ObservationArrived--> AwaitingReply" not in done.stdout
 
 
 def test_a_subset_run_reports_coverage_without_failing(tmp_path):

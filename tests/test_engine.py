@@ -31,18 +31,27 @@ class Door(enum.Enum):
 
 @dataclass(frozen=True)
 class Pushed(Event):
-    trigger = "push"
     strength: int
 
 
 @dataclass(frozen=True)
 class Pulled(Event):
-    trigger = "pull"
+    pass
 
 
 @dataclass(frozen=True)
 class Opened(Event):
-    trigger = "opened"
+    pass
+
+
+@dataclass(frozen=True)
+class Went(Event):
+    pass
+
+
+@dataclass(frozen=True)
+class Fell(Event):
+    pass
 
 
 class DoorModel(MachineModel):
@@ -62,9 +71,9 @@ DOOR = MachineSpec(
     initial=Door.Closed,
     final=frozenset({Door.Broken}),
     transitions=(
-        T("push", Door.Closed, Door.Open, guards=("is_gentle",), actions=("note_open",)),
-        T("push", Door.Closed, Door.Broken, guards=("is_strong",)),
-        T("pull", Door.Open, Door.Closed),
+        T(Pushed, Door.Closed, Door.Open, guards=("is_gentle",), actions=("note_open",)),
+        T(Pushed, Door.Closed, Door.Broken, guards=("is_strong",)),
+        T(Pulled, Door.Open, Door.Closed),
     ),
 )
 
@@ -74,7 +83,7 @@ def test_a_fired_event_moves_the_state_and_returns_the_actions_effects():
     effects = machine.fire(Pushed(1))
     assert machine.state is Door.Open
     assert effects == [("opened", Pushed(1))]
-    assert [(f.source, f.trigger, f.dest) for f in machine.fired] == [("Closed", "push", "Open")]
+    assert [(f.source, f.trigger, f.dest) for f in machine.fired] == [("Closed", "Pushed", "Open")]
 
 
 def test_an_event_the_state_does_not_accept_raises_and_changes_nothing():
@@ -111,7 +120,7 @@ def test_listeners_see_every_fired_transition():
         LiveMachine(DOOR, DoorModel()).fire(Pushed(0))
     finally:
         engine.remove_listener(listener)
-    assert seen == [("door", "Closed", "push", "Open")]
+    assert seen == [("door", "Closed", "Pushed", "Open")]
 
 
 class Loop(enum.Enum):
@@ -125,26 +134,48 @@ class Loop(enum.Enum):
 @pytest.mark.parametrize(
     ("rows", "final", "problem"),
     [
-        ((T("go", Loop.Start, Loop.End),), {Loop.End}, "state Middle is unreachable"),
+        ((T(Went, Loop.Start, Loop.End),), {Loop.End}, "state Middle is unreachable"),
         (
-            (T("go", Loop.Start, Loop.Middle), T("fall", Loop.Middle, Loop.Pit), T("end", Loop.Middle, Loop.End)),
+            (T(Went, Loop.Start, Loop.Middle), T(Fell, Loop.Middle, Loop.Pit), T(Opened, Loop.Middle, Loop.End)),
             {Loop.End},
             "state Pit is a trap",
         ),
         (
-            (T("go", Loop.Start, Loop.End), T("go", Loop.Start, Loop.Middle, guards=("g",))),
+            (T(Went, Loop.Start, Loop.End), T(Went, Loop.Start, Loop.Middle, guards=("g",))),
             {Loop.End},
-            "unguarded row 'go' -> End hides the rows after it",
+            "unguarded row 'Went' -> End hides the rows after it",
         ),
-        ((T("go", Loop.Start, Loop.End), T("back", Loop.End, Loop.Start)), {Loop.End}, "final state End has outgoing"),
-        ((T("go", Loop.Start, Loop.End), T("go", Loop.Start, Loop.End)), {Loop.End}, "declared twice"),
-        ((T("go", Loop.Start, "Nowhere"),), {Loop.End}, "unknown state 'Nowhere'"),
+        ((T(Went, Loop.Start, Loop.End), T(Pulled, Loop.End, Loop.Start)), {Loop.End}, "final state End has outgoing"),
+        ((T(Went, Loop.Start, Loop.End), T(Went, Loop.Start, Loop.End)), {Loop.End}, "declared twice"),
+        ((T(Went, Loop.Start, "Nowhere"),), {Loop.End}, "unknown state 'Nowhere'"),
+        ((T("go", Loop.Start, Loop.End),), {Loop.End}, "row 'go' -> End is not keyed by an Event class"),
     ],
 )
 def test_structural_defects_are_named(rows, final, problem):
     spec = MachineSpec("loop", Loop, Loop.Start, frozenset(final), rows)
     with pytest.raises(SpecError, match=problem):
         validate_spec(spec)
+
+
+class Split(enum.Enum):
+    Start = "start"
+    Failed_Closed = "a name holding the nesting separator"
+
+
+def test_a_state_name_holding_the_nesting_separator_is_refused():
+    spec = MachineSpec("split", Split, Split.Start, frozenset({Split.Failed_Closed}), (T(Went, Split.Start, Split.Failed_Closed),))
+    with pytest.raises(SpecError, match="state name 'Failed_Closed' contains the nesting separator '_'"):
+        validate_spec(spec)
+
+
+def test_accepts_tells_which_events_the_current_state_takes_nested_states_included():
+    machine = LiveMachine(OUTER, DoorModel())
+    assert machine.accepts(Pulled) and not machine.accepts(Pushed)
+    machine.fire(Pulled())
+    assert machine.accepts(Pushed)  # a row of the nested machine
+    assert not machine.accepts(Opened)  # the parent's row leaves only from Busy_Ajar
+    machine.fire(Pushed(0))
+    assert machine.accepts(Opened)
 
 
 def test_a_guard_or_action_that_does_not_resolve_is_named():
@@ -154,8 +185,8 @@ def test_a_guard_or_action_that_does_not_resolve_is_named():
         Door.Closed,
         frozenset({Door.Broken}),
         (
-            T("push", Door.Closed, Door.Broken, actions=("smash",)),
-            T("pull", Door.Open, Door.Closed),
+            T(Pushed, Door.Closed, Door.Broken, actions=("smash",)),
+            T(Pulled, Door.Open, Door.Closed),
         ),
     )
     with pytest.raises(SpecError, match="'smash' does not resolve on DoorModel"):
@@ -172,7 +203,7 @@ LATCH = MachineSpec(
     states=Latch,
     initial=Latch.Shut,
     final=frozenset(),
-    transitions=(T("push", Latch.Shut, Latch.Ajar, guards=("is_gentle",), actions=("note_open",)),),
+    transitions=(T(Pushed, Latch.Shut, Latch.Ajar, guards=("is_gentle",), actions=("note_open",)),),
 )
 
 
@@ -188,8 +219,8 @@ OUTER = MachineSpec(
     initial=Outer.Idle,
     final=frozenset({Outer.Done}),
     transitions=(
-        T("pull", Outer.Idle, Outer.Busy),
-        T("opened", "Busy_Ajar", Outer.Done),
+        T(Pulled, Outer.Idle, Outer.Busy),
+        T(Opened, "Busy_Ajar", Outer.Done),
     ),
     nested={Outer.Busy: LATCH},
 )
@@ -205,7 +236,7 @@ def test_a_nested_machine_composes_without_being_copied():
     assert machine.path == "Busy_Ajar"
     machine.fire(Opened())
     assert machine.path == "Done"
-    assert ("Busy_Shut", "push", "Busy_Ajar") in OUTER.declared()
+    assert ("Busy_Shut", "Pushed", "Busy_Ajar") in OUTER.declared()
     assert [(f.source, f.dest) for f in machine.fired] == [("Idle", "Busy_Shut"), ("Busy_Shut", "Busy_Ajar"), ("Busy_Ajar", "Done")]
 
 
@@ -219,7 +250,7 @@ STARTS_NESTED = MachineSpec(
     states=Wrapper,
     initial=Wrapper.Busy,
     final=frozenset({Wrapper.Done}),
-    transitions=(T("opened", "Busy_Ajar", Wrapper.Done),),
+    transitions=(T(Opened, "Busy_Ajar", Wrapper.Done),),
     nested={Wrapper.Busy: LATCH},
 )
 

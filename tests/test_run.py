@@ -89,7 +89,7 @@ def test_a_game_over_frame_is_buffered_and_replayed_before_the_reset_frame(tmp_p
     monkeypatch.setattr(manual_rolling, "CARRY_FORWARD_INSTRUCTION", "Only your visible replies are carried.")
     result = Runner(with_changes(DEFAULT, agent={"max_actions": 40}), tmp_path).run()
     log = [json.loads(line) for line in (result.artifacts / "transitions.jsonl").read_text().splitlines()]
-    assert {"machine": "manual_rolling", "source": "Accepted", "trigger": "buffered", "dest": "Accepted", "event": "InputBuffered"} in log
+    assert {"machine": "manual_rolling", "source": "Accepted", "trigger": "InputBuffered", "dest": "Accepted"} in log
     after_game_over = next(
         step for step in read_steps(result.artifacts) if "WRONG DOOR" in step["messages_sent"][-1]["content"]
     )
@@ -106,7 +106,7 @@ def test_a_429_and_a_500_are_retried_from_the_accepted_state(tmp_path):
     assert [retry["outcome"] for retry in step_2["retries"]] == ["transient", "transient"]
     assert [retry["diagnostics"]["status"] for retry in step_2["retries"]] == [429, 500]
     triggers = [(t["source"], t["trigger"], t["dest"]) for t in step_2["transitions"]]
-    assert triggers.count(("AwaitingReply", "failed", "AwaitingReply")) == 2
+    assert triggers.count(("AwaitingReply", "ProviderFailed", "AwaitingReply")) == 2
 
 
 def test_an_invalid_action_is_retried_and_its_usage_billed_to_the_accepted_step(tmp_path):
@@ -156,7 +156,7 @@ def test_a_provider_overflow_drops_the_oldest_turn_and_the_run_goes_on(tmp_path)
     profile = with_changes(DEFAULT, client={"local": {"context_window": 600}})
     result = Runner(profile, tmp_path).run()
     log = (result.artifacts / "transitions.jsonl").read_text()
-    assert '"source": "AwaitingReply", "trigger": "overflowed", "dest": "AwaitingReply"' in log
+    assert '"source": "AwaitingReply", "trigger": "ContextOverflowed", "dest": "AwaitingReply"' in log
     assert result.outcome == "win"
 
 
