@@ -16,8 +16,8 @@ import pytest
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from turnstate.adapters.tokens import estimate_messages_tokens, estimate_text_tokens
-from turnstate.local_provider.faults import Fault, FaultSchedule
 from turnstate.local_provider.exchange import MALFORMED_REPLY
+from turnstate.local_provider.faults import Fault, FaultSchedule
 from turnstate.local_provider.server import LocalProvider
 
 SYSTEM = {"role": "system", "content": "You play a small game."}
