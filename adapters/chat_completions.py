@@ -7,25 +7,49 @@ and truncation (finish_reason length) are errors of their own kinds: neither can
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import openai
 
 from turnstate.adapters.contract import (
     Endpoint,
     ErrorKind,
+    Item,
     ModelRequest,
     ModelResponse,
     ProviderError,
     RequestSettings,
+    Transcript,
     Usage,
 )
+from turnstate.adapters.tokens import estimate_messages_tokens
 
 _FINISH_ERRORS = {"length": ErrorKind.TRUNCATED, "content_filter": ErrorKind.REFUSAL}
 _TRANSIENT_STATUS = {408, 409, 429}
 
 
+class ChatMessages:
+    """The Chat Completions transcript: plain {role, content} messages. A turn is one user message
+    holding every input since the last reply (joined by blank lines), then the assistant's reply."""
+
+    def user_items(self, inputs: Sequence[str]) -> list[Item]:
+        return [{"role": "user", "content": "\n\n".join(inputs)}]
+
+    def reply_items(self, response: ModelResponse) -> list[Item]:
+        return [dict(item) for item in response.native_items]
+
+    def estimate_tokens(self, items: Sequence[Item], system: str = "") -> int:
+        head = [{"role": "system", "content": system}] if system else []
+        return estimate_messages_tokens([*head, *items])
+
+    def readable(self, items: Sequence[Item]) -> list[dict[str, str]]:
+        return [{"role": str(item["role"]), "content": str(item["content"])} for item in items]
+
+
 class ChatCompletionsAdapter:
+    transcript: ClassVar[Transcript] = ChatMessages()
+
     def __init__(self, client: openai.OpenAI, settings: RequestSettings) -> None:
         self.client = client
         self.settings = settings
@@ -40,7 +64,7 @@ class ChatCompletionsAdapter:
     def build_request(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.settings.model,
-            "messages": [{"role": "system", "content": request.system}, *map(dict, request.messages)],
+            "messages": [{"role": "system", "content": request.system}, *map(dict, request.items)],
             "max_tokens": self.settings.max_output_tokens,
         }
         if self.settings.temperature is not None:

@@ -9,9 +9,13 @@ machines or profiles, so an adapter imports only this, its SDK and the token est
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
+
+Item = Mapping[str, Any]
+"""One native item of an adapter's transcript (a message, a reasoning item, a content block ...):
+JSON-serializable, and possibly holding opaque provider state that must be replayed verbatim."""
 
 
 class ErrorKind(str, enum.Enum):
@@ -55,15 +59,11 @@ class Usage:
 
 @dataclass(frozen=True)
 class ModelRequest:
-    """One model request as a strategy built it.
-
-    `messages` are in the shape the adapter replays (normalized {role, content} for manual_rolling;
-    native items for continuation strategies). `readable` is the projection written to artifacts.
-    """
+    """One model request as a strategy built it: the system prompt and the adapter's native items to
+    send, in order (the accepted turns the strategy kept, then the open turn's items)."""
 
     system: str
-    messages: tuple[Mapping[str, Any], ...]
-    readable: tuple[Mapping[str, str], ...]
+    items: tuple[Item, ...]
 
 
 @dataclass(frozen=True)
@@ -73,9 +73,9 @@ class ModelResponse:
     stop_reason: str
     reasoning_summary: str | None = None
     response_id: str | None = None
-    # Adapter-owned items to replay in the next request; may hold opaque provider state, so they
-    # live in memory only and are never written to an artifact.
-    native_items: tuple[Mapping[str, Any], ...] = ()
+    # Adapter-owned items to replay in the next request once the reply is accepted; may hold opaque
+    # provider state, so they live in memory only and are never written to an artifact as they are.
+    native_items: tuple[Item, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -109,8 +109,36 @@ class RequestSettings:
     temperature: float | None = None
 
 
+class Transcript(Protocol):
+    """How an adapter lays out its native items in the payload (`RuntimeState.payload["items"]`).
+
+    The payload is the adapter's. A strategy machine decides WHEN a turn opens, commits, is trimmed
+    or dropped; the transcript decides WHAT the items of a turn are and how they replay. Every method
+    is a pure function of its arguments, so a strategy written against this protocol carries any
+    adapter's items, opaque reasoning included, without knowing their shape.
+    """
+
+    def user_items(self, inputs: Sequence[str]) -> list[Item]:
+        """The items that open a turn from its inputs: every input since the last reply, in order."""
+        ...
+
+    def reply_items(self, response: ModelResponse) -> list[Item]:
+        """The native items an accepted reply appends to its turn, exactly as they must replay."""
+        ...
+
+    def estimate_tokens(self, items: Sequence[Item], system: str = "") -> int:
+        """Estimated prompt tokens of `items`, behind `system` if one is given; additive over items."""
+        ...
+
+    def readable(self, items: Sequence[Item]) -> list[dict[str, str]]:
+        """The {role, content} projection of `items` for artifacts; never any opaque state."""
+        ...
+
+
 class ProviderAdapter(Protocol):
     """A leaf action: one normalized request to one SDK call, and back."""
+
+    transcript: ClassVar[Transcript]
 
     @classmethod
     def connect(cls, endpoint: Endpoint, settings: RequestSettings) -> ProviderAdapter:

@@ -156,7 +156,8 @@ class _Loop:
         self.on_step = on_step
         self.ledger = Ledger(profile.prices())
         system = scaffold.system_prompt(environment.actions)
-        self.machine: LiveMachine = STRATEGIES[profile.runtime.strategy].start(profile.strategy_settings(system), None)
+        strategy = STRATEGIES[profile.runtime.strategy]
+        self.machine: LiveMachine = strategy.start(profile.strategy_settings(system), adapter.transcript, None)
         self.provider_seconds = 0.0
         self.failed_attempts = 0
         self.turns = self.accepted = self.levels_won = 0
@@ -252,7 +253,7 @@ class _Loop:
 
     def _call(self, effect: CallProvider, attempts: list[_Attempt]) -> Event:
         request = effect.request
-        sent = [{"role": "system", "content": request.system}, *map(dict, request.readable)]
+        sent = [{"role": "system", "content": request.system}, *self.adapter.transcript.readable(request.items)]
         started = time.perf_counter()
         outcome = self.adapter.call(request)
         self.provider_seconds += time.perf_counter() - started

@@ -1,10 +1,10 @@
 """manual_rolling: the harness owns the transcript and carries it as a window of whole turns.
 
 Rules
-1. The accepted state is a window of complete turns. A turn is one user message (every input that
-   arrived since the last reply, in order) and the assistant's visible reply. Nothing else is carried:
-   the visible replies ARE the state, so the system prompt asks the model to restate, in a NOTES line,
-   every fact it will need later (the carry-forward instruction).
+1. The accepted state is a window of complete turns. A turn is the items that open it (every input
+   that arrived since the last reply, in order) and the accepted reply's items; the adapter's
+   transcript says what those items are. The replies ARE the state, so the system prompt asks the
+   model to restate, in a NOTES line, every fact it will need later (the carry-forward instruction).
 2. A request is: system prompt, the accepted window, then the new user message. Before it is sent the
    window is trimmed by removing the OLDEST COMPLETE TURNS until the estimated prompt plus the output
    allowance fits max_context_length. Never "the last N messages", never half a turn.
@@ -26,8 +26,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from turnstate.adapters.contract import ModelRequest, ModelResponse
-from turnstate.adapters.tokens import estimate_messages_tokens
+from turnstate.adapters.contract import Item, ModelRequest, ModelResponse, Transcript
 from turnstate.machine.engine import LiveMachine, MachineModel, MachineSpec, Transition
 from turnstate.strategies.events import (
     RETRYABLE_KINDS,
@@ -97,10 +96,10 @@ SPEC = MachineSpec(
 
 @dataclass
 class OpenTurn:
-    """The turn being attempted: its new user message, how many oldest turns this request skips
+    """The turn being attempted: the items that open it, how many oldest turns this request skips
     (overflow recovery), the retries spent and the reply held provisionally."""
 
-    user_message: dict[str, str]
+    opening: list[Item]
     skipped_turns: int = 0
     retries_used: int = 0
     provisional: ModelResponse | None = field(default=None)
@@ -109,9 +108,10 @@ class OpenTurn:
 class ManualRolling(MachineModel):
     """The model object the manual_rolling table drives: named guards (predicates) and actions (verbs)."""
 
-    def __init__(self, state: RuntimeState, settings: StrategySettings) -> None:
+    def __init__(self, state: RuntimeState, settings: StrategySettings, transcript: Transcript) -> None:
         super().__init__()
         self.accepted = state
+        self.transcript = transcript
         self.system_prompt = f"{settings.system_prompt}\n\n{CARRY_FORWARD_INSTRUCTION}"
         self.prompt_budget = settings.max_context_length - settings.max_output_tokens
         self.max_retries = settings.max_retries
@@ -134,8 +134,7 @@ class ManualRolling(MachineModel):
         self.accepted = self.accepted.with_pending(event.text)
 
     def open_turn(self, event: ObservationArrived) -> None:
-        content = "\n\n".join((*self.accepted.pending, event.text))
-        self.turn = OpenTurn(user_message={"role": "user", "content": content})
+        self.turn = OpenTurn(opening=self.transcript.user_items([*self.accepted.pending, event.text]))
 
     def request_reply(self, event: object) -> None:
         self.emit(CallProvider(self.build_request()))
@@ -159,10 +158,10 @@ class ManualRolling(MachineModel):
         turn = self._turn
         assert turn.provisional is not None
         items, spans = self._window(turn)
-        reply = {"role": "assistant", "content": turn.provisional.text}
-        spans.append(TurnSpan(start=len(items), end=len(items) + 2))
-        items += [turn.user_message, reply]
-        over = turns_over_budget(items, spans, self.system_prompt, [], self.prompt_budget)
+        turn_items = [*turn.opening, *self.transcript.reply_items(turn.provisional)]
+        spans.append(TurnSpan(start=len(items), end=len(items) + len(turn_items)))
+        items += turn_items
+        over = self._turns_over_budget(items, spans, [])
         items, spans = drop_turns(items, spans, over)
         self.accepted = self.accepted.replace(payload={"items": items}, turns=spans, pending=())
         self.turn = None
@@ -183,13 +182,23 @@ class ManualRolling(MachineModel):
         this request actually sent, and a commit keeps exactly the window that was sent."""
         turn = self._turn
         items, spans = self._window(turn)
-        over = turns_over_budget(items, spans, self.system_prompt, [turn.user_message], self.prompt_budget)
+        over = self._turns_over_budget(items, spans, turn.opening)
         turn.skipped_turns += over
         items, _ = drop_turns(items, spans, over)
-        messages = tuple(items + [turn.user_message])
-        return ModelRequest(system=self.system_prompt, messages=messages, readable=messages)
+        return ModelRequest(system=self.system_prompt, items=(*items, *turn.opening))
 
-    def _window(self, turn: OpenTurn) -> tuple[list[dict], list[TurnSpan]]:
+    def _turns_over_budget(self, items: list[Item], spans: list[TurnSpan], tail: list[Item]) -> int:
+        """How many oldest complete turns must go for system + window + tail to fit the prompt budget."""
+        estimate = self.transcript.estimate_tokens([*items, *tail], self.system_prompt)
+        dropped = 0
+        for span in spans:
+            if estimate <= self.prompt_budget:
+                break
+            estimate -= self.transcript.estimate_tokens(items[span.start : span.end])
+            dropped += 1
+        return dropped
+
+    def _window(self, turn: OpenTurn) -> tuple[list[Item], list[TurnSpan]]:
         """The accepted window minus the oldest turns this attempt leaves out."""
         return drop_turns(self.accepted.items, list(self.accepted.turns), turn.skipped_turns)
 
@@ -209,18 +218,6 @@ def drop_turns(items: list, spans: list[TurnSpan], count: int) -> tuple[list, li
     return list(items[cut:]), kept
 
 
-def turns_over_budget(items: list, spans: list[TurnSpan], system: str, tail: list[dict], budget: int) -> int:
-    """How many oldest complete turns must go for system + window + tail to fit the estimated budget."""
-    estimate = estimate_messages_tokens([{"role": "system", "content": system}, *items, *tail])
-    dropped = 0
-    for span in spans:
-        if estimate <= budget:
-            break
-        estimate -= estimate_messages_tokens(items[span.start : span.end])
-        dropped += 1
-    return dropped
-
-
 def _failure_reason(event: object) -> str:
     if isinstance(event, ContextOverflowed):
         return "context overflow with no turn left to drop"
@@ -232,11 +229,11 @@ def _failure_reason(event: object) -> str:
     return type(event).__name__
 
 
-def start(settings: StrategySettings, state: RuntimeState | None = None) -> LiveMachine:
+def start(settings: StrategySettings, transcript: Transcript, state: RuntimeState | None = None) -> LiveMachine:
     """A live manual_rolling machine resting in Accepted on `state`, or on an empty window."""
     if state is None:
         state = RuntimeState(adapter_id=settings.adapter_id, strategy=STRATEGY, payload={"items": []})
-    model = ManualRolling(state.validate_for(settings.adapter_id, STRATEGY), settings)
+    model = ManualRolling(state.validate_for(settings.adapter_id, STRATEGY), settings, transcript)
     return LiveMachine(SPEC, model)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from turnstate.adapters.contract import Transcript
 from turnstate.machine.engine import LiveMachine, MachineModel, MachineSpec
 from turnstate.strategies.state import RuntimeState
 
@@ -29,8 +30,9 @@ class StrategySettings:
     compaction: str = "none"
 
 
-StartFn = Callable[[StrategySettings, RuntimeState | None], LiveMachine]
-"""Start a live machine resting in its initial state, on the given accepted state or a fresh one."""
+StartFn = Callable[[StrategySettings, Transcript, RuntimeState | None], LiveMachine]
+"""Start a live machine resting in its initial state, on the given accepted state or a fresh one,
+carrying the selected adapter's items through its transcript."""
 
 
 @dataclass(frozen=True)

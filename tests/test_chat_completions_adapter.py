@@ -11,7 +11,7 @@ from turnstate.local_provider.faults import Fault
 from turnstate.local_provider.server import LocalProvider
 
 FRAME = "LEVEL 1/1 | STATE NOT_FINISHED\nBEACON (level 1): dark\n#####\n#@.A#\n#####\nSTANDING ON: floor"
-REQUEST = ModelRequest(system="Play. NOTES: please", messages=({"role": "user", "content": FRAME},), readable=())
+REQUEST = ModelRequest(system="Play. NOTES: please", items=({"role": "user", "content": FRAME},))
 
 
 def adapter_for(provider: LocalProvider, *, stream: bool, max_output_tokens: int = 64) -> ChatCompletionsAdapter:
@@ -100,7 +100,7 @@ def test_an_empty_or_malformed_reply_is_a_reply_the_parser_must_judge(stream):
 
 def test_a_request_beyond_the_window_is_a_context_overflow(stream):
     with LocalProvider(context_window=256) as provider:
-        big = ModelRequest(system="s", messages=({"role": "user", "content": "x" * 2000},), readable=())
+        big = ModelRequest(system="s", items=({"role": "user", "content": "x" * 2000},))
         outcome = adapter_for(provider, stream=stream).call(big)
     assert isinstance(outcome, ProviderError)
     assert outcome.kind is ErrorKind.CONTEXT_OVERFLOW

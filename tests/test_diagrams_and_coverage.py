@@ -67,9 +67,10 @@ GATED_TEST = textwrap.dedent(
     from turnstate.strategies.events import ObservationArrived
     from turnstate.strategies import manual_rolling as mr
     from turnstate.strategies.record import StrategySettings
+    from turnstate.adapters.chat_completions import ChatMessages
 
     def test_one_transition():
-        machine = mr.start(StrategySettings("a", "s", 1, 1000, 10))
+        machine = mr.start(StrategySettings("a", "s", 1, 1000, 10), ChatMessages())
         machine.fire(ObservationArrived("frame"))
     """
 )

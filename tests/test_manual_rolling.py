@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from turnstate.adapters.chat_completions import ChatMessages
 from turnstate.adapters.contract import ErrorKind, ModelResponse, ProviderError, Usage
 from turnstate.adapters.tokens import estimate_messages_tokens
 from turnstate.machine.engine import InvalidEvent
@@ -34,11 +35,11 @@ def settings(max_context_length: int = 4000, max_output_tokens: int = 100, max_r
 
 
 def start(max_context_length: int = 4000, max_output_tokens: int = 100, max_retries: int = 2):
-    return mr.start(settings(max_context_length, max_output_tokens, max_retries))
+    return mr.start(settings(max_context_length, max_output_tokens, max_retries), ChatMessages())
 
 
 def reply(text: str = "ACTION: ACTION1") -> ProviderReplied:
-    return ProviderReplied(ModelResponse(text=text, usage=Usage(10, 0, 3), stop_reason="stop"))
+    return ProviderReplied(ModelResponse(text=text, usage=Usage(10, 0, 3), stop_reason="stop", native_items=({"role": "assistant", "content": text},)))
 
 
 def failure(kind: ErrorKind) -> ProviderFailed:
@@ -57,7 +58,7 @@ def play_turn(machine, observation: str, answer: str = "ACTION: ACTION1") -> Non
 def request_of(effects) -> list[dict]:
     (effect,) = effects
     assert isinstance(effect, CallProvider)
-    return list(effect.request.messages)
+    return list(effect.request.items)
 
 
 # One row per table transition: the events that lead there, the event under test, the state and
@@ -176,7 +177,7 @@ def test_the_window_is_trimmed_by_whole_oldest_turns_to_fit_the_estimate():
 def test_a_state_for_another_adapter_is_refused():
     state = start().model.accepted.replace(adapter_id="some.other.adapter")
     with pytest.raises(ValueError, match="belongs to adapter 'some.other.adapter'"):
-        mr.start(settings(), state)
+        mr.start(settings(), ChatMessages(), state)
 
 
 def test_an_action_before_any_reply_is_an_invalid_event():
@@ -196,3 +197,41 @@ def test_an_overflow_drops_a_turn_the_trimmed_request_actually_sent():
     smaller = request_of(machine.fire(OVERFLOW))
     users = [[m["content"].split()[0] for m in messages if m["role"] == "user"] for messages in (sent, smaller)]
     assert users[1] == users[0][1:]  # exactly the oldest turn that was sent is gone
+
+
+class ReasoningItems:
+    """A transcript unlike Chat Completions': a turn opens with one item per input and a reply is an
+    opaque reasoning item followed by a message, as Responses-style adapters lay them out."""
+
+    def user_items(self, inputs):
+        return [{"type": "input", "text": text} for text in inputs]
+
+    def reply_items(self, response):
+        return list(response.native_items)
+
+    def estimate_tokens(self, items, system=""):
+        return len(system) // 4 + sum(10 + len(str(item.get("text", ""))) // 4 for item in items)
+
+    def readable(self, items):
+        return [{"role": item["type"], "content": str(item.get("text", ""))} for item in items if "text" in item]
+
+
+def reasoning_reply(n: int) -> ProviderReplied:
+    native = ({"type": "reasoning", "encrypted_content": f"opaque-{n}"}, {"type": "message", "text": f"ACTION: ACTION1 #{n}"})
+    return ProviderReplied(ModelResponse(text=f"ACTION: ACTION1 #{n}", usage=Usage(), stop_reason="stop", native_items=native))
+
+
+def test_any_adapters_items_are_carried_through_its_transcript_as_whole_turns_and_replayed_verbatim():
+    machine = mr.start(settings(max_context_length=170, max_output_tokens=10), ReasoningItems())
+    for n in range(1, 6):
+        machine.fire(InputBuffered(f"buffered {n}"))
+        sent = request_of(machine.fire(ObservationArrived(f"frame {n}")))
+        assert sent[-2:] == [{"type": "input", "text": f"buffered {n}"}, {"type": "input", "text": f"frame {n}"}]
+        machine.fire(reasoning_reply(n))
+        machine.fire(ActionAccepted("ACTION1"))
+    state = machine.model.accepted
+    assert all(span.end - span.start == 4 for span in state.turns)  # two inputs, reasoning, message
+    kept = [item["encrypted_content"] for item in state.items if item["type"] == "reasoning"]
+    assert kept == [f"opaque-{n}" for n in range(6 - len(kept), 6)] and 0 < len(kept) < 5  # oldest whole turns went
+    next_request = request_of(machine.fire(ObservationArrived("frame 6")))
+    assert next_request[: len(state.items)] == state.items  # replayed exactly as accepted

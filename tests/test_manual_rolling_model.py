@@ -11,6 +11,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from turnstate.adapters.chat_completions import ChatMessages
 from turnstate.adapters.contract import ErrorKind, ModelResponse, ProviderError, Usage
 from turnstate.adapters.tokens import estimate_messages_tokens
 from turnstate.strategies import manual_rolling as mr
@@ -36,7 +37,7 @@ PROMPT_BUDGET = 700 - 100
 class ManualRollingWalk(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.machine = mr.start(SETTINGS)
+        self.machine = mr.start(SETTINGS, ChatMessages())
         self.accepted_json = self.model.accepted.to_json()
         self.counter = 0
         self.rejected_texts: list[str] = []
@@ -57,7 +58,7 @@ class ManualRollingWalk(RuleBasedStateMachine):
         effects = self.machine.fire(event)
         for effect in effects:
             if isinstance(effect, CallProvider):
-                self.requests_this_turn.append(list(effect.request.messages))
+                self.requests_this_turn.append(list(effect.request.items))
         return effects
 
     def _expect_unchanged(self) -> None:
@@ -91,7 +92,7 @@ class ManualRollingWalk(RuleBasedStateMachine):
     def reply(self, valid: bool) -> None:
         text = self._fresh("reply") + ("\nACTION: ACTION1" if valid else "")
         self.attempts_this_turn += 1
-        self._fire(ProviderReplied(ModelResponse(text=text, usage=Usage(1, 0, 1), stop_reason="stop")))
+        self._fire(ProviderReplied(ModelResponse(text=text, usage=Usage(1, 0, 1), stop_reason="stop", native_items=({"role": "assistant", "content": text},))))
         if valid:
             self._fire(ActionAccepted("ACTION1"))
             self._check_commit(text)
@@ -122,7 +123,7 @@ class ManualRollingWalk(RuleBasedStateMachine):
     def resume(self) -> None:
         """A failed-closed run can be resumed from the state it kept, as if nothing had been tried."""
         kept = self.model.accepted
-        self.machine = mr.start(SETTINGS, kept)
+        self.machine = mr.start(SETTINGS, ChatMessages(), kept)
         assert self.machine.state is State.Accepted
         self._expect_unchanged()
 
