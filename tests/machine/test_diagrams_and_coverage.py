@@ -12,7 +12,7 @@ from pathlib import Path
 from turnstate.machine.diagrams import to_dot
 from turnstate.strategies import MACHINES
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "turnstate.harness.cli"]
 
 
