@@ -58,7 +58,9 @@ class ChatCompletionsAdapter:
     def connect(cls, endpoint: Endpoint, settings: RequestSettings) -> ChatCompletionsAdapter:
         base_url = f"{endpoint.base_url}/v1" if endpoint.is_local else endpoint.base_url
         # The harness owns retries: the SDK's own would hide failures from the machine.
-        client = openai.OpenAI(base_url=base_url, api_key=endpoint.api_key, max_retries=0, timeout=endpoint.timeout_seconds)
+        client = openai.OpenAI(
+            base_url=base_url, api_key=endpoint.api_key, max_retries=0, timeout=endpoint.timeout_seconds
+        )
         return cls(client, settings)
 
     def build_request(self, request: ModelRequest) -> dict[str, Any]:

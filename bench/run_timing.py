@@ -32,10 +32,16 @@ def main() -> None:
             turns = result.turns
             harness_per_turn.append((result.wall_seconds - result.provider_seconds) / turns)
             provider_per_turn.append(result.provider_seconds / turns)
-    print(f"profile {profile.id}: {args.repeat} runs, outcome {result.outcome}, {result.turns} turns, {result.usage.input_tokens} input tokens")
-    print(f"run wall time      median {statistics.median(walls) * 1000:.1f} ms  (min {min(walls) * 1000:.1f}, max {max(walls) * 1000:.1f})")
+    print(
+        f"profile {profile.id}: {args.repeat} runs, outcome {result.outcome}, {result.turns} turns, {result.usage.input_tokens} input tokens"
+    )
+    print(
+        f"run wall time      median {statistics.median(walls) * 1000:.1f} ms  (min {min(walls) * 1000:.1f}, max {max(walls) * 1000:.1f})"
+    )
     print(f"harness per turn   median {statistics.median(harness_per_turn) * 1000:.2f} ms  (excluding provider time)")
-    print(f"provider per turn  median {statistics.median(provider_per_turn) * 1000:.2f} ms  (SDK + HTTP + local provider)")
+    print(
+        f"provider per turn  median {statistics.median(provider_per_turn) * 1000:.2f} ms  (SDK + HTTP + local provider)"
+    )
 
 
 if __name__ == "__main__":

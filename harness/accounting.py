@@ -46,4 +46,6 @@ class Ledger:
     def cost(self, usage: Usage) -> float:
         """A configured-price estimate; it does not reconstruct cache discounts or invoices."""
         prices = self.prices
-        return (usage.input_tokens * prices.input_per_million + usage.output_tokens * prices.output_per_million) / PER_MILLION
+        return (
+            usage.input_tokens * prices.input_per_million + usage.output_tokens * prices.output_per_million
+        ) / PER_MILLION

@@ -33,7 +33,14 @@ def main() -> None:
 
 @main.command()
 @click.argument("profile", required=False, type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--out", "out_dir", default=Path("runs"), type=click.Path(file_okay=False, path_type=Path), show_default=True, help="where runs/<run-id>/ is written")
+@click.option(
+    "--out",
+    "out_dir",
+    default=Path("runs"),
+    type=click.Path(file_okay=False, path_type=Path),
+    show_default=True,
+    help="where runs/<run-id>/ is written",
+)
 def run(profile: Path | None, out_dir: Path) -> None:
     """Run an agent from PROFILE (default: the local manual_rolling profile)."""
     loaded = _load_or_exit(profile or DEFAULT_PROFILE)
@@ -100,9 +107,16 @@ def validate(profiles: tuple[Path, ...]) -> None:
 
 
 @main.command()
-@click.option("--out", "out_dir", default=Path("diagrams"), type=click.Path(file_okay=False, path_type=Path), show_default=True)
+@click.option(
+    "--out", "out_dir", default=Path("diagrams"), type=click.Path(file_okay=False, path_type=Path), show_default=True
+)
 @click.option("--check", is_flag=True, help="exit 1 naming every diagram whose committed DOT is stale")
-@click.option("--run", "run_dir", type=click.Path(file_okay=False, exists=True, path_type=Path), help="draw a run: each transition with its count, into the run's folder")
+@click.option(
+    "--run",
+    "run_dir",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="draw a run: each transition with its count, into the run's folder",
+)
 def diagrams(out_dir: Path, check: bool, run_dir: Path | None) -> None:
     """Render every machine from its table to OUT/<machine>.dot and .svg."""
     from turnstate.machine import diagrams as drawing
@@ -125,7 +139,9 @@ def diagrams(out_dir: Path, check: bool, run_dir: Path | None) -> None:
             dot, svg = drawing.write(spec, out_dir)
             click.echo(f"wrote {dot} and {svg}")
     except graphviz.ExecutableNotFound:
-        click.echo("error: Graphviz's `dot` is not installed (apt-get install graphviz); the .dot files were written", err=True)
+        click.echo(
+            "error: Graphviz's `dot` is not installed (apt-get install graphviz); the .dot files were written", err=True
+        )
         sys.exit(1)
 
 

@@ -66,7 +66,9 @@ class LocalProviderConfig(_Section):
         repeated = first_repeated_ordinal(fault.at for fault in self.faults)
         if repeated is not None:
             raise _Contradiction(
-                "client.local.faults", f"more than one fault at request {repeated}", "give each request at most one fault"
+                "client.local.faults",
+                f"more than one fault at request {repeated}",
+                "give each request at most one fault",
             )
         return self
 
@@ -138,7 +140,9 @@ class Profile(_Section):
             )
         if self.client.local is not None and not self.client.is_local:
             raise _Contradiction(
-                "client.local", "local provider settings given but client.base_url is not 'local'", "remove client.local"
+                "client.local",
+                "local provider settings given but client.base_url is not 'local'",
+                "remove client.local",
             )
         if not self.client.is_local and not self.client.api_key_env:
             raise _Contradiction(
@@ -261,7 +265,11 @@ def _allowed_keys(location: tuple[Any, ...]) -> list[str]:
             continue
         annotation = model.model_fields[part].annotation
         model = next(
-            (arg for arg in (getattr(annotation, "__args__", None) or (annotation,)) if isinstance(arg, type) and issubclass(arg, BaseModel)),
+            (
+                arg
+                for arg in (getattr(annotation, "__args__", None) or (annotation,))
+                if isinstance(arg, type) and issubclass(arg, BaseModel)
+            ),
             annotation,
         )
     return sorted(model.model_fields)

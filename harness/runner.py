@@ -122,7 +122,9 @@ class Runner:
         profile = self.profile
         with open_endpoint(profile.client) as endpoint:
             adapter = self._adapter_factory(endpoint)
-            environment = make_environment(profile.environment.name, profile.environment.seed, profile.environment.options)
+            environment = make_environment(
+                profile.environment.name, profile.environment.seed, profile.environment.options
+            )
             writer = ArtifactWriter(self.out_dir, new_run_id(profile.id), secrets=(endpoint.api_key,))
             try:
                 return _Loop(profile, adapter, environment, writer, self.on_step).play(self._meta_base(endpoint))
@@ -148,7 +150,14 @@ class Runner:
 class _Loop:
     """One run's mutable bookkeeping, kept apart from the Runner's configuration."""
 
-    def __init__(self, profile: Profile, adapter: ProviderAdapter, environment: Environment, writer: ArtifactWriter, on_step: Callable[[StepProgress], None] | None) -> None:
+    def __init__(
+        self,
+        profile: Profile,
+        adapter: ProviderAdapter,
+        environment: Environment,
+        writer: ArtifactWriter,
+        on_step: Callable[[StepProgress], None] | None,
+    ) -> None:
         self.profile = profile
         self.adapter = adapter
         self.environment = environment
@@ -259,9 +268,7 @@ class _Loop:
         self.provider_seconds += time.perf_counter() - started
         self.ledger.record_call(outcome.usage)
         if isinstance(outcome, ModelResponse):
-            attempts.append(
-                _Attempt(sent, "replied", outcome.usage, outcome.text, outcome.reasoning_summary)
-            )
+            attempts.append(_Attempt(sent, "replied", outcome.usage, outcome.text, outcome.reasoning_summary))
         else:
             attempts.append(_Attempt(sent, outcome.kind.value, outcome.usage, diagnostics=dict(outcome.diagnostics)))
         return outcome_event(outcome)

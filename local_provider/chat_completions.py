@@ -34,8 +34,7 @@ SHARED_ERRORS: Mapping[str, tuple[int, str, str, str | None]] = {
     ),
     "unparseable_body": (
         400,
-        "We could not parse the JSON body of your request. The OpenAI API expects a JSON object as the "
-        "request body.",
+        "We could not parse the JSON body of your request. The OpenAI API expects a JSON object as the request body.",
         "invalid_request_error",
         None,
     ),

@@ -87,7 +87,7 @@ def last_frame(messages: Sequence[Mapping[str, object]]) -> SeenFrame | None:
 
 def parse_frame(header: re.Match[str], text: str) -> SeenFrame:
     """Read the frame that starts at `header`; anything after it in `text` belongs to it."""
-    block = text[header.end():]
+    block = text[header.end() :]
     grid: list[str] = []
     for line in block.splitlines():
         if GRID_ROW.match(line):

@@ -30,7 +30,9 @@ class Recorder:
         self.fired.setdefault(machine, set()).add((source, trigger, dest))
 
 
-def missing_transitions(machines: Mapping[str, MachineSpec], fired: Mapping[str, set[Triple]]) -> dict[str, list[Triple]]:
+def missing_transitions(
+    machines: Mapping[str, MachineSpec], fired: Mapping[str, set[Triple]]
+) -> dict[str, list[Triple]]:
     """Per machine, the declared (source, trigger, dest) triples that never fired, in table order."""
     return {
         name: [triple for triple in spec.declared() if triple not in fired.get(name, set())]
@@ -45,7 +47,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="auto",
         help="fail the session when a declared transition never fired (auto: only when the whole suite runs)",
     )
-    parser.addini("transition_machines", "the machines to cover, as 'package.module:ATTRIBUTE' (a name -> MachineSpec mapping)")
+    parser.addini(
+        "transition_machines", "the machines to cover, as 'package.module:ATTRIBUTE' (a name -> MachineSpec mapping)"
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -91,7 +95,9 @@ def declared_machines(reference: str) -> Mapping[str, MachineSpec]:
     try:
         return getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as error:
-        raise pytest.UsageError(f"transition_machines = {reference!r} does not name an importable mapping: {error}") from None
+        raise pytest.UsageError(
+            f"transition_machines = {reference!r} does not name an importable mapping: {error}"
+        ) from None
 
 
 def _gate_active(config: pytest.Config) -> bool:

@@ -56,14 +56,10 @@ ENVIRONMENTS: dict[str, EnvironmentFactory] = {
 }
 
 
-def make_environment(
-    name: str, seed: int, options: Mapping[str, object] | None = None
-) -> Environment:
+def make_environment(name: str, seed: int, options: Mapping[str, object] | None = None) -> Environment:
     """Build the named environment; the same name, seed and options always give the same game."""
     factory = ENVIRONMENTS.get(name)
     if factory is None:
         allowed = ", ".join(sorted(ENVIRONMENTS))
-        raise EnvironmentConfigError(
-            f"unknown environment {name!r}; allowed environments: {allowed}"
-        )
+        raise EnvironmentConfigError(f"unknown environment {name!r}; allowed environments: {allowed}")
     return factory(seed, options or {})

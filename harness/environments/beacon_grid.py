@@ -30,7 +30,13 @@ from turnstate.harness.environments import EnvironmentConfigError, Frame, GameSt
 Cell = tuple[int, int]  # (row, column)
 
 ACTIONS: tuple[str, ...] = (
-    "ACTION1", "ACTION2", "ACTION3", "ACTION4", "ACTION5", "ACTION6", "RESET",
+    "ACTION1",
+    "ACTION2",
+    "ACTION3",
+    "ACTION4",
+    "ACTION5",
+    "ACTION6",
+    "RESET",
 )
 MOVES: dict[str, Cell] = {
     "ACTION1": (-1, 0),
@@ -81,17 +87,14 @@ def validate_options(options: Mapping[str, object]) -> dict[str, int]:
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
         allowed = ", ".join(sorted(OPTIONS))
-        raise EnvironmentConfigError(
-            f"beacon_grid has no option {unknown[0]!r}; allowed options: {allowed}"
-        )
+        raise EnvironmentConfigError(f"beacon_grid has no option {unknown[0]!r}; allowed options: {allowed}")
     values = {}
     for name, spec in OPTIONS.items():
         value = options.get(name, spec.default)
         is_int = isinstance(value, int) and not isinstance(value, bool)
         if not is_int or not spec.low <= value <= spec.high:
             raise EnvironmentConfigError(
-                f"beacon_grid option {name!r} must be an integer from {spec.low} to {spec.high}, "
-                f"got {value!r}"
+                f"beacon_grid option {name!r} must be an integer from {spec.low} to {spec.high}, got {value!r}"
             )
         values[name] = value
     return values
@@ -132,8 +135,12 @@ def walk_distances(start: Cell, walls: frozenset[Cell]) -> dict[Cell, int]:
 def draw_layout(seed: int, level: int, width: int, height: int) -> Layout:
     """The level's board, re-drawn until three door cells lie far enough from the start."""
     rng = random.Random(f"{seed}:{level}")
-    border = {(row, column) for row in range(height) for column in range(width)
-              if row in (0, height - 1) or column in (0, width - 1)}
+    border = {
+        (row, column)
+        for row in range(height)
+        for column in range(width)
+        if row in (0, height - 1) or column in (0, width - 1)
+    }
     interior = sorted({(row, column) for row in range(height) for column in range(width)} - border)
     wall_count = len(interior) // INTERIOR_CELLS_PER_WALL
     for _ in range(MAX_LAYOUT_ATTEMPTS):
@@ -186,8 +193,7 @@ class BeaconGrid:
         if action not in allowed:
             allowed_text = ", ".join(a for a in ACTIONS if a in allowed) or "none (call reset())"
             raise ValueError(
-                f"action {action!r} is not allowed in state {self._state.value}; "
-                f"allowed actions: {allowed_text}"
+                f"action {action!r} is not allowed in state {self._state.value}; allowed actions: {allowed_text}"
             )
         if action == RESET:
             self._restart_level()

@@ -16,7 +16,9 @@ REQUEST = ModelRequest(system="Play. NOTES: please", items=({"role": "user", "co
 
 def adapter_for(provider: LocalProvider, *, stream: bool, max_output_tokens: int = 64) -> ChatCompletionsAdapter:
     settings = RequestSettings(model="local-policy-1", max_output_tokens=max_output_tokens, stream=stream)
-    return ChatCompletionsAdapter.connect(Endpoint(provider.base_url, "test-key", is_local=True, timeout_seconds=10.0), settings)
+    return ChatCompletionsAdapter.connect(
+        Endpoint(provider.base_url, "test-key", is_local=True, timeout_seconds=10.0), settings
+    )
 
 
 @pytest.fixture(params=[False, True], ids=["plain", "stream"])
@@ -118,7 +120,9 @@ def test_a_refused_connection_is_transient():
 def test_an_unknown_endpoint_is_fatal():
     with LocalProvider() as provider:
         settings = RequestSettings(model="m", max_output_tokens=8)
-        adapter = ChatCompletionsAdapter.connect(Endpoint(provider.base_url + "/nowhere", "k", is_local=True, timeout_seconds=5.0), settings)
+        adapter = ChatCompletionsAdapter.connect(
+            Endpoint(provider.base_url + "/nowhere", "k", is_local=True, timeout_seconds=5.0), settings
+        )
         outcome = adapter.call(REQUEST)
     assert isinstance(outcome, ProviderError)
     assert outcome.kind is ErrorKind.FATAL

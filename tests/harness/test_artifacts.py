@@ -23,7 +23,12 @@ def test_scrub_drops_opaque_state_and_keeps_the_readable_rest():
     cleaned = json.dumps(scrub(OPAQUE))
     for opaque in ("gAAAA-opaque", "sig-opaque", "redacted-opaque", "thought-opaque"):
         assert opaque not in cleaned
-    for readable in ("thought about doors", "readable", "kept: only redacted_thinking data is opaque", '"text": "kept"'):
+    for readable in (
+        "thought about doors",
+        "readable",
+        "kept: only redacted_thinking data is opaque",
+        '"text": "kept"',
+    ):
         assert readable in cleaned
 
 

@@ -43,6 +43,7 @@ def test_every_shipped_profile_is_valid(path):
 
 
 # (change, key path the error must name, text it must contain: the fix or the contradiction)
+# fmt: off
 REJECTED = [
     ({"agent__max_retrys": 3}, "agent.max_retrys", "remove it or correct the spelling (allowed here: max_actions, max_context_length, max_retries)"),
     ({"runtime__compaction__trigger": 5}, "runtime.compaction.trigger", "allowed here: strategy, trigger_tokens"),
@@ -56,7 +57,6 @@ REJECTED = [
     ({"client__local": {"faults": [{"at": 0, "kind": "rate_limit"}]}}, "client.local.faults.0.at", "raise the value"),
     # contradictions between settings
     ({"runtime__adapter_id": "acme.chat.v9"}, "runtime.adapter_id", "'acme.chat.v9' is not registered"),
-
     ({"runtime__compaction__strategy": "native"}, "runtime.compaction.strategy", "manual_rolling does not compose with compaction 'native'; fix: use one of: none"),
     ({"request__max_output_tokens": 5000}, "request.max_output_tokens", "leaves no room for the prompt"),
     ({"client__base_url": "https://api.example.test/v1", "client__local": {"context_window": 4096}}, "client.local", "base_url is not 'local'"),
@@ -65,6 +65,7 @@ REJECTED = [
     ({"environment__name": "chess"}, "environment", "unknown environment 'chess'"),
     ({"client__local": {"faults": [{"at": 2, "kind": "empty"}, {"at": 2, "kind": "refusal"}]}}, "client.local.faults", "more than one fault at request 2"),
 ]
+# fmt: on
 
 
 @pytest.mark.parametrize(("change", "key_path", "text"), REJECTED)
@@ -78,7 +79,10 @@ def test_a_bad_or_contradictory_setting_is_named_with_its_path_and_fix(change, k
 
 
 def test_broken_yaml_names_the_line():
-    with pytest.raises(ProfileError, match=r"p.yaml: \(top level\): not valid YAML at line \d+, column \d+; fix: fix the YAML syntax there"):
+    with pytest.raises(
+        ProfileError,
+        match=r"p.yaml: \(top level\): not valid YAML at line \d+, column \d+; fix: fix the YAML syntax there",
+    ):
         parse_profile("id: x\nagent: [unclosed\n", source="p.yaml")
 
 
@@ -90,9 +94,17 @@ def test_a_missing_file_is_named(tmp_path):
 def test_validate_command_exits_0_for_good_and_1_naming_the_key_for_bad(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(profile_text(agent__max_retries="three"))
-    good = subprocess.run([sys.executable, "-m", "turnstate.harness.cli", "validate", str(DEFAULT_PROFILE)], capture_output=True, text=True)
+    good = subprocess.run(
+        [sys.executable, "-m", "turnstate.harness.cli", "validate", str(DEFAULT_PROFILE)],
+        capture_output=True,
+        text=True,
+    )
     assert good.returncode == 0, good.stderr
     assert "ok" in good.stdout
-    failed = subprocess.run([sys.executable, "-m", "turnstate.harness.cli", "validate", str(DEFAULT_PROFILE), str(bad)], capture_output=True, text=True)
+    failed = subprocess.run(
+        [sys.executable, "-m", "turnstate.harness.cli", "validate", str(DEFAULT_PROFILE), str(bad)],
+        capture_output=True,
+        text=True,
+    )
     assert failed.returncode == 1
     assert f"{bad}: agent.max_retries:" in failed.stderr

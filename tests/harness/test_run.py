@@ -38,7 +38,9 @@ def read_meta(run_dir: Path) -> dict:
 
 
 def test_the_default_profile_runs_from_the_command_line_and_writes_artifacts(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "turnstate.harness.cli", "run", "--out", str(tmp_path)], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "turnstate.harness.cli", "run", "--out", str(tmp_path)], capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
     assert "outcome" in done.stdout and "win" in done.stdout
     (run_dir,) = tmp_path.iterdir()
@@ -123,7 +125,15 @@ def test_an_invalid_action_is_retried_and_its_usage_billed_to_the_accepted_step(
 def test_exhausted_retries_fail_closed_and_keep_every_failed_attempts_usage(tmp_path):
     profile = with_changes(DEFAULT, client=faults(*[(at, "malformed") for at in (3, 4, 5, 6)]))
     done = subprocess.run(
-        [sys.executable, "-m", "turnstate.harness.cli", "run", str(_write(tmp_path, profile)), "--out", str(tmp_path / "runs")],
+        [
+            sys.executable,
+            "-m",
+            "turnstate.harness.cli",
+            "run",
+            str(_write(tmp_path, profile)),
+            "--out",
+            str(tmp_path / "runs"),
+        ],
         capture_output=True,
         text=True,
     )
@@ -137,7 +147,10 @@ def test_exhausted_retries_fail_closed_and_keep_every_failed_attempts_usage(tmp_
     assert meta["accepted_actions"] == 2 and len(read_steps(run_dir)) == 2  # no failed step is fabricated
     assert meta["provider_calls"] == 6
     assert meta["unattributed_usage"]["input_tokens"] > 0
-    assert meta["usage"]["input_tokens"] == sum(s["usage"]["input_tokens"] for s in read_steps(run_dir)) + meta["unattributed_usage"]["input_tokens"]
+    assert (
+        meta["usage"]["input_tokens"]
+        == sum(s["usage"]["input_tokens"] for s in read_steps(run_dir)) + meta["unattributed_usage"]["input_tokens"]
+    )
 
 
 def test_after_failing_closed_the_last_accepted_state_is_intact(tmp_path):
@@ -164,7 +177,11 @@ def test_a_remote_endpoint_reads_its_key_from_the_environment_and_never_writes_i
     secret = "sk-test-DO-NOT-WRITE-4242"
     monkeypatch.setenv("TURNSTATE_TEST_KEY", secret)
     with LocalProvider() as provider:
-        profile = with_changes(DEFAULT, client={"base_url": provider.openai_base_url, "api_key_env": "TURNSTATE_TEST_KEY"}, agent={"max_actions": 5})
+        profile = with_changes(
+            DEFAULT,
+            client={"base_url": provider.openai_base_url, "api_key_env": "TURNSTATE_TEST_KEY"},
+            agent={"max_actions": 5},
+        )
         result = Runner(profile, tmp_path).run()
     assert result.accepted_actions == 5
     for path in result.artifacts.iterdir():
@@ -173,7 +190,9 @@ def test_a_remote_endpoint_reads_its_key_from_the_environment_and_never_writes_i
 
 
 def test_a_missing_key_variable_is_a_clear_error(tmp_path):
-    profile = with_changes(DEFAULT, client={"base_url": "http://127.0.0.1:9/v1", "api_key_env": "TURNSTATE_UNSET_KEY_VAR"})
+    profile = with_changes(
+        DEFAULT, client={"base_url": "http://127.0.0.1:9/v1", "api_key_env": "TURNSTATE_UNSET_KEY_VAR"}
+    )
     done = subprocess.run(
         [sys.executable, "-m", "turnstate.harness.cli", "run", str(_write(tmp_path, profile)), "--out", str(tmp_path)],
         capture_output=True,

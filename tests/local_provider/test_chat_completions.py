@@ -293,7 +293,10 @@ VALID = {"model": "local-model", "messages": [{"role": "user", "content": "hi"}]
         ({**VALID, "messages": [{"role": "robot", "content": "hi"}]}, "messages[0].role"),
         ({**VALID, "messages": [user("hi"), {"role": "assistant", "content": None}]}, "messages[1].content"),
         ({**VALID, "messages": [user([])]}, "messages[0].content"),
-        ({**VALID, "messages": [user([{"type": "image_url", "image_url": {"url": "x"}}])]}, "messages[0].content[0].type"),
+        (
+            {**VALID, "messages": [user([{"type": "image_url", "image_url": {"url": "x"}}])]},
+            "messages[0].content[0].type",
+        ),
         ({**VALID, "messages": [user([{"type": "text", "text": 5}])]}, "messages[0].content[0].text"),
         ({**VALID, "max_tokens": 0}, "max_tokens"),
         ({**VALID, "max_tokens": "10"}, "max_tokens"),
@@ -305,9 +308,7 @@ VALID = {"model": "local-model", "messages": [{"role": "user", "content": "hi"}]
         ({**VALID, "stream": True, "stream_options": {"include_usage": 1}}, "stream_options.include_usage"),
     ],
 )
-def test_an_invalid_body_is_400_naming_the_param(
-    provider: LocalProvider, body: dict[str, object], param: str
-) -> None:
+def test_an_invalid_body_is_400_naming_the_param(provider: LocalProvider, body: dict[str, object], param: str) -> None:
     response = post_raw(provider, json.dumps(body).encode(), {"Authorization": "Bearer test-key"})
 
     assert response.status_code == 400
@@ -323,9 +324,7 @@ def test_the_sdk_raises_bad_request_naming_the_param(client: openai.OpenAI) -> N
 
 
 @pytest.mark.parametrize("content", [b"not json", b"[1, 2]"], ids=["not-json", "not-an-object"])
-def test_a_body_that_is_not_a_json_object_is_400_and_not_admitted(
-    provider: LocalProvider, content: bytes
-) -> None:
+def test_a_body_that_is_not_a_json_object_is_400_and_not_admitted(provider: LocalProvider, content: bytes) -> None:
     response = post_raw(provider, content, {"Authorization": "Bearer test-key"})
 
     assert response.status_code == 400

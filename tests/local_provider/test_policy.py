@@ -67,11 +67,7 @@ def play(seed: int, window: Window, system: str = PLAIN_SYSTEM) -> list[Frame]:
 
 
 def beacons_shown(frames: list[Frame]) -> dict[int, str]:
-    return {
-        int(level): letter
-        for frame in frames
-        for level, letter in SHOWN_BEACON.findall(frame.text)
-    }
+    return {int(level): letter for frame in frames for level, letter in SHOWN_BEACON.findall(frame.text)}
 
 
 def seeds_with_a_beacon_other_than_a(count: int = 3) -> list[int]:
@@ -96,15 +92,17 @@ def frame_text(
     standing_on: str = "floor",
 ) -> str:
     """A hand-written frame in the game's format, for cases a replay cannot pin down."""
-    return "\n".join([
-        f"LEVEL {level}/3 | STATE {state}",
-        f"BEACON (level {level}): {beacon}",
-        *rows,
-        f"STANDING ON: {standing_on}",
-        "LEGEND @ you, # wall, . floor, A B C doors",
-        "ACTIONS ACTION1 up, ACTION2 down, ACTION3 left, ACTION4 right, ACTION5 enter door, "
-        "ACTION6 wait, RESET restart level",
-    ])
+    return "\n".join(
+        [
+            f"LEVEL {level}/3 | STATE {state}",
+            f"BEACON (level {level}): {beacon}",
+            *rows,
+            f"STANDING ON: {standing_on}",
+            "LEGEND @ you, # wall, . floor, A B C doors",
+            "ACTIONS ACTION1 up, ACTION2 down, ACTION3 left, ACTION4 right, ACTION5 enter door, "
+            "ACTION6 wait, RESET restart level",
+        ]
+    )
 
 
 EXAMPLE_ROWS = [
@@ -209,8 +207,10 @@ def test_unknown_beacon_heads_for_door_a():
 
 
 def test_beacon_from_a_notes_line_in_an_assistant_message():
-    messages = [assistant("Level 1: heading for door C.\nNOTES: level 1 beacon C"),
-                user(frame_text(EXAMPLE_ROWS, beacon="dark"))]
+    messages = [
+        assistant("Level 1: heading for door C.\nNOTES: level 1 beacon C"),
+        user(frame_text(EXAMPLE_ROWS, beacon="dark")),
+    ]
     assert "heading for door C (beacon seen)" in reply(PLAIN_SYSTEM, messages)
 
 

@@ -17,14 +17,18 @@ CLI = [sys.executable, "-m", "turnstate.harness.cli"]
 
 
 def test_the_committed_diagrams_are_current():
-    done = subprocess.run([*CLI, "diagrams", "--check", "--out", str(REPO / "diagrams")], capture_output=True, text=True)
+    done = subprocess.run(
+        [*CLI, "diagrams", "--check", "--out", str(REPO / "diagrams")], capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
 
 
 def test_a_stale_or_missing_diagram_is_named(tmp_path):
     shutil.copytree(REPO / "diagrams", tmp_path / "diagrams")
     (tmp_path / "diagrams" / "manual_rolling.dot").write_text("digraph manual_rolling {}\n")
-    done = subprocess.run([*CLI, "diagrams", "--check", "--out", str(tmp_path / "diagrams")], capture_output=True, text=True)
+    done = subprocess.run(
+        [*CLI, "diagrams", "--check", "--out", str(tmp_path / "diagrams")], capture_output=True, text=True
+    )
     assert done.returncode == 1
     assert "stale diagram:" in done.stderr and "manual_rolling.dot" in done.stderr
 
@@ -52,7 +56,9 @@ def test_rendering_writes_dot_and_a_real_svg(tmp_path):
 def test_a_run_is_drawn_with_each_transitions_count(tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    fired = [("Accepted", "ObservationArrived", "AwaitingReply")] * 3 + [("AwaitingReply", "ProviderReplied", "Provisional")]
+    fired = [("Accepted", "ObservationArrived", "AwaitingReply")] * 3 + [
+        ("AwaitingReply", "ProviderReplied", "Provisional")
+    ]
     records = [{"machine": "manual_rolling", "source": s, "trigger": t, "dest": d} for s, t, d in fired]
     (run_dir / "transitions.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
     done = subprocess.run([*CLI, "diagrams", "--run", str(run_dir)], capture_output=True, text=True)

@@ -163,7 +163,9 @@ class Split(enum.Enum):
 
 
 def test_a_state_name_holding_the_nesting_separator_is_refused():
-    spec = MachineSpec("split", Split, Split.Start, frozenset({Split.Failed_Closed}), (T(Went, Split.Start, Split.Failed_Closed),))
+    spec = MachineSpec(
+        "split", Split, Split.Start, frozenset({Split.Failed_Closed}), (T(Went, Split.Start, Split.Failed_Closed),)
+    )
     with pytest.raises(SpecError, match="state name 'Failed_Closed' contains the nesting separator '_'"):
         validate_spec(spec)
 
@@ -237,7 +239,11 @@ def test_a_nested_machine_composes_without_being_copied():
     machine.fire(Opened())
     assert machine.path == "Done"
     assert ("Busy_Shut", "Pushed", "Busy_Ajar") in OUTER.declared()
-    assert [(f.source, f.dest) for f in machine.fired] == [("Idle", "Busy_Shut"), ("Busy_Shut", "Busy_Ajar"), ("Busy_Ajar", "Done")]
+    assert [(f.source, f.dest) for f in machine.fired] == [
+        ("Idle", "Busy_Shut"),
+        ("Busy_Shut", "Busy_Ajar"),
+        ("Busy_Ajar", "Done"),
+    ]
 
 
 class Wrapper(enum.Enum):

@@ -39,7 +39,11 @@ def start(max_context_length: int = 4000, max_output_tokens: int = 100, max_retr
 
 
 def reply(text: str = "ACTION: ACTION1") -> ProviderReplied:
-    return ProviderReplied(ModelResponse(text=text, usage=Usage(10, 0, 3), stop_reason="stop", native_items=({"role": "assistant", "content": text},)))
+    return ProviderReplied(
+        ModelResponse(
+            text=text, usage=Usage(10, 0, 3), stop_reason="stop", native_items=({"role": "assistant", "content": text},)
+        )
+    )
 
 
 def failure(kind: ErrorKind) -> ProviderFailed:
@@ -63,6 +67,7 @@ def request_of(effects) -> list[dict]:
 
 # One row per table transition: the events that lead there, the event under test, the state and
 # effect types that must follow.
+# fmt: off
 CASES = {
     "observed asks the provider": ([], ObservationArrived("f1"), State.AwaitingReply, [CallProvider]),
     "buffered waits in Accepted": ([], InputBuffered("GAME_OVER"), State.Accepted, []),
@@ -75,6 +80,7 @@ CASES = {
     "accepted action commits and submits": ([ObservationArrived("f1"), reply()], ActionAccepted("ACTION1"), State.Accepted, [SubmitAction]),
     "rejected action asks again": ([ObservationArrived("f1"), reply("hmm")], ActionRejected("no action"), State.AwaitingReply, [CallProvider]),
 }
+# fmt: on
 
 
 @pytest.mark.parametrize(("before", "event", "state", "effect_types"), CASES.values(), ids=CASES.keys())
@@ -217,8 +223,13 @@ class ReasoningItems:
 
 
 def reasoning_reply(n: int) -> ProviderReplied:
-    native = ({"type": "reasoning", "encrypted_content": f"opaque-{n}"}, {"type": "message", "text": f"ACTION: ACTION1 #{n}"})
-    return ProviderReplied(ModelResponse(text=f"ACTION: ACTION1 #{n}", usage=Usage(), stop_reason="stop", native_items=native))
+    native = (
+        {"type": "reasoning", "encrypted_content": f"opaque-{n}"},
+        {"type": "message", "text": f"ACTION: ACTION1 #{n}"},
+    )
+    return ProviderReplied(
+        ModelResponse(text=f"ACTION: ACTION1 #{n}", usage=Usage(), stop_reason="stop", native_items=native)
+    )
 
 
 def test_any_adapters_items_are_carried_through_its_transcript_as_whole_turns_and_replayed_verbatim():

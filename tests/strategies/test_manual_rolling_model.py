@@ -92,7 +92,16 @@ class ManualRollingWalk(RuleBasedStateMachine):
     def reply(self, valid: bool) -> None:
         text = self._fresh("reply") + ("\nACTION: ACTION1" if valid else "")
         self.attempts_this_turn += 1
-        self._fire(ProviderReplied(ModelResponse(text=text, usage=Usage(1, 0, 1), stop_reason="stop", native_items=({"role": "assistant", "content": text},))))
+        self._fire(
+            ProviderReplied(
+                ModelResponse(
+                    text=text,
+                    usage=Usage(1, 0, 1),
+                    stop_reason="stop",
+                    native_items=({"role": "assistant", "content": text},),
+                )
+            )
+        )
         if valid:
             self._fire(ActionAccepted("ACTION1"))
             self._check_commit(text)
