@@ -11,6 +11,8 @@ import importlib
 from dataclasses import dataclass
 from typing import Literal
 
+from turnstate.adapters.contract import ProviderAdapter
+
 ReviewStatus = Literal["unreviewed", "provider_reference", "provider_approved"]
 
 
@@ -30,7 +32,7 @@ class AdapterDescriptor:
         module = self.implementation.partition(":")[0]
         return module.removeprefix("turnstate.").replace(".", "/") + ".py"
 
-    def load(self) -> type:
+    def load(self) -> type[ProviderAdapter]:
         module_name, class_name = self.implementation.split(":")
         return getattr(importlib.import_module(module_name), class_name)
 

@@ -150,10 +150,9 @@ def diagrams(out_dir: Path, check: bool, run_dir: Path | None) -> None:
 @click.option("--context-window", type=int, default=None, help="tokens; default: the provider's default")
 def serve(port: int, context_window: int | None) -> None:
     """Serve the embedded local provider on 127.0.0.1 until interrupted."""
-    from turnstate.local_provider.server import LocalProvider
+    from turnstate.local_provider.server import DEFAULT_CONTEXT_WINDOW, LocalProvider
 
-    options = {"port": port} | ({"context_window": context_window} if context_window else {})
-    provider = LocalProvider(**options).start()
+    provider = LocalProvider(port=port, context_window=context_window or DEFAULT_CONTEXT_WINDOW).start()
     click.echo(f"local provider on {provider.base_url} (OpenAI-compatible base_url: {provider.openai_base_url})")
     provider.serve_until_interrupted()
 

@@ -155,7 +155,7 @@ def completion_object(
 
 def chunk_events(
     head: Mapping[str, object], completion: Completion, usage: Mapping[str, object] | None
-) -> list[SseEvent]:
+) -> Sequence[SseEvent]:
     """Role chunk, content chunks, finish chunk, then (if asked) a usage chunk without choices, then [DONE]."""
     chunks = [_chunk(head, {"role": "assistant", "content": ""})]
     chunks += [_chunk(head, {"content": piece}) for piece in _pieces(completion.text, STREAM_PIECES)]

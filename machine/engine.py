@@ -26,7 +26,7 @@ import enum
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from transitions import MachineError
 from transitions.extensions import HierarchicalMachine
@@ -237,7 +237,10 @@ class Fired:
 class MachineModel:
     """Base for strategy objects: the model `transitions` drives. Actions call `emit`."""
 
-    state: str  # set by transitions
+    # Both set by transitions when the machine is built: the current state's path, and the method
+    # that fires a trigger by name and says whether the state moved.
+    state: str
+    trigger: Callable[..., bool]
 
     def __init__(self) -> None:
         self._effects: list[Effect] = []
@@ -250,10 +253,13 @@ class MachineModel:
         return effects
 
 
-class LiveMachine:
+ModelT = TypeVar("ModelT", bound=MachineModel)
+
+
+class LiveMachine(Generic[ModelT]):
     """A spec built around a model: fire events, read the state, collect what fired."""
 
-    def __init__(self, spec: MachineSpec, model: MachineModel, initial: str | None = None) -> None:
+    def __init__(self, spec: MachineSpec, model: ModelT) -> None:
         validate_spec(spec, model)
         self.spec = spec
         self.model = model
@@ -261,7 +267,7 @@ class LiveMachine:
         HierarchicalMachine(
             model=model,
             states=_hsm_states(spec),
-            initial=initial or spec.initial.name,
+            initial=spec.initial.name,
             transitions=[
                 {
                     "trigger": row.trigger,
@@ -275,7 +281,6 @@ class LiveMachine:
             auto_transitions=False,
             ignore_invalid_triggers=False,
         )
-
     @property
     def path(self) -> str:
         """The full current state path, e.g. "Accepted" or "Compacting_Requesting"."""

@@ -27,7 +27,7 @@ import enum
 from dataclasses import dataclass, field
 
 from turnstate.adapters.contract import Item, ModelRequest, ModelResponse, Transcript
-from turnstate.machine.engine import LiveMachine, MachineModel, MachineSpec, Transition
+from turnstate.machine.engine import LiveMachine, MachineSpec, Transition
 from turnstate.strategies.events import (
     RETRYABLE_KINDS,
     ActionAccepted,
@@ -42,7 +42,7 @@ from turnstate.strategies.events import (
     ProviderReplied,
     SubmitAction,
 )
-from turnstate.strategies.record import StrategyRecord, StrategySettings
+from turnstate.strategies.record import StrategyModel, StrategyRecord, StrategySettings
 from turnstate.strategies.state import RuntimeState, TurnSpan
 
 STRATEGY = "manual_rolling"
@@ -105,7 +105,7 @@ class OpenTurn:
     provisional: ModelResponse | None = field(default=None)
 
 
-class ManualRolling(MachineModel):
+class ManualRolling(StrategyModel):
     """The model object the manual_rolling table drives: named guards (predicates) and actions (verbs)."""
 
     def __init__(self, state: RuntimeState, settings: StrategySettings, transcript: Transcript) -> None:
@@ -229,12 +229,14 @@ def _failure_reason(event: object) -> str:
     return type(event).__name__
 
 
-def start(settings: StrategySettings, transcript: Transcript, state: RuntimeState | None = None) -> LiveMachine:
+def start(
+    settings: StrategySettings, transcript: Transcript, state: RuntimeState | None = None
+) -> LiveMachine[StrategyModel]:
     """A live manual_rolling machine resting in Accepted on `state`, or on an empty window."""
     if state is None:
         state = RuntimeState(adapter_id=settings.adapter_id, strategy=STRATEGY, payload={"items": []})
     model = ManualRolling(state.validate_for(settings.adapter_id, STRATEGY), settings, transcript)
-    return LiveMachine(SPEC, model)
+    return LiveMachine[StrategyModel](SPEC, model)
 
 
 RECORD = StrategyRecord(spec=SPEC, model=ManualRolling, start=start)

@@ -30,7 +30,13 @@ class StrategySettings:
     compaction: str = "none"
 
 
-StartFn = Callable[[StrategySettings, Transcript, RuntimeState | None], LiveMachine]
+class StrategyModel(MachineModel):
+    """Base of every strategy machine's model: whatever else it holds, it holds the last accepted state."""
+
+    accepted: RuntimeState
+
+
+StartFn = Callable[[StrategySettings, Transcript, RuntimeState | None], LiveMachine[StrategyModel]]
 """Start a live machine resting in its initial state, on the given accepted state or a fresh one,
 carrying the selected adapter's items through its transcript."""
 
@@ -38,7 +44,7 @@ carrying the selected adapter's items through its transcript."""
 @dataclass(frozen=True)
 class StrategyRecord:
     spec: MachineSpec
-    model: type[MachineModel]
+    model: type[StrategyModel]
     start: StartFn
     compaction: tuple[str, ...] = ("none",)  # the compaction machines it accepts; "none" means without
 

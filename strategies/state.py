@@ -16,11 +16,11 @@ and the last accepted one is still exactly what it was.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Final = 1
 
 
 class StateMismatch(ValueError):

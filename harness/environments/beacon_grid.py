@@ -91,8 +91,7 @@ def validate_options(options: Mapping[str, object]) -> dict[str, int]:
     values = {}
     for name, spec in OPTIONS.items():
         value = options.get(name, spec.default)
-        is_int = isinstance(value, int) and not isinstance(value, bool)
-        if not is_int or not spec.low <= value <= spec.high:
+        if not isinstance(value, int) or isinstance(value, bool) or not spec.low <= value <= spec.high:
             raise EnvironmentConfigError(
                 f"beacon_grid option {name!r} must be an integer from {spec.low} to {spec.high}, got {value!r}"
             )
