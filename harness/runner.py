@@ -167,7 +167,9 @@ class _Loop:
         self.ledger = Ledger(profile.prices())
         system = scaffold.system_prompt(environment.actions)
         strategy = STRATEGIES[profile.runtime.strategy]
-        self.machine: LiveMachine[StrategyModel] = strategy.start(profile.strategy_settings(system), adapter.transcript, None)
+        self.machine: LiveMachine[StrategyModel] = strategy.start(
+            profile.strategy_settings(system), adapter.transcript, None
+        )
         self.provider_seconds = 0.0
         self.failed_attempts = 0
         self.turns = self.accepted = self.levels_won = 0

@@ -281,6 +281,7 @@ class LiveMachine(Generic[ModelT]):
             auto_transitions=False,
             ignore_invalid_triggers=False,
         )
+
     @property
     def path(self) -> str:
         """The full current state path, e.g. "Accepted" or "Compacting_Requesting"."""
