@@ -43,7 +43,6 @@ class AgentConfig(_Section):
 
 class CompactionConfig(_Section):
     strategy: str = "none"  # a compaction machine the strategy accepts (its record says which)
-    trigger_tokens: int | None = Field(default=None, ge=1)
 
 
 class RuntimeConfig(_Section):

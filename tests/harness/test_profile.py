@@ -46,7 +46,7 @@ def test_every_shipped_profile_is_valid(path):
 # fmt: off
 REJECTED = [
     ({"agent__max_retrys": 3}, "agent.max_retrys", "remove it or correct the spelling (allowed here: max_actions, max_context_length, max_retries)"),
-    ({"runtime__compaction__trigger": 5}, "runtime.compaction.trigger", "allowed here: strategy, trigger_tokens"),
+    ({"runtime__compaction__trigger": 5}, "runtime.compaction.trigger", "allowed here: strategy"),
     ({"colour": "blue"}, "colour", "allowed here: agent, client, environment, id, pricing, request, runtime"),
     ({"agent__max_retries": "three"}, "agent.max_retries", "use a whole number"),
     ({"request__stream": "maybe"}, "request.stream", "use true or false"),
