@@ -1,4 +1,8 @@
-"""openai.chat_completions.v1 through the real openai SDK against the embedded local provider."""
+"""openai.chat_completions.v1 through the real openai SDK against the embedded local provider.
+
+Only what is particular to Chat Completions is here (the request body, usage from the estimator, the
+cached prefix, OpenAI's error words); what every adapter must do is checked in test_contract.py.
+"""
 
 from __future__ import annotations
 
@@ -57,76 +61,20 @@ def test_a_repeated_prefix_is_reported_as_cached(stream):
     assert second.usage.cached_input_tokens == second.usage.input_tokens
 
 
-@pytest.mark.parametrize(
-    ("fault", "kind"),
-    [
-        ("rate_limit", ErrorKind.TRANSIENT),
-        ("server_error", ErrorKind.TRANSIENT),
-        ("overloaded", ErrorKind.TRANSIENT),
-        ("stream_cut", ErrorKind.TRANSIENT),
-        ("refusal", ErrorKind.REFUSAL),
-        ("truncation", ErrorKind.TRUNCATED),
-    ],
-)
-def test_faults_are_classified_into_the_kinds_machines_branch_on(stream, fault, kind):
-    with LocalProvider(faults=[Fault(at=1, kind=fault)]) as provider:
-        adapter = adapter_for(provider, stream=stream)
-        failed = adapter.call(REQUEST)
-        recovered = adapter.call(REQUEST)
-    assert isinstance(failed, ProviderError)
-    assert failed.kind is kind
-    assert isinstance(recovered, ModelResponse)
-
-
-def test_http_failures_carry_allowlisted_diagnostics_only():
+def test_a_rate_limit_is_diagnosed_by_the_openai_sdks_error_class():
     with LocalProvider(faults=[Fault(at=1, kind="rate_limit")]) as provider:
         failed = adapter_for(provider, stream=False).call(REQUEST)
-    assert failed.diagnostics["status"] == 429
+    assert isinstance(failed, ProviderError)
     assert failed.diagnostics["error_class"] == "RateLimitError"
-    assert set(failed.diagnostics) <= {"error_class", "status", "code", "request_id"}
 
 
-def test_a_refusal_still_reports_the_usage_it_cost():
-    with LocalProvider(faults=[Fault(at=1, kind="refusal")]) as provider:
-        failed = adapter_for(provider, stream=False).call(REQUEST)
-    assert failed.usage.input_tokens > 0
-
-
-def test_an_empty_or_malformed_reply_is_a_reply_the_parser_must_judge(stream):
-    with LocalProvider(faults=[Fault(at=1, kind="empty"), Fault(at=2, kind="malformed")]) as provider:
-        adapter = adapter_for(provider, stream=stream)
-        empty, malformed = adapter.call(REQUEST), adapter.call(REQUEST)
-    assert isinstance(empty, ModelResponse) and empty.text == ""
-    assert isinstance(malformed, ModelResponse) and "ACTION:" not in malformed.text
-
-
-def test_a_request_beyond_the_window_is_a_context_overflow(stream):
+def test_an_overflow_is_recognized_by_openais_context_length_exceeded_code(stream):
     with LocalProvider(context_window=256) as provider:
         big = ModelRequest(system="s", items=({"role": "user", "content": "x" * 2000},))
         outcome = adapter_for(provider, stream=stream).call(big)
     assert isinstance(outcome, ProviderError)
     assert outcome.kind is ErrorKind.CONTEXT_OVERFLOW
     assert outcome.diagnostics["code"] == "context_length_exceeded"
-
-
-def test_a_refused_connection_is_transient():
-    with LocalProvider() as provider:
-        adapter = adapter_for(provider, stream=False)
-    outcome = adapter.call(REQUEST)  # the server is stopped now
-    assert isinstance(outcome, ProviderError)
-    assert outcome.kind is ErrorKind.TRANSIENT
-
-
-def test_an_unknown_endpoint_is_fatal():
-    with LocalProvider() as provider:
-        settings = RequestSettings(model="m", max_output_tokens=8)
-        adapter = ChatCompletionsAdapter.connect(
-            Endpoint(provider.base_url + "/nowhere", "k", is_local=True, timeout_seconds=5.0), settings
-        )
-        outcome = adapter.call(REQUEST)
-    assert isinstance(outcome, ProviderError)
-    assert outcome.kind is ErrorKind.FATAL
-    assert outcome.diagnostics["status"] == 404
 
 
 def test_turnstate_serve_answers_the_real_sdk_until_interrupted():

@@ -1,0 +1,216 @@
+"""The adapter contract, checked for every registered adapter through its real SDK over real HTTP.
+
+Registering an adapter in turnstate.adapters.registry is what enrolls it here. Requests are built only
+through the adapter's own transcript and outcomes are read only through the contract's shapes, so no
+test here knows an adapter's native items; what one adapter alone does is tested in its own module.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from turnstate.adapters.contract import (
+    Endpoint,
+    ErrorKind,
+    ModelRequest,
+    ModelResponse,
+    ProviderAdapter,
+    ProviderError,
+    RequestSettings,
+)
+from turnstate.adapters.registry import ADAPTERS, AdapterDescriptor
+from turnstate.harness.artifacts import OPAQUE_KEYS, REDACTED, ArtifactWriter
+from turnstate.local_provider.exchange import MALFORMED_REPLY
+from turnstate.local_provider.faults import Fault
+from turnstate.local_provider.routes import ROUTES
+from turnstate.local_provider.server import LocalProvider
+from turnstate.strategies import STRATEGIES
+
+REPO = Path(__file__).resolve().parents[2]
+API_KEY = "test-key"
+SYSTEM = "You play beacon_grid. Answer with one ACTION line."
+FRAME = "LEVEL 1/1 | STATE NOT_FINISHED\nBEACON (level 1): dark\n#####\n#@.A#\n#####\nSTANDING ON: floor"
+DIAGNOSTIC_KEYS = {"error_class", "status", "code", "request_id", "finish_reason"}
+TRANSCRIPT_METHODS = ("user_items", "reply_items", "estimate_tokens", "readable")
+
+
+@pytest.fixture(params=list(ADAPTERS.values()), ids=list(ADAPTERS))
+def descriptor(request) -> AdapterDescriptor:
+    return request.param
+
+
+@pytest.fixture(params=[False, True], ids=["plain", "stream"])
+def stream(request) -> bool:
+    return request.param
+
+
+def connect(descriptor: AdapterDescriptor, base_url: str, *, stream: bool) -> ProviderAdapter:
+    settings = RequestSettings(model="local-policy-1", max_output_tokens=64, stream=stream)
+    endpoint = Endpoint(base_url, API_KEY, is_local=True, timeout_seconds=10.0)
+    return descriptor.load().connect(endpoint, settings)
+
+
+def request_for(descriptor: AdapterDescriptor, text: str = FRAME) -> ModelRequest:
+    """A one-turn request in the adapter's own items: the contract never spells an item out."""
+    return ModelRequest(system=SYSTEM, items=tuple(descriptor.load().transcript.user_items([text])))
+
+
+def keys_in(value: Any) -> Iterator[str]:
+    """Every dict key at any depth of a JSON-like value."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            yield key
+            yield from keys_in(item)
+    elif isinstance(value, Sequence) and not isinstance(value, str):
+        for item in value:
+            yield from keys_in(item)
+
+
+def message_texts(body: Any) -> Iterator[str]:
+    """The human-readable `message` texts of a provider's error body, at any depth."""
+    if isinstance(body, Mapping):
+        for key, item in body.items():
+            if key == "message" and isinstance(item, str):
+                yield item
+            else:
+                yield from message_texts(item)
+
+
+def rate_limit_messages() -> set[str]:
+    """Every wording of a 429 among the local provider's wires: text that must never reach diagnostics."""
+    return {message for route in ROUTES.values() for message in message_texts(route.wire.error_reply("rate_limit")[1])}
+
+
+def leaky_reply(system: str, messages: Sequence[Mapping[str, object]]) -> str:
+    """A model that repeats the API key, as a model that saw it in its prompt could."""
+    return f"ACTION: ACTION4 (my key is {API_KEY})"
+
+
+def test_each_registered_adapter_loads_from_the_file_its_descriptor_names(descriptor):
+    adapter_class = descriptor.load()
+    assert ADAPTERS[descriptor.adapter_id] is descriptor
+    assert (REPO / descriptor.implementation_path).is_file()
+    assert Path(inspect.getfile(adapter_class)).as_posix().endswith("/" + descriptor.implementation_path)
+    assert f"{adapter_class.__module__}:{adapter_class.__qualname__}" == descriptor.implementation
+    assert callable(adapter_class.connect)
+    for method in TRANSCRIPT_METHODS:
+        assert callable(getattr(adapter_class.transcript, method, None)), method
+
+
+def test_each_registered_adapter_implements_only_known_strategies(descriptor):
+    assert descriptor.strategies
+    assert set(descriptor.strategies) <= set(STRATEGIES)
+
+
+def test_a_reply_is_normalized_into_text_usage_a_stop_reason_and_replayable_items(descriptor, stream):
+    transcript = descriptor.load().transcript
+    request = request_for(descriptor, FRAME)
+    with LocalProvider() as provider:
+        response = connect(descriptor, provider.base_url, stream=stream).call(request)
+    assert isinstance(response, ModelResponse)
+    assert response.text
+    assert response.usage.input_tokens > 0 and response.usage.output_tokens > 0
+    assert response.stop_reason
+    reply_items = transcript.reply_items(response)
+    assert reply_items
+    json.dumps(reply_items, allow_nan=False)  # raises unless checkpointable, as RuntimeState requires
+    readable = transcript.readable([*request.items, *reply_items])
+    assert readable
+    for entry in readable:
+        assert set(entry) == {"role", "content"}
+        assert all(isinstance(value, str) for value in entry.values())
+    assert any(FRAME in entry["content"] for entry in transcript.readable(request.items))
+    assert any(response.text in entry["content"] for entry in transcript.readable(reply_items))
+
+
+@pytest.mark.parametrize(
+    ("fault", "kind"),
+    [
+        ("rate_limit", ErrorKind.TRANSIENT),
+        ("server_error", ErrorKind.TRANSIENT),
+        ("overloaded", ErrorKind.TRANSIENT),
+        ("stream_cut", ErrorKind.TRANSIENT),
+        ("refusal", ErrorKind.REFUSAL),
+        ("truncation", ErrorKind.TRUNCATED),
+    ],
+)
+def test_each_fault_is_classified_into_its_error_kind_and_the_next_call_succeeds(descriptor, stream, fault, kind):
+    with LocalProvider(faults=[Fault(at=1, kind=fault)]) as provider:
+        adapter = connect(descriptor, provider.base_url, stream=stream)
+        failed = adapter.call(request_for(descriptor))
+        recovered = adapter.call(request_for(descriptor))
+    assert isinstance(failed, ProviderError)
+    assert failed.kind is kind
+    assert isinstance(recovered, ModelResponse)
+
+
+def test_an_empty_or_malformed_reply_is_a_reply_for_the_parser_to_judge(descriptor, stream):
+    with LocalProvider(faults=[Fault(at=1, kind="empty"), Fault(at=2, kind="malformed")]) as provider:
+        adapter = connect(descriptor, provider.base_url, stream=stream)
+        empty, malformed = adapter.call(request_for(descriptor)), adapter.call(request_for(descriptor))
+    assert isinstance(empty, ModelResponse) and empty.text == ""
+    assert isinstance(malformed, ModelResponse) and malformed.text == MALFORMED_REPLY
+
+
+def test_a_request_beyond_the_context_window_is_a_context_overflow(descriptor, stream):
+    with LocalProvider(context_window=256) as provider:
+        outcome = connect(descriptor, provider.base_url, stream=stream).call(request_for(descriptor, "x" * 2000))
+    assert isinstance(outcome, ProviderError)
+    assert outcome.kind is ErrorKind.CONTEXT_OVERFLOW
+
+
+def test_a_refusal_still_reports_the_usage_it_cost(descriptor, stream):
+    with LocalProvider(faults=[Fault(at=1, kind="refusal")]) as provider:
+        failed = connect(descriptor, provider.base_url, stream=stream).call(request_for(descriptor))
+    assert isinstance(failed, ProviderError) and failed.kind is ErrorKind.REFUSAL
+    assert failed.usage.input_tokens > 0
+
+
+def test_a_rate_limit_carries_allowlisted_diagnostics_and_never_the_providers_message(descriptor, stream):
+    worded = rate_limit_messages()
+    assert worded  # else the message check below could not fail
+    with LocalProvider(faults=[Fault(at=1, kind="rate_limit")]) as provider:
+        failed = connect(descriptor, provider.base_url, stream=stream).call(request_for(descriptor))
+    assert isinstance(failed, ProviderError)
+    assert set(failed.diagnostics) <= DIAGNOSTIC_KEYS
+    assert failed.diagnostics["status"] == 429
+    assert failed.diagnostics["error_class"]
+    for value in failed.diagnostics.values():
+        assert not any(message in str(value) for message in worded), value
+
+
+def test_a_refused_connection_is_transient(descriptor, stream):
+    with LocalProvider() as provider:
+        adapter = connect(descriptor, provider.base_url, stream=stream)
+    outcome = adapter.call(request_for(descriptor))  # the provider has stopped: nothing listens
+    assert isinstance(outcome, ProviderError)
+    assert outcome.kind is ErrorKind.TRANSIENT
+
+
+def test_an_unknown_endpoint_is_fatal(descriptor, stream):
+    with LocalProvider() as provider:
+        outcome = connect(descriptor, provider.base_url + "/nowhere", stream=stream).call(request_for(descriptor))
+    assert isinstance(outcome, ProviderError)
+    assert outcome.kind is ErrorKind.FATAL
+    assert outcome.diagnostics["status"] == 404
+
+
+def test_reply_items_reach_artifacts_without_the_api_key_or_opaque_state(descriptor, stream, tmp_path):
+    transcript = descriptor.load().transcript
+    with LocalProvider(reply=leaky_reply) as provider:
+        response = connect(descriptor, provider.base_url, stream=stream).call(request_for(descriptor))
+    assert isinstance(response, ModelResponse)
+    reply_items = transcript.reply_items(response)
+    assert API_KEY in json.dumps(reply_items)  # the model leaked it, so the writer has something to redact
+    writer = ArtifactWriter(tmp_path, "run-1", secrets=(API_KEY,))
+    written = writer.write_json("reply.json", {"items": reply_items}).read_text(encoding="utf-8")
+    writer.close()
+    assert API_KEY not in written and REDACTED in written
+    assert not OPAQUE_KEYS & set(keys_in(json.loads(written)))
+    assert not OPAQUE_KEYS & set(keys_in(transcript.readable(reply_items)))
