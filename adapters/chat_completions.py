@@ -67,7 +67,7 @@ class ChatCompletionsAdapter:
         body: dict[str, Any] = {
             "model": self.settings.model,
             "messages": [{"role": "system", "content": request.system}, *map(dict, request.items)],
-            "max_tokens": self.settings.max_output_tokens,
+            self.settings.output_limit_param: self.settings.max_output_tokens,
         }
         if self.settings.temperature is not None:
             body["temperature"] = self.settings.temperature

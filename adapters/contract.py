@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 Item = Mapping[str, Any]
 """One native item of an adapter's transcript (a message, a reasoning item, a content block ...):
@@ -86,6 +86,8 @@ class ProviderError:
     kind: ErrorKind
     usage: Usage = Usage()
     diagnostics: Mapping[str, Any] = field(default_factory=dict)
+    # How long the provider asked us to wait before trying again (Retry-After / retry-after-ms).
+    retry_after_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,10 @@ class RequestSettings:
     max_output_tokens: int
     stream: bool = False
     temperature: float | None = None
+    # The request field that carries max_output_tokens. OpenAI's own endpoint wants
+    # max_completion_tokens (its reasoning models reject max_tokens); many compatible servers
+    # (DeepSeek, older open-weight servers) only know max_tokens.
+    output_limit_param: Literal["max_tokens", "max_completion_tokens"] = "max_completion_tokens"
 
 
 class Transcript(Protocol):

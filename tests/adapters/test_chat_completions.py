@@ -47,9 +47,18 @@ def test_the_request_puts_the_system_prompt_first_and_asks_for_stream_usage(stre
         adapter_for(provider, stream=stream).call(REQUEST)
         (body,) = provider.request_log
     assert body["messages"][0] == {"role": "system", "content": REQUEST.system}
-    assert body["max_tokens"] == 64
+    assert body["max_completion_tokens"] == 64 and "max_tokens" not in body  # what OpenAI's endpoint wants
     assert body.get("stream", False) is stream
     assert (body.get("stream_options") == {"include_usage": True}) is stream
+
+
+def test_the_output_limit_goes_in_the_field_the_endpoint_expects():
+    with LocalProvider() as provider:
+        settings = RequestSettings(model="local-policy-1", max_output_tokens=32, output_limit_param="max_tokens")
+        endpoint = Endpoint(provider.base_url, "test-key", is_local=True, timeout_seconds=10.0)
+        ChatCompletionsAdapter.connect(endpoint, settings).call(REQUEST)
+        (body,) = provider.request_log
+    assert body["max_tokens"] == 32 and "max_completion_tokens" not in body
 
 
 def test_a_repeated_prefix_is_reported_as_cached(stream):
