@@ -22,7 +22,15 @@ ReplyFn = Callable[[str, Sequence[Mapping[str, object]]], str]
 Ending = Literal["stop", "length", "refusal"]
 """Why a completion ended, before a wire names it (e.g. Chat Completions: stop, length, content_filter)."""
 
-SharedError = Literal["missing_api_key", "unparseable_body", "rate_limit", "server_error", "overloaded"]
+SharedError = Literal[
+    "missing_api_key",
+    "invalid_api_key",
+    "unsupported_content_type",
+    "unparseable_body",
+    "rate_limit",
+    "server_error",
+    "overloaded",
+]
 """Errors the server answers for every wire; each wire words them as its real service does."""
 
 SseEvent = Mapping[str, str]
@@ -57,8 +65,11 @@ class Responder(Protocol):
 class Wire(Protocol):
     """What a wire module provides; the server does everything else."""
 
-    def error_reply(self, kind: SharedError) -> tuple[int, dict[str, object]]:
-        """HTTP status and JSON body of a shared error, as this wire's real service words it."""
+    def error_reply(self, kind: SharedError, detail: str = "") -> tuple[int, dict[str, object]]:
+        """HTTP status and JSON body of a shared error, as this wire's real service words it.
+
+        `detail` is the value the real message quotes, if any: the rejected API key or Content-Type.
+        """
         ...
 
     def handle(self, exchange: Exchange) -> None:
@@ -69,7 +80,8 @@ class Wire(Protocol):
 class Exchange:
     """One admitted model request: its body and fault, the model behind it, and the ways to answer.
 
-    `body` is also the provider's request_log entry, so a wire must not mutate it.
+    `body` is also the provider's request_log entry, so a wire must not mutate it. `api_key` is the key
+    the request carried; only a `leak_key` fault ever puts it in a reply.
     """
 
     def __init__(
@@ -82,6 +94,7 @@ class Exchange:
         context_window: int,
         prefix_cache: PrefixCache,
         reply: ReplyFn,
+        api_key: str,
     ) -> None:
         self.body = body
         self.ordinal = ordinal
@@ -90,6 +103,7 @@ class Exchange:
         self.prefix_cache = prefix_cache
         self._reply = reply
         self._responder = responder
+        self._api_key = api_key
 
     def complete(self, system: str, messages: Sequence[Mapping[str, object]], max_tokens: int | None) -> Completion:
         """The model's reply, cut to the token budget, with this request's content fault applied."""
@@ -97,7 +111,12 @@ class Exchange:
         if not isinstance(text, str):
             raise TypeError(f"the reply function returned {type(text).__name__}, not str")
         completion = _within_budget(text, max_tokens)
-        return completion if self.fault is None else _with_content_fault(completion, self.fault.kind)
+        if self.fault is None:
+            return completion
+        if self.fault.kind == "leak_key":
+            # After the budget cut, so the key always shows: the point is to prove it gets redacted.
+            return Completion(f"{completion.text}\nAuthorization: Bearer {self._api_key}", completion.ending)
+        return _with_content_fault(completion, self.fault.kind)
 
     def send_json(self, status: int, body: Mapping[str, object], headers: Mapping[str, str] | None = None) -> None:
         self._responder.write_json(status, body, headers or {})

@@ -7,28 +7,46 @@ and asks the schedule for the fault of that number.
 
 What each kind does (each wire words it in its own protocol):
 - rate_limit, server_error, overloaded: an HTTP error (429, 500, 503/529) before the request is read.
+  A rate_limit with `retry_after_seconds` says so in `retry-after`/`retry-after-ms`, and the provider
+  then refuses every request with 429 until that time has passed, as a real rate limiter does; without
+  it, the 429 says `retry-after: 0` and the next request is served.
 - stream_cut: a stream stops after its first event or two without its end; a non-streamed request
   gets its connection closed with no response at all.
 - refusal: an empty reply ended by the content filter.
 - truncation: the first half of the reply, ended as if by the token limit.
 - empty: an empty reply that ends normally.
 - malformed: a fixed reply that is no valid action, ending normally.
+- leak_key: the normal reply plus a line repeating the request's API key, as a model tricked into
+  echoing a credential would; it lets an end-to-end test prove that artifacts redact the key.
 """
 
 from __future__ import annotations
 
+import math
 import threading
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
 FaultKind = Literal[
-    "rate_limit", "server_error", "overloaded", "stream_cut", "refusal", "truncation", "empty", "malformed"
+    "rate_limit",
+    "server_error",
+    "overloaded",
+    "stream_cut",
+    "refusal",
+    "truncation",
+    "empty",
+    "malformed",
+    "leak_key",
 ]
 FAULT_KINDS: frozenset[str] = frozenset(get_args(FaultKind))
 
 # Answered with an HTTP error status before the wire reads the body, as a real gateway would.
 STATUS_FAULTS: frozenset[str] = frozenset({"rate_limit", "server_error", "overloaded"})
+
+Clock = Callable[[], float]
+"""Seconds on a clock that never goes back (time.monotonic); tests pass a fake one."""
 
 
 @dataclass(frozen=True)
@@ -37,12 +55,20 @@ class Fault:
 
     at: int
     kind: FaultKind
+    retry_after_seconds: float | None = None  # rate_limit only: refuse every request until it has passed
 
     def __post_init__(self) -> None:
         if isinstance(self.at, bool) or not isinstance(self.at, int) or self.at < 1:
             raise ValueError(f"Fault.at must be a request ordinal >= 1, got {self.at!r}")
         if self.kind not in FAULT_KINDS:
             raise ValueError(f"unknown fault kind {self.kind!r}; expected one of {sorted(FAULT_KINDS)}")
+        wait = self.retry_after_seconds
+        if wait is None:
+            return
+        if self.kind != "rate_limit":
+            raise ValueError(f"retry_after_seconds applies to rate_limit only, not {self.kind!r}")
+        if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not math.isfinite(wait) or wait <= 0:
+            raise ValueError(f"Fault.retry_after_seconds must be a finite number of seconds > 0, got {wait!r}")
 
 
 def first_repeated_ordinal(ordinals: Iterable[int]) -> int | None:
@@ -69,3 +95,26 @@ class FaultSchedule:
         """The fault scheduled for request `ordinal`, removed from the schedule; None if there is none."""
         with self._lock:
             return self._pending.pop(ordinal, None)
+
+
+class RateLimitWindow:
+    """The time a rate_limit fault told clients to wait; every request inside it is refused with 429.
+
+    A real limiter that says `retry-after: 5` means it: a client that comes back sooner is refused
+    again. Measured on a monotonic clock, so a wall-clock change cannot shorten or stretch it.
+    """
+
+    def __init__(self, clock: Clock = time.monotonic) -> None:
+        self._clock = clock
+        self._until = -math.inf
+        self._lock = threading.Lock()
+
+    def open(self, seconds: float) -> None:
+        """Refuse requests for `seconds` from now (never shortening a window already open)."""
+        with self._lock:
+            self._until = max(self._until, self._clock() + seconds)
+
+    def remaining(self) -> float:
+        """Seconds until requests are served again; 0.0 when the window is closed."""
+        with self._lock:
+            return max(0.0, self._until - self._clock())

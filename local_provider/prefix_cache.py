@@ -1,11 +1,15 @@
 """Prompt-cache accounting for the embedded local provider, by longest message prefix.
 
 Real providers bill a resent prompt prefix as cached tokens, and a harness's context strategy is
-judged partly by how much of each prompt it keeps stable. The local provider reports the same number
+judged partly by how much of each prompt it keeps stable. The local provider finds the matched prefix
 with one simple, deterministic rule:
 
-    cached tokens = the estimated tokens of the longest run of leading messages (system included)
-    that is identical to the leading messages of an earlier request for the same model.
+    matched prefix = the longest run of leading messages (system included) that is identical to the
+    leading messages of an earlier request for the same model.
+
+How much of that prefix a reply reports as cached is each provider's documented rule (a minimum
+prompt length, a granularity), so each wire applies its own `CacheRule` to the matched tokens: the
+cached figures then mean what they would mean on the real service.
 
 The rule is message-granular: a message matches only if it is identical in every field (compared as
 canonical JSON), so an edited message ends the cached prefix even if most of its text is unchanged.
@@ -19,6 +23,20 @@ import hashlib
 import json
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CacheRule:
+    """A provider's documented caching granularity: nothing below `min_tokens`, else whole `increment`s."""
+
+    min_tokens: int
+    increment: int
+
+    def reported(self, matched_tokens: int) -> int:
+        """The cached tokens a reply reports for a prefix of `matched_tokens` already seen."""
+        cached = matched_tokens - matched_tokens % self.increment
+        return cached if cached >= self.min_tokens else 0
 
 
 class PrefixCache:

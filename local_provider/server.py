@@ -4,9 +4,11 @@ Real SDKs reach it through base_url, so every adapter is exercised through its r
 The server owns what all wire protocols share, and does it in this order for each request:
 
     route by (method, path)  -> unknown: 404
-    check the API key        -> missing: 401, in the wire's words
+    check the API key        -> missing, or INVALID_API_KEY: 401, in the wire's words
+    check the Content-Type   -> not application/json: 400, in the wire's words
     parse the JSON body      -> not a JSON object: 400, in the wire's words
     admit it                 -> log the body, number it (its ordinal), take its scheduled fault
+    rate limited?            -> 429 while a rate_limit fault's retry-after has not passed
     status fault?            -> 429 / 500 / 503, in the wire's words
     the route's wire module  -> validates its own format, asks the Exchange for the model's
                                 Completion, answers with JSON or a server-sent event stream
@@ -18,21 +20,28 @@ ReplyFn, the same token estimate, the same prefix cache and the same fault sched
 from __future__ import annotations
 
 import json
+import math
 import socket
 import socketserver
 import sys
 import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from urllib.parse import urlsplit
 
 from turnstate.local_provider.exchange import Exchange, ReplyFn, SseEvent
-from turnstate.local_provider.faults import STATUS_FAULTS, Fault, FaultSchedule
+from turnstate.local_provider.faults import STATUS_FAULTS, Clock, Fault, FaultSchedule, RateLimitWindow
 from turnstate.local_provider.prefix_cache import PrefixCache
 from turnstate.local_provider.routes import ROUTES
 
 DEFAULT_CONTEXT_WINDOW = 8192
+
+INVALID_API_KEY = "sk-invalid"
+"""The one key the provider treats as wrong (401 invalid_api_key); any other non-empty key is accepted."""
+
+JSON_MEDIA_TYPE = "application/json"
 
 # How often the accept loop looks for a stop request: stop() waits up to this long, once per provider,
 # and test suites start one provider per test.
@@ -50,12 +59,14 @@ class LocalProvider:
         reply: ReplyFn | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        clock: Clock = time.monotonic,
     ) -> None:
         self.context_window = context_window
         self.request_log: list[dict[str, object]] = []
         """Every admitted model request body, in arrival order; entry i has ordinal i + 1."""
         self._reply = reply if reply is not None else _policy_reply()
         self._faults = FaultSchedule(faults)
+        self._rate_limit = RateLimitWindow(clock)
         self._prefix_cache = PrefixCache()
         self._address = (host, port)
         self._admit_lock = threading.Lock()
@@ -128,6 +139,18 @@ class LocalProvider:
             self.request_log.append(body)
             ordinal = len(self.request_log)
         return ordinal, self._faults.take(ordinal)
+
+    def _rate_limit_wait(self, fault: Fault | None) -> float | None:
+        """Seconds a 429 asks the client to wait, or None if the request is not rate limited.
+
+        A rate_limit fault with retry_after_seconds opens a window in which every request is refused,
+        whatever fault it was scheduled for; one without says "retry now" (0) and closes nothing.
+        """
+        if fault is not None and fault.retry_after_seconds is not None:  # only a rate_limit fault has one
+            self._rate_limit.open(fault.retry_after_seconds)
+        rate_limited = fault is not None and fault.kind == "rate_limit"
+        remaining = self._rate_limit.remaining()
+        return remaining if rate_limited or remaining > 0 else None
 
 
 def _policy_reply() -> ReplyFn:
@@ -214,8 +237,16 @@ class _Handler(BaseHTTPRequestHandler):
         if route is None:
             self.write_json(404, _invalid_url_body(self.command, self.path), {})
             return
-        if not route.api_key(self.headers):
+        api_key = route.api_key(self.headers)
+        if not api_key:
             self.write_json(*route.wire.error_reply("missing_api_key"), {})
+            return
+        if api_key == INVALID_API_KEY:
+            self.write_json(*route.wire.error_reply("invalid_api_key", api_key), {})
+            return
+        content_type = self.headers.get("Content-Type") or ""
+        if content_type.partition(";")[0].strip().lower() != JSON_MEDIA_TYPE:
+            self.write_json(*route.wire.error_reply("unsupported_content_type", content_type), {})
             return
         body = _json_object(raw)
         if body is None:
@@ -223,9 +254,12 @@ class _Handler(BaseHTTPRequestHandler):
             return
         provider = self.server.provider
         ordinal, fault = provider._admit(body)
+        wait = provider._rate_limit_wait(fault)
+        if wait is not None:
+            self.write_json(*route.wire.error_reply("rate_limit"), _retry_after_headers(wait))
+            return
         if fault is not None and fault.kind in STATUS_FAULTS:
-            retry_now = {"retry-after": "0"} if fault.kind == "rate_limit" else {}
-            self.write_json(*route.wire.error_reply(fault.kind), retry_now)  # type: ignore[arg-type]
+            self.write_json(*route.wire.error_reply(fault.kind), {})  # type: ignore[arg-type]
             return
         try:
             exchange = Exchange(
@@ -236,6 +270,7 @@ class _Handler(BaseHTTPRequestHandler):
                 context_window=provider.context_window,
                 prefix_cache=provider._prefix_cache,
                 reply=provider._reply,
+                api_key=api_key,
             )
             route.wire.handle(exchange)
         except Exception:
@@ -286,11 +321,24 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def _json_object(raw: bytes) -> dict[str, object] | None:
+    """The body as a JSON object, or None; NaN and Infinity are not JSON, though Python reads them."""
     try:
-        value = json.loads(raw)
+        value = json.loads(raw, parse_constant=_reject_constant)
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _retry_after_headers(wait: float) -> dict[str, str]:
+    """`retry-after` in whole seconds (rounded up, as HTTP requires) and `retry-after-ms`, which the
+    OpenAI SDK reads first; a wait of 0 says only `retry-after: 0`."""
+    if wait <= 0:
+        return {"retry-after": "0"}
+    return {"retry-after": str(math.ceil(wait)), "retry-after-ms": str(math.ceil(wait * 1000))}
 
 
 def _sse_frame(event: SseEvent) -> bytes:

@@ -41,8 +41,9 @@ def client_for(provider: LocalProvider) -> openai.OpenAI:
 
 
 def post_raw(provider: LocalProvider, content: bytes, headers: Mapping[str, str]) -> httpx2.Response:
-    """A request the SDK would refuse to send: no key, a bad body."""
-    return httpx2.post(provider.openai_base_url + "/chat/completions", content=content, headers=dict(headers))
+    """A request the SDK would refuse to send: no key, a bad body. JSON unless `headers` say otherwise."""
+    sent = {"Content-Type": "application/json", **headers}
+    return httpx2.post(provider.openai_base_url + "/chat/completions", content=content, headers=sent)
 
 
 def ask(client: openai.OpenAI, text: str = "hello world", **params: object) -> ChatCompletion:
@@ -186,45 +187,86 @@ def test_a_reply_within_the_token_limit_ends_with_stop(client: openai.OpenAI) ->
     assert response.choices[0].finish_reason == "stop"
 
 
-def test_unknown_sampling_fields_are_accepted_and_ignored(client: openai.OpenAI) -> None:
+def test_valid_sampling_params_are_accepted_and_do_not_change_the_deterministic_reply(client: openai.OpenAI) -> None:
     response = ask(client, "hi", temperature=0.2, top_p=0.9, seed=7, stop=["\n"])
 
     assert response.choices[0].message.content == "echo: hi"
 
 
+def test_an_unknown_top_level_param_is_400_unrecognized_request_argument(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError) as raised:
+        ask(client, "hi", extra_body={"top_k": 5})
+
+    assert raised.value.body == {
+        "message": "Unrecognized request argument supplied: top_k",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": None,
+    }
+
+
 # --- prefix cache ----------------------------------------------------------------------------------
 
+# A system prompt long enough to be cached on its own: 4 + ceil(4400 / 4) = 1104 tokens.
+LONG_SYSTEM = {"role": "system", "content": "You play a small game. " + "x" * (4400 - 23)}
 
-def test_cached_tokens_count_the_prefix_shared_with_an_earlier_request(client: openai.OpenAI) -> None:
-    first = [SYSTEM, user("first move")]
+
+def test_cached_tokens_are_the_shared_prefix_rounded_down_to_128_from_1024(client: openai.OpenAI) -> None:
+    first = [LONG_SYSTEM, user("first move")]
     second = [*first, assistant("echo: first move"), user("second move")]
 
     fresh = client.chat.completions.create(model="local-model", messages=first)
     grown = client.chat.completions.create(model="local-model", messages=second)
 
+    shared = estimate_messages_tokens(first)
+    assert shared == 1104 + 7
     assert fresh.usage.prompt_tokens_details.cached_tokens == 0
-    assert grown.usage.prompt_tokens_details.cached_tokens == estimate_messages_tokens(first)
+    assert grown.usage.prompt_tokens_details.cached_tokens == 1024  # 1111 rounded down to 8 * 128
+
+
+def test_a_shared_prefix_under_1024_tokens_is_not_cached(client: openai.OpenAI) -> None:
+    first = [SYSTEM, user("first move")]
+    client.chat.completions.create(model="local-model", messages=first)
+
+    grown = client.chat.completions.create(
+        model="local-model", messages=[*first, assistant("ok"), user("second move " + "y" * 4400)]
+    )
+
+    assert grown.usage.prompt_tokens > 1024
+    assert grown.usage.prompt_tokens_details.cached_tokens == 0
+
+
+def test_a_repeated_prompt_reports_whole_128_token_blocks() -> None:
+    messages = [LONG_SYSTEM, user("z" * 1000)]  # 1104 + 4 + 250 = 1358 tokens
+    with LocalProvider(reply=echo_last_message) as provider, client_for(provider) as client:
+        client.chat.completions.create(model="local-model", messages=messages)
+        again = client.chat.completions.create(model="local-model", messages=messages)
+
+    assert again.usage.prompt_tokens == 1358
+    assert again.usage.prompt_tokens_details.cached_tokens == 1280
 
 
 def test_cached_tokens_are_zero_for_an_unseen_prefix_or_another_model(client: openai.OpenAI) -> None:
-    client.chat.completions.create(model="local-model", messages=[SYSTEM, user("move")])
+    client.chat.completions.create(model="local-model", messages=[LONG_SYSTEM, user("move")])
 
     other_system = client.chat.completions.create(
-        model="local-model", messages=[{"role": "system", "content": "Other rules."}, user("move")]
+        model="local-model", messages=[{"role": "system", "content": "Other rules." + "x" * 4400}, user("move")]
     )
-    other_model = client.chat.completions.create(model="other-model", messages=[SYSTEM, user("move")])
+    other_model = client.chat.completions.create(model="other-model", messages=[LONG_SYSTEM, user("move")])
 
     assert other_system.usage.prompt_tokens_details.cached_tokens == 0
     assert other_model.usage.prompt_tokens_details.cached_tokens == 0
 
 
 def test_an_edited_message_ends_the_cached_prefix(client: openai.OpenAI) -> None:
-    client.chat.completions.create(model="local-model", messages=[SYSTEM, user("move left"), assistant("ok")])
+    long_turn = "move left " + "w" * 4000
+    client.chat.completions.create(model="local-model", messages=[LONG_SYSTEM, user(long_turn), assistant("ok")])
 
-    edited_turn = [SYSTEM, user("move right"), assistant("ok")]
+    edited_turn = [LONG_SYSTEM, user(long_turn.replace("left", "right")), assistant("ok")]
     edited = client.chat.completions.create(model="local-model", messages=edited_turn)
 
-    assert edited.usage.prompt_tokens_details.cached_tokens == estimate_messages_tokens([SYSTEM])
+    assert edited.usage.prompt_tokens > 2048
+    assert edited.usage.prompt_tokens_details.cached_tokens == 1024  # LONG_SYSTEM alone
 
 
 # --- context window --------------------------------------------------------------------------------
@@ -291,11 +333,16 @@ VALID = {"model": "local-model", "messages": [{"role": "user", "content": "hi"}]
         ({**VALID, "messages": "hi"}, "messages"),
         ({**VALID, "messages": ["hi"]}, "messages[0]"),
         ({**VALID, "messages": [{"role": "robot", "content": "hi"}]}, "messages[0].role"),
-        ({**VALID, "messages": [user("hi"), {"role": "assistant", "content": None}]}, "messages[1].content"),
+        ({**VALID, "messages": [user("hi"), {"role": "assistant", "content": None}]}, "messages.[1].content"),
         ({**VALID, "messages": [user([])]}, "messages[0].content"),
+        ({**VALID, "messages": [user([{"type": "input_text", "text": "hi"}])]}, "messages[0].content[0].type"),
         (
-            {**VALID, "messages": [user([{"type": "image_url", "image_url": {"url": "x"}}])]},
+            {**VALID, "messages": [{"role": "system", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
             "messages[0].content[0].type",
+        ),
+        (
+            {**VALID, "messages": [user([{"type": "image_url", "image_url": {}}])]},
+            "messages[0].content[0].image_url.url",
         ),
         ({**VALID, "messages": [user([{"type": "text", "text": 5}])]}, "messages[0].content[0].text"),
         ({**VALID, "max_tokens": 0}, "max_tokens"),

@@ -1,0 +1,441 @@
+"""Chat Completions request validation: the first offending field wins, named as api.openai.com names it.
+
+The wire (chat_completions.py) answers a request only after `parse_request` accepts it. The checks
+run in a fixed order (unknown arguments, model, messages in order, stream, sampling, n, tools,
+response_format, the output limit, stream_options) and the first failure is the 400. Being laxer
+than the real service would let an adapter bug pass here and fail against the real one; being
+stricter would reject what the real one serves. So the rules follow the API reference and the
+installed SDK's parameter types, and the messages follow replies quoted from api.openai.com; where
+no reply could be checked, the wording follows the same patterns. That includes the service's own
+inconsistencies: most errors name `messages[1].content`, a few name `messages.[1].content`, and some
+(unknown arguments, unknown message keys) name no param at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+# Every top-level field of the real Chat Completions create request (openai SDK 3.57); any other
+# field is "Unrecognized request argument supplied". A test compares this with the installed SDK.
+KNOWN_PARAMS: frozenset[str] = frozenset(
+    {
+        "model",
+        "messages",
+        "audio",
+        "frequency_penalty",
+        "function_call",
+        "functions",
+        "logit_bias",
+        "logprobs",
+        "max_completion_tokens",
+        "max_tokens",
+        "metadata",
+        "modalities",
+        "moderation",
+        "n",
+        "parallel_tool_calls",
+        "prediction",
+        "presence_penalty",
+        "prompt_cache_key",
+        "prompt_cache_options",
+        "prompt_cache_retention",
+        "reasoning_effort",
+        "response_format",
+        "safety_identifier",
+        "seed",
+        "service_tier",
+        "stop",
+        "store",
+        "stream",
+        "stream_options",
+        "temperature",
+        "tool_choice",
+        "tools",
+        "top_logprobs",
+        "top_p",
+        "user",
+        "verbosity",
+        "web_search_options",
+    }
+)
+
+# In the order the real service lists them when it rejects a role.
+ROLES = ("system", "assistant", "user", "function", "tool", "developer")
+SYSTEM_ROLES = frozenset({"system", "developer"})  # both instruct the model; developer is o1's name for system
+
+MESSAGE_KEYS: Mapping[str, frozenset[str]] = {
+    "system": frozenset({"role", "content", "name"}),
+    "developer": frozenset({"role", "content", "name"}),
+    "user": frozenset({"role", "content", "name"}),
+    "assistant": frozenset({"role", "content", "name", "refusal", "tool_calls", "function_call", "audio"}),
+    "tool": frozenset({"role", "content", "tool_call_id"}),
+    "function": frozenset({"role", "content", "name"}),
+}
+PART_TYPES: Mapping[str, tuple[str, ...]] = {
+    "user": ("text", "image_url", "input_audio", "file"),
+    "assistant": ("text", "refusal"),
+}
+TEXT_PARTS = ("text",)  # system, developer and tool content
+STRING_PARTS = frozenset({"text", "refusal"})  # parts whose payload is a string, not an object
+
+DECIMAL_RANGES: Mapping[str, tuple[int, int]] = {
+    "temperature": (0, 2),
+    "top_p": (0, 1),
+    "presence_penalty": (-2, 2),
+    "frequency_penalty": (-2, 2),
+}
+MAX_CHOICES = 128
+TOOL_TYPES = ("function", "custom")
+RESPONSE_FORMATS = ("json_object", "json_schema", "text")
+
+# The real service rejects `max_tokens` for its reasoning models (they spend part of the budget on
+# hidden reasoning); `max_completion_tokens` is the field they take.
+REASONING_MODEL_PREFIXES = ("o1", "o3", "o4", "gpt-5")
+
+
+class InvalidParam(ValueError):
+    """A request field the real service would reject with 400; `param` as its error names it, or None."""
+
+    def __init__(self, param: str | None, message: str, code: str | None = "invalid_value") -> None:
+        super().__init__(message)
+        self.param = param
+        self.message = message
+        self.code = code
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """A request that passed validation, in the forms the wire needs."""
+
+    model: str
+    sent_messages: tuple[Mapping[str, object], ...]
+    """The messages exactly as sent: what the prefix cache compares."""
+    messages: tuple[dict[str, object], ...]
+    """The same messages with their text parts joined into one content string (other parts, such as
+    images, dropped): what the text model reads and the estimate counts."""
+    max_tokens: int | None
+    choices: int
+    stream: bool
+    include_usage: bool
+
+
+def parse_request(body: Mapping[str, object]) -> ChatRequest:
+    """Validate `body` in the module's order; the first offending field raises InvalidParam."""
+    _check_known_params(body)
+    model = _model(body)
+    sent_messages = _messages(body)
+    stream = _optional_bool(body, "stream") or False
+    for name, (low, high) in DECIMAL_RANGES.items():
+        _check_decimal(body, name, low, high)
+    choices = _optional_int(body, "n", maximum=MAX_CHOICES) or 1
+    _check_tools(body)
+    _check_response_format(body)
+    max_tokens = _max_tokens(body, model)
+    return ChatRequest(
+        model=model,
+        sent_messages=sent_messages,
+        messages=tuple(_flattened(message) for message in sent_messages),
+        max_tokens=max_tokens,
+        choices=choices,
+        stream=stream,
+        include_usage=_include_usage(body, stream),
+    )
+
+
+def is_reasoning_model(model: str) -> bool:
+    return model.startswith(REASONING_MODEL_PREFIXES)
+
+
+def _check_known_params(body: Mapping[str, object]) -> None:
+    for name in body:
+        if name not in KNOWN_PARAMS:
+            raise InvalidParam(None, f"Unrecognized request argument supplied: {name}", code=None)
+
+
+def _model(body: Mapping[str, object]) -> str:
+    model = body.get("model")
+    if model is not None and not isinstance(model, str):
+        raise _invalid_type("model", "a string", model)
+    if not model:
+        raise InvalidParam("model", "you must provide a model parameter", code="missing_required_parameter")
+    return model
+
+
+# --- messages --------------------------------------------------------------------------------------
+
+
+def _messages(body: Mapping[str, object]) -> tuple[Mapping[str, object], ...]:
+    messages = body.get("messages")
+    if messages is None:
+        raise _missing("messages")
+    if not isinstance(messages, list):
+        raise _invalid_type("messages", "an array", messages)
+    if not messages:
+        raise _empty_array("messages")
+    for index, message in enumerate(messages):
+        _check_message(index, message)
+    return tuple(messages)
+
+
+def _check_message(index: int, message: object) -> None:
+    param = f"messages[{index}]"
+    if not isinstance(message, dict):
+        raise _invalid_type(param, "an object", message)
+    role = message.get("role")
+    if role is None:
+        raise _missing(f"{param}.role")
+    if role not in ROLES:
+        raise _invalid_value(f"{param}.role", role, ROLES)
+    unexpected = [key for key in message if key not in MESSAGE_KEYS[role]]
+    if unexpected:
+        names = ", ".join(f"'{key}'" for key in unexpected)
+        verb = "was" if len(unexpected) == 1 else "were"
+        message_text = f"Additional properties are not allowed ({names} {verb} unexpected) - 'messages.{index}'"
+        raise InvalidParam(None, message_text, code=None)
+    if role == "assistant":
+        _check_assistant(index, message)
+    elif role == "function":
+        _check_function(param, message)
+    else:
+        _check_content(f"{param}.content", message.get("content"), PART_TYPES.get(role, TEXT_PARTS))
+    if role == "tool":
+        _check_tool_call_id(index, message)
+
+
+def _check_assistant(index: int, message: Mapping[str, object]) -> None:
+    """Content may be null (or absent) only when the assistant called a tool instead of answering."""
+    param = f"messages[{index}]"
+    content = message.get("content")
+    called = "tool_calls" in message or "function_call" in message
+    if content is None and not called:
+        message_text = "Invalid value for 'content': expected a string, got null."
+        raise InvalidParam(f"messages.[{index}].content", message_text, code=None)
+    if content is not None:
+        _check_content(f"{param}.content", content, PART_TYPES["assistant"])
+    if "tool_calls" in message:
+        tool_calls = message["tool_calls"]
+        if not isinstance(tool_calls, list):
+            raise _invalid_type(f"{param}.tool_calls", "an array", tool_calls)
+        if not tool_calls:
+            raise _empty_array(f"{param}.tool_calls")
+        for call_index, call in enumerate(tool_calls):
+            call_param = f"{param}.tool_calls[{call_index}]"
+            call_id = _typed_object(call_param, call, TOOL_TYPES).get("id")
+            if not isinstance(call_id, str):
+                raise _missing_or_invalid_type(f"{call_param}.id", "a string", call_id)
+
+
+def _check_function(param: str, message: Mapping[str, object]) -> None:
+    """The deprecated `function` role: a required name, and content that is text or null."""
+    content = message.get("content")
+    if content is not None and not isinstance(content, str):
+        raise _invalid_type(f"{param}.content", "a string", content)
+    if not isinstance(message.get("name"), str):
+        raise _missing_or_invalid_type(f"{param}.name", "a string", message.get("name"))
+
+
+def _check_tool_call_id(index: int, message: Mapping[str, object]) -> None:
+    tool_call_id = message.get("tool_call_id")
+    if tool_call_id is None:
+        text = "Missing parameter 'tool_call_id': messages with role 'tool' must have a 'tool_call_id'."
+        raise InvalidParam(f"messages.[{index}].tool_call_id", text, code=None)
+    if not isinstance(tool_call_id, str):
+        raise _invalid_type(f"messages[{index}].tool_call_id", "a string", tool_call_id)
+
+
+def _check_content(param: str, content: object, part_types: Sequence[str]) -> None:
+    if isinstance(content, str):
+        return
+    if not isinstance(content, list):
+        raise _invalid_type(param, "one of a string or array of objects", content)
+    if not content:
+        raise _empty_array(param)
+    for index, part in enumerate(content):
+        part_param = f"{param}[{index}]"
+        if not isinstance(part, dict):
+            raise _invalid_type(part_param, "an object", part)
+        kind = part.get("type")
+        if kind is None:
+            raise _missing(f"{part_param}.type")
+        if kind not in part_types:
+            raise _invalid_value(f"{part_param}.type", kind, part_types)
+        payload = part.get(kind)
+        expected = ("a string", str) if kind in STRING_PARTS else ("an object", dict)
+        if not isinstance(payload, expected[1]):
+            raise _missing_or_invalid_type(f"{part_param}.{kind}", expected[0], payload)
+        if kind == "image_url" and isinstance(payload, dict) and not isinstance(payload.get("url"), str):
+            raise _missing_or_invalid_type(f"{part_param}.image_url.url", "a string", payload.get("url"))
+
+
+def _flattened(message: Mapping[str, object]) -> dict[str, object]:
+    """The message with its text parts joined into one content string; other parts and fields kept out
+    of the text (a text model reads no image), null content read as empty."""
+    content = message.get("content")
+    if isinstance(content, list):
+        content = "".join(str(part["text"]) for part in content if part["type"] == "text")
+    return {**message, "content": content or ""}
+
+
+# --- other parameters ------------------------------------------------------------------------------
+
+
+def _check_decimal(body: Mapping[str, object], name: str, low: int, high: int) -> None:
+    value = body.get(name)
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _invalid_type(name, "a decimal", value)
+    if value > high:
+        message = f"Invalid '{name}': decimal above maximum value. Expected a value <= {high}, but got {value} instead."
+        raise InvalidParam(name, message, code="decimal_above_max_value")
+    if value < low:
+        message = f"Invalid '{name}': decimal below minimum value. Expected a value >= {low}, but got {value} instead."
+        raise InvalidParam(name, message, code="decimal_below_min_value")
+
+
+def _check_tools(body: Mapping[str, object]) -> None:
+    tools = body.get("tools")
+    if tools is None:
+        return
+    if not isinstance(tools, list):
+        raise _invalid_type("tools", "an array", tools)
+    if not tools:
+        raise _empty_array("tools")
+    for index, tool in enumerate(tools):
+        _typed_object(f"tools[{index}]", tool, TOOL_TYPES)
+
+
+def _typed_object(param: str, value: object, types: Sequence[str]) -> dict[str, object]:
+    """`value` if it has the shape of a tool and of a tool call: `{"type": t, t: {"name": ..., ...}}`."""
+    if not isinstance(value, dict):
+        raise _invalid_type(param, "an object", value)
+    kind = value.get("type")
+    if kind is None:
+        raise _missing(f"{param}.type")
+    if kind not in types:
+        raise _invalid_value(f"{param}.type", kind, types)
+    payload = value.get(kind)
+    if not isinstance(payload, dict):
+        raise _missing_or_invalid_type(f"{param}.{kind}", "an object", payload)
+    if not isinstance(payload.get("name"), str):
+        raise _missing_or_invalid_type(f"{param}.{kind}.name", "a string", payload.get("name"))
+    return value
+
+
+def _check_response_format(body: Mapping[str, object]) -> None:
+    response_format = body.get("response_format")
+    if response_format is None:
+        return
+    if not isinstance(response_format, dict):
+        raise _invalid_type("response_format", "an object", response_format)
+    kind = response_format.get("type")
+    if kind is None:
+        raise _missing("response_format.type")
+    if kind not in RESPONSE_FORMATS:
+        raise _invalid_value("response_format.type", kind, RESPONSE_FORMATS)
+    if kind == "json_schema" and not isinstance(response_format.get("json_schema"), dict):
+        schema = response_format.get("json_schema")
+        raise _missing_or_invalid_type("response_format.json_schema", "an object", schema)
+
+
+def _max_tokens(body: Mapping[str, object], model: str) -> int | None:
+    max_tokens = _optional_int(body, "max_tokens")
+    max_completion_tokens = _optional_int(body, "max_completion_tokens")
+    if max_tokens is not None and is_reasoning_model(model):
+        message = (
+            "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead."
+        )
+        raise InvalidParam("max_tokens", message, code="unsupported_parameter")
+    if max_tokens is not None and max_completion_tokens is not None:
+        message = "Setting 'max_tokens' and 'max_completion_tokens' at the same time is not supported."
+        raise InvalidParam("max_tokens", message)
+    return max_tokens if max_tokens is not None else max_completion_tokens
+
+
+def _include_usage(body: Mapping[str, object], stream: bool) -> bool:
+    options = body.get("stream_options")
+    if options is None:
+        return False
+    if not stream:
+        message = "The 'stream_options' parameter is only allowed when 'stream' is enabled."
+        raise InvalidParam("stream_options", message)
+    if not isinstance(options, dict):
+        raise _invalid_type("stream_options", "an object", options)
+    return _optional_bool(options, "include_usage", prefix="stream_options.") or False
+
+
+def _optional_int(body: Mapping[str, object], name: str, *, maximum: int | None = None) -> int | None:
+    """An optional integer >= 1 (and <= `maximum`, if given)."""
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _invalid_type(name, "an integer", value)
+    if value < 1:
+        message = f"Invalid '{name}': integer below minimum value. Expected a value >= 1, but got {value} instead."
+        raise InvalidParam(name, message, code="integer_below_min_value")
+    if maximum is not None and value > maximum:
+        message = (
+            f"Invalid '{name}': integer above maximum value. Expected a value <= {maximum}, but got {value} instead."
+        )
+        raise InvalidParam(name, message, code="integer_above_max_value")
+    return value
+
+
+def _optional_bool(body: Mapping[str, object], name: str, *, prefix: str = "") -> bool | None:
+    value = body.get(name)
+    if value is not None and not isinstance(value, bool):
+        raise _invalid_type(prefix + name, "a boolean", value)
+    return value
+
+
+# --- the real service's words ----------------------------------------------------------------------
+
+
+def _missing(param: str) -> InvalidParam:
+    return InvalidParam(param, f"Missing required parameter: '{param}'.", code="missing_required_parameter")
+
+
+def _missing_or_invalid_type(param: str, expected: str, value: object) -> InvalidParam:
+    return _missing(param) if value is None else _invalid_type(param, expected, value)
+
+
+def _invalid_type(param: str, expected: str, value: object) -> InvalidParam:
+    message = f"Invalid type for '{param}': expected {expected}, but got {_json_type(value)} instead."
+    return InvalidParam(param, message, code="invalid_type")
+
+
+def _invalid_value(param: str, value: object, supported: Sequence[str]) -> InvalidParam:
+    return InvalidParam(param, f"Invalid value: {value!r}. Supported values are: {_listed(supported)}.")
+
+
+def _listed(choices: Sequence[str]) -> str:
+    """'a'; 'a' and 'b'; 'a', 'b', and 'c' — as the real service lists supported values."""
+    quoted = [f"'{choice}'" for choice in choices]
+    if len(quoted) < 3:
+        return " and ".join(quoted)
+    return ", ".join(quoted[:-1]) + ", and " + quoted[-1]
+
+
+def _empty_array(param: str) -> InvalidParam:
+    message = (
+        f"Invalid '{param}': empty array. Expected an array with minimum length 1, but got an empty array instead."
+    )
+    return InvalidParam(param, message, code="empty_array")
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a decimal"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
