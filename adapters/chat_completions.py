@@ -8,6 +8,7 @@ and truncation (finish_reason length) are errors of their own kinds: neither can
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import openai
@@ -22,6 +23,9 @@ from turnstate.adapters.contract import (
     RequestSettings,
     Transcript,
     Usage,
+    malformed_reply,
+    retry_after_seconds,
+    token_count,
 )
 from turnstate.adapters.tokens import estimate_messages_tokens
 
@@ -77,43 +81,61 @@ class ChatCompletionsAdapter:
         return body
 
     def call(self, request: ModelRequest) -> ModelResponse | ProviderError:
+        """One SDK call; never raises. The SDK does not validate replies, so anything it or the
+        normalization cannot read becomes a retryable malformed-reply error with the usage seen."""
         body = self.build_request(request)
+        seen = _Seen()
         try:
             if self.settings.stream:
-                return self._collect_stream(self.client.chat.completions.create(**body))
-            return self._normalize(self.client.chat.completions.create(**body))
+                return self._collect_stream(self.client.chat.completions.create(**body), seen)
+            return self._normalize(self.client.chat.completions.create(**body), seen)
         except openai.APIError as error:  # a stream cut mid-way arrives as APIConnectionError too
             return self.classify(error)
+        except Exception as error:  # the SDK or the reply's shape broke while reading a 200
+            return malformed_reply(error, seen.usage)
 
-    def _normalize(self, completion: Any) -> ModelResponse | ProviderError:
+    def _normalize(self, completion: Any, seen: _Seen) -> ModelResponse | ProviderError:
+        seen.usage = _usage(completion.usage)
         choice = completion.choices[0]
-        return _finish(choice.message.content or "", choice.finish_reason, _usage(completion.usage), completion.id)
+        return _finish(choice.message.content or "", choice.finish_reason, seen.usage, completion.id)
 
-    def _collect_stream(self, stream: Any) -> ModelResponse | ProviderError:
+    def _collect_stream(self, stream: Any, seen: _Seen) -> ModelResponse | ProviderError:
         parts: list[str] = []
         finish_reason = None
-        usage = Usage()
         response_id = None
         with stream:
             for chunk in stream:
                 response_id = chunk.id
                 if chunk.usage is not None:
-                    usage = _usage(chunk.usage)
+                    seen.usage = _usage(chunk.usage)
                 for choice in chunk.choices:
                     parts.append(choice.delta.content or "")
                     finish_reason = choice.finish_reason or finish_reason
         if finish_reason is None:
             # The stream ended without saying how: treat like a cut connection.
-            return ProviderError(ErrorKind.TRANSIENT, usage, {"error_class": "IncompleteStream"})
-        return _finish("".join(parts), finish_reason, usage, response_id)
+            return ProviderError(ErrorKind.TRANSIENT, seen.usage, {"error_class": "IncompleteStream"})
+        return _finish("".join(parts), finish_reason, seen.usage, response_id)
 
     def classify(self, error: Exception) -> ProviderError:
         diagnostics: dict[str, Any] = {"error_class": type(error).__name__}
         if isinstance(error, openai.APIStatusError):
-            diagnostics |= {"status": error.status_code, "code": error.code, "request_id": error.request_id}
-            return ProviderError(_status_kind(error), Usage(), diagnostics)
+            diagnostics |= {
+                "status": error.status_code,
+                "error_type": error.type,
+                "code": error.code,
+                "request_id": error.request_id,
+            }
+            wait = retry_after_seconds(error.response.headers)
+            return ProviderError(_status_kind(error), Usage(), diagnostics, retry_after_seconds=wait)
         # Connection refused or cut, timeouts, a stream broken mid-way: the same request may succeed.
         return ProviderError(ErrorKind.TRANSIENT, Usage(), diagnostics)
+
+
+@dataclass
+class _Seen:
+    """What a call has read so far, so that a reply that breaks mid-way still reports its usage."""
+
+    usage: Usage = field(default_factory=Usage)
 
 
 def _status_kind(error: openai.APIStatusError) -> ErrorKind:
@@ -143,13 +165,11 @@ def _finish(text: str, finish_reason: str, usage: Usage, response_id: str | None
 
 
 def _usage(usage: Any) -> Usage:
-    if usage is None:
-        return Usage()
     prompt_details = getattr(usage, "prompt_tokens_details", None)
     completion_details = getattr(usage, "completion_tokens_details", None)
     return Usage(
-        input_tokens=usage.prompt_tokens or 0,
-        cached_input_tokens=getattr(prompt_details, "cached_tokens", None) or 0,
-        output_tokens=usage.completion_tokens or 0,
-        reasoning_tokens=getattr(completion_details, "reasoning_tokens", None) or 0,
+        input_tokens=token_count(getattr(usage, "prompt_tokens", None)),
+        cached_input_tokens=token_count(getattr(prompt_details, "cached_tokens", None)),
+        output_tokens=token_count(getattr(usage, "completion_tokens", None)),
+        reasoning_tokens=token_count(getattr(completion_details, "reasoning_tokens", None)),
     )

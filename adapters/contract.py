@@ -9,8 +9,11 @@ machines or profiles, so an adapter imports only this, its SDK and the token est
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
 from typing import Any, ClassVar, Literal, Protocol
 
 Item = Mapping[str, Any]
@@ -78,16 +81,58 @@ class ModelResponse:
     native_items: tuple[Item, ...] = ()
 
 
+DIAGNOSTIC_KEYS = frozenset({"error_class", "error_type", "status", "code", "request_id", "finish_reason", "cause"})
+"""All a ProviderError's diagnostics may hold: the exception class, the provider's error type and code,
+the HTTP status, the request id, the finish reason, the class of what broke a malformed reply. Never
+the provider's message or body, which may echo the request or a credential."""
+
+
 @dataclass(frozen=True)
 class ProviderError:
-    """A failed call, classified. `diagnostics` is allowlisted (class, status, code, request id):
-    never the provider's message or body, which may echo the request."""
+    """A failed call, classified, with diagnostics from DIAGNOSTIC_KEYS only."""
 
     kind: ErrorKind
     usage: Usage = Usage()
     diagnostics: Mapping[str, Any] = field(default_factory=dict)
     # How long the provider asked us to wait before trying again (Retry-After / retry-after-ms).
     retry_after_seconds: float | None = None
+
+
+def token_count(value: object) -> int:
+    """A provider-reported token count; 0 (meaning unreported) unless it is a non-negative whole number."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def malformed_reply(error: Exception, usage: Usage = Usage()) -> ProviderError:
+    """A reply the adapter could not read (a 200 whose body is not what the API promises): retryable,
+    with whatever usage it carried. Every adapter's normalization ends here instead of raising."""
+    return ProviderError(ErrorKind.TRANSIENT, usage, {"error_class": "MalformedReply", "cause": type(error).__name__})
+
+
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """How long a provider asked to wait: `retry-after-ms`, else `retry-after` in seconds or as an
+    HTTP date; None when absent or unreadable."""
+    lowered = {name.lower(): value for name, value in headers.items()}
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = lowered.get(name)
+        if value is None:
+            continue
+        seconds: float | None
+        try:
+            seconds = float(value) * scale
+        except ValueError:
+            seconds = _seconds_until(value)
+        if seconds is not None and math.isfinite(seconds) and seconds >= 0:
+            return seconds
+    return None
+
+
+def _seconds_until(http_date: str) -> float | None:
+    try:
+        when = parsedate_to_datetime(http_date)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
 
 
 @dataclass(frozen=True)
@@ -101,6 +146,9 @@ class Endpoint:
     timeout_seconds: float = 120.0
 
 
+OutputLimitParam = Literal["max_tokens", "max_completion_tokens"]
+
+
 @dataclass(frozen=True)
 class RequestSettings:
     """What every request of a run asks for; the harness builds it from the profile's `request` section."""
@@ -112,7 +160,7 @@ class RequestSettings:
     # The request field that carries max_output_tokens. OpenAI's own endpoint wants
     # max_completion_tokens (its reasoning models reject max_tokens); many compatible servers
     # (DeepSeek, older open-weight servers) only know max_tokens.
-    output_limit_param: Literal["max_tokens", "max_completion_tokens"] = "max_completion_tokens"
+    output_limit_param: OutputLimitParam = "max_completion_tokens"
 
 
 class Transcript(Protocol):

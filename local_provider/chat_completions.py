@@ -121,12 +121,49 @@ def handle(exchange: Exchange) -> None:
     cached_tokens = PROMPT_CACHING.reported(estimate_messages_tokens(request.messages[:matched_messages]))
     usage = usage_object(prompt_tokens, cached_tokens, completion.tokens * request.choices)
     head = {"id": f"chatcmpl-local-{exchange.ordinal}", "created": int(time.time()), "model": request.model}
+    broken = exchange.fault.kind if exchange.fault is not None and exchange.fault.kind in BROKEN_REPLIES else None
     if not request.stream:
-        exchange.send_json(200, completion_object(head, completion, request.choices, usage))
+        body = completion_object(head, completion, request.choices, usage)
+        if broken == "garbled":
+            data = json.dumps(body).encode("utf-8")
+            exchange.send_raw(200, "application/json", data[: len(data) // 2])
+            return
+        exchange.send_json(200, _broken_object(body, broken) if broken else body)
         return
     events = chunk_events(head, completion, request.choices, usage if request.include_usage else None)
+    if broken:
+        events = _broken_events(events, broken)
     # A cut stream shows the role chunk and the first piece of text, if any, but never its end.
     exchange.send_sse(events, cut_after=(2 if completion.text else 1) if stream_cut else None)
+
+
+BROKEN_REPLIES = frozenset({"garbled", "empty_choices", "null_message"})
+"""Faults that break a 200 reply's body (see faults.py); the SDK reads them without validating."""
+
+
+def _broken_object(body: dict[str, object], kind: str) -> dict[str, object]:
+    choices = body["choices"]
+    assert isinstance(choices, list)
+    if kind == "empty_choices":
+        return {**body, "choices": []}
+    return {**body, "choices": [{**choice, "message": None} for choice in choices]}  # null_message
+
+
+def _broken_events(events: Sequence[SseEvent], kind: str) -> list[SseEvent]:
+    if kind == "garbled":
+        return [events[0], {"data": '{"id": "chatcmpl-local", "choices": [{"delta": '}, *events[1:]]
+    broken = []
+    for event in events:
+        if event["data"] == "[DONE]":
+            broken.append(event)
+            continue
+        chunk = json.loads(event["data"])
+        if kind == "empty_choices":
+            chunk["choices"] = []
+        else:  # null_message
+            chunk["choices"] = [{**choice, "delta": None} for choice in chunk["choices"]]
+        broken.append({"data": json.dumps(chunk)})
+    return broken
 
 
 def system_prompt(messages: Sequence[Mapping[str, object]]) -> str:

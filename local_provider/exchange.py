@@ -57,6 +57,8 @@ class Responder(Protocol):
 
     def write_json(self, status: int, body: Mapping[str, object], headers: Mapping[str, str]) -> None: ...
 
+    def write_raw(self, status: int, content_type: str, data: bytes, headers: Mapping[str, str]) -> None: ...
+
     def write_sse(self, events: Iterable[SseEvent], cut_after: int | None) -> None: ...
 
     def drop_connection(self) -> None: ...
@@ -124,6 +126,10 @@ class Exchange:
     def send_sse(self, events: Iterable[SseEvent], *, cut_after: int | None = None) -> None:
         """Stream `events`; with `cut_after`, close the connection after that many, leaving the stream unended."""
         self._responder.write_sse(events, cut_after)
+
+    def send_raw(self, status: int, content_type: str, data: bytes) -> None:
+        """Answer with exactly these bytes: how a wire sends a reply it garbles on purpose."""
+        self._responder.write_raw(status, content_type, data, {})
 
     def drop_connection(self) -> None:
         """Close the connection without any response, as a crashed upstream does."""

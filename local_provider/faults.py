@@ -18,6 +18,12 @@ What each kind does (each wire words it in its own protocol):
 - malformed: a fixed reply that is no valid action, ending normally.
 - leak_key: the normal reply plus a line repeating the request's API key, as a model tricked into
   echoing a credential would; it lets an end-to-end test prove that artifacts redact the key.
+- html_page: a 200 whose body is an HTML page, as a proxy or captive portal answers, before the wire.
+- garbled: a 200 the wire starts correctly and then garbles: a JSON body cut in the middle, or an
+  event stream with a data line that is not JSON.
+- empty_choices: a well-formed 200 with its usage but an empty `choices` list (every chunk, when streamed).
+- null_message: a well-formed 200 whose choice has `message: null` (`delta: null`, when streamed).
+The last four are replies a client must survive: the SDKs do not validate what a 200 carries.
 """
 
 from __future__ import annotations
@@ -39,11 +45,18 @@ FaultKind = Literal[
     "empty",
     "malformed",
     "leak_key",
+    "html_page",
+    "garbled",
+    "empty_choices",
+    "null_message",
 ]
 FAULT_KINDS: frozenset[str] = frozenset(get_args(FaultKind))
 
 # Answered with an HTTP error status before the wire reads the body, as a real gateway would.
 STATUS_FAULTS: frozenset[str] = frozenset({"rate_limit", "server_error", "overloaded"})
+
+HTML_PAGE = b"<!DOCTYPE html><html><body><h1>502 Bad Gateway</h1></body></html>"
+"""What an `html_page` fault answers with status 200 in place of the API's JSON."""
 
 Clock = Callable[[], float]
 """Seconds on a clock that never goes back (time.monotonic); tests pass a fake one."""

@@ -32,7 +32,7 @@ from types import TracebackType
 from urllib.parse import urlsplit
 
 from turnstate.local_provider.exchange import Exchange, ReplyFn, SseEvent
-from turnstate.local_provider.faults import STATUS_FAULTS, Clock, Fault, FaultSchedule, RateLimitWindow
+from turnstate.local_provider.faults import HTML_PAGE, STATUS_FAULTS, Clock, Fault, FaultSchedule, RateLimitWindow
 from turnstate.local_provider.prefix_cache import PrefixCache
 from turnstate.local_provider.routes import ROUTES
 
@@ -261,6 +261,9 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is not None and fault.kind in STATUS_FAULTS:
             self.write_json(*route.wire.error_reply(fault.kind), {})  # type: ignore[arg-type]
             return
+        if fault is not None and fault.kind == "html_page":
+            self.write_raw(200, "text/html; charset=utf-8", HTML_PAGE, {})
+            return
         try:
             exchange = Exchange(
                 self,
@@ -288,10 +291,12 @@ class _Handler(BaseHTTPRequestHandler):
         return self.rfile.read(int(length))
 
     def write_json(self, status: int, body: Mapping[str, object], headers: Mapping[str, str]) -> None:
-        data = json.dumps(body).encode("utf-8")
+        self.write_raw(status, JSON_MEDIA_TYPE, json.dumps(body).encode("utf-8"), headers)
+
+    def write_raw(self, status: int, content_type: str, data: bytes, headers: Mapping[str, str]) -> None:
         self._responded = True
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         for name, value in headers.items():
             self.send_header(name, value)

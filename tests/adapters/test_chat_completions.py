@@ -61,13 +61,16 @@ def test_the_output_limit_goes_in_the_field_the_endpoint_expects():
     assert body["max_tokens"] == 32 and "max_completion_tokens" not in body
 
 
-def test_a_repeated_prefix_is_reported_as_cached(stream):
+def test_a_repeated_long_prefix_is_reported_as_cached_in_whole_128_token_blocks(stream):
+    long_request = ModelRequest(system="x" * 4400, items=REQUEST.items)  # over OpenAI's 1,024-token minimum
     with LocalProvider() as provider:
         adapter = adapter_for(provider, stream=stream)
-        first = adapter.call(REQUEST)
-        second = adapter.call(REQUEST)
+        first = adapter.call(long_request)
+        second = adapter.call(long_request)
+    assert isinstance(first, ModelResponse) and isinstance(second, ModelResponse)
     assert first.usage.cached_input_tokens == 0
-    assert second.usage.cached_input_tokens == second.usage.input_tokens
+    sent = second.usage.input_tokens
+    assert second.usage.cached_input_tokens == sent - sent % 128 > 0
 
 
 def test_a_rate_limit_is_diagnosed_by_the_openai_sdks_error_class():

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from turnstate.adapters.contract import (
+    DIAGNOSTIC_KEYS,
     Endpoint,
     ErrorKind,
     ModelRequest,
@@ -36,7 +37,6 @@ REPO = Path(__file__).resolve().parents[2]
 API_KEY = "test-key"
 SYSTEM = "You play beacon_grid. Answer with one ACTION line."
 FRAME = "LEVEL 1/1 | STATE NOT_FINISHED\nBEACON (level 1): dark\n#####\n#@.A#\n#####\nSTANDING ON: floor"
-DIAGNOSTIC_KEYS = {"error_class", "status", "code", "request_id", "finish_reason"}
 TRANSCRIPT_METHODS = ("user_items", "reply_items", "estimate_tokens", "readable")
 
 
@@ -148,6 +148,32 @@ def test_each_fault_is_classified_into_its_error_kind_and_the_next_call_succeeds
     assert isinstance(failed, ProviderError)
     assert failed.kind is kind
     assert isinstance(recovered, ModelResponse)
+
+
+@pytest.mark.parametrize("fault", ["html_page", "garbled", "empty_choices", "null_message"])
+def test_a_200_the_sdk_cannot_read_is_a_retryable_error_never_an_exception(descriptor, stream, fault):
+    with LocalProvider(faults=[Fault(at=1, kind=fault)]) as provider:
+        adapter = connect(descriptor, provider.base_url, stream=stream)
+        broken = adapter.call(request_for(descriptor))  # must return, whatever the body was
+        recovered = adapter.call(request_for(descriptor))
+    assert isinstance(broken, ProviderError)
+    assert broken.kind is ErrorKind.TRANSIENT
+    assert set(broken.diagnostics) <= DIAGNOSTIC_KEYS
+    assert isinstance(recovered, ModelResponse)
+
+
+def test_a_broken_reply_still_reports_the_usage_it_carried(descriptor):
+    with LocalProvider(faults=[Fault(at=1, kind="empty_choices")]) as provider:
+        broken = connect(descriptor, provider.base_url, stream=False).call(request_for(descriptor))
+    assert isinstance(broken, ProviderError)
+    assert broken.usage.input_tokens > 0 and broken.usage.output_tokens > 0
+
+
+def test_a_rate_limit_reports_how_long_the_provider_asked_to_wait(descriptor, stream):
+    with LocalProvider(faults=[Fault(at=1, kind="rate_limit", retry_after_seconds=2.5)]) as provider:
+        refused = connect(descriptor, provider.base_url, stream=stream).call(request_for(descriptor))
+    assert isinstance(refused, ProviderError) and refused.kind is ErrorKind.TRANSIENT
+    assert refused.retry_after_seconds == pytest.approx(2.5, abs=0.1)
 
 
 def test_an_empty_or_malformed_reply_is_a_reply_for_the_parser_to_judge(descriptor, stream):
