@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
+from typing import NoReturn
 
 import click
 import graphviz
@@ -19,10 +24,13 @@ from rich.progress import (
 from rich.table import Table
 
 from turnstate.harness.endpoint import RunSetupError
-from turnstate.harness.profile import DEFAULT_PROFILE, ProfileError, load_profile
+from turnstate.harness.profile import DEFAULT_PROFILE, MIN_CONTEXT_TOKENS, Profile, ProfileError, load_profile
 from turnstate.harness.runner import Runner, RunResult, StepProgress
+from turnstate.machine.engine import MachineSpec
 
 console = Console()
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a run stopped by Ctrl-C
 
 
 @click.group()
@@ -43,7 +51,41 @@ def main() -> None:
 )
 def run(profile: Path | None, out_dir: Path) -> None:
     """Run an agent from PROFILE (default: the local manual_rolling profile)."""
-    loaded = _load_or_exit(profile or DEFAULT_PROFILE)
+    try:
+        with _sigterm_as_interrupt():
+            loaded = _load_or_exit(profile or DEFAULT_PROFILE)
+            try:
+                out_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                _fail(
+                    f"--out {out_dir}: cannot create the folder ({error.strerror}); fix: pass a folder you can write to, not one under a file"
+                )
+            result = _run_with_progress(loaded, out_dir)
+    except KeyboardInterrupt:
+        click.echo(f"interrupted (a run that had started records it in its run_meta.json under {out_dir})", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    console.print(_summary(result))
+    sys.exit(0 if result.outcome != "failed_closed" else 1)
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (what `timeout`, `docker stop` and CI cancellation send) stops a run as Ctrl-C does, so
+    the runner still writes run_meta.json (outcome interrupted) instead of the process just dying."""
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        # Once: a second SIGTERM must not cut short the run_meta.json the first one asked for.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run_with_progress(loaded: Profile, out_dir: Path) -> RunResult:
     progress = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -61,12 +103,9 @@ def run(profile: Path | None, out_dir: Path) -> None:
             progress.update(task, completed=step.step, status=status)
 
         try:
-            result = Runner(loaded, out_dir, on_step=on_step).run()
+            return Runner(loaded, out_dir, on_step=on_step).run()
         except RunSetupError as error:
-            click.echo(f"error: {error}", err=True)
-            sys.exit(1)
-    console.print(_summary(result))
-    sys.exit(0 if result.outcome != "failed_closed" else 1)
+            _fail(str(error))
 
 
 def _summary(result: RunResult) -> Table:
@@ -123,46 +162,116 @@ def diagrams(out_dir: Path, check: bool, run_dir: Path | None) -> None:
     from turnstate.strategies import MACHINES
 
     if check:
+        if not any(out_dir.glob("*.dot")):
+            _fail(f"no diagrams in {out_dir}; run from the repository root or pass --out")
         stale = drawing.stale(MACHINES.values(), out_dir)
         for name in stale:
             click.echo(f"stale diagram: {out_dir / (name + '.dot')} (run `turnstate diagrams` and commit it)", err=True)
         sys.exit(1 if stale else 0)
     try:
         if run_dir is not None:
-            log = run_dir / "transitions.jsonl"
-            records = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line]
+            records = _read_transition_log(run_dir / "transitions.jsonl", declared=MACHINES)
             for name, counts in drawing.run_counts(records).items():
-                _, svg = drawing.write(MACHINES[name], run_dir, counts)
+                spec = MACHINES[name]
+                undrawn = sum(fired for key, fired in counts.items() if key not in _row_keys(spec))
+                if undrawn:
+                    click.echo(
+                        f"warning: {undrawn} transitions of {name} are not rows of its current table "
+                        "(a run of another version?); they are not drawn",
+                        err=True,
+                    )
+                _, svg = drawing.write(spec, run_dir, counts)
                 click.echo(f"wrote {svg}")
             return
         for spec in MACHINES.values():
             dot, svg = drawing.write(spec, out_dir)
             click.echo(f"wrote {dot} and {svg}")
     except graphviz.ExecutableNotFound:
-        click.echo(
-            "error: Graphviz's `dot` is not installed (apt-get install graphviz); the .dot files were written", err=True
-        )
-        sys.exit(1)
+        _fail("Graphviz's `dot` is not installed (apt-get install graphviz); the .dot files were written")
+    except OSError as error:
+        _fail(f"cannot write {error.filename} ({error.strerror}); fix: pass a folder you can write to")
+
+
+TRANSITION_KEYS = ("machine", "source", "trigger", "dest")
+
+
+def _row_keys(spec: MachineSpec) -> set[tuple[str, str, str]]:
+    return {(source, row.trigger, dest) for source, dest, row in spec.rows()}
+
+
+def _read_transition_log(log: Path, declared: Mapping[str, MachineSpec]) -> list[dict[str, str]]:
+    """The run's transition records, or a one-line error saying what is wrong with the log.
+
+    A kill can leave the last record half-written, so a torn last line is skipped with a warning;
+    anywhere else, a line that is not a transition record means the file is not a run's log."""
+    try:
+        lines = log.read_bytes().split(b"\n")
+    except FileNotFoundError:
+        _fail(f"{log}: missing; fix: pass a run folder that `turnstate run` wrote")
+    except OSError as error:
+        _fail(f"{log}: cannot read it ({error.strerror})")
+    torn_tail = lines[-1] != b""  # a complete log ends with a newline
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            if torn_tail and number == len(lines):
+                click.echo(
+                    f"warning: {log}: line {number} is a half-written last record (a killed run); skipped", err=True
+                )
+                continue
+            _fail(f"{log}: line {number} is not JSON; fix: pass the transitions.jsonl of a run")
+        if not isinstance(record, dict) or not all(isinstance(record.get(key), str) for key in TRANSITION_KEYS):
+            _fail(f"{log}: line {number} is not a transition record (needs {', '.join(TRANSITION_KEYS)} as text)")
+        if record["machine"] not in declared:
+            _fail(
+                f"{log}: line {number} names machine {record['machine']!r}, which is not declared "
+                f"(declared: {', '.join(declared)})"
+            )
+        records.append(record)
+    if not records:
+        _fail(f"{log}: no transitions recorded; nothing to draw")
+    return records
 
 
 @main.command()
-@click.option("--port", default=0, show_default=True, help="0 picks a free port")
-@click.option("--context-window", type=int, default=None, help="tokens; default: the provider's default")
+@click.option("--port", default=0, show_default=True, type=click.IntRange(0, 65535), help="0 picks a free port")
+@click.option(
+    "--context-window",
+    type=click.IntRange(min=MIN_CONTEXT_TOKENS),
+    default=None,
+    help="tokens; default: the provider's default",
+)
 def serve(port: int, context_window: int | None) -> None:
     """Serve the embedded local provider on 127.0.0.1 until interrupted."""
     from turnstate.local_provider.server import DEFAULT_CONTEXT_WINDOW, LocalProvider
 
-    provider = LocalProvider(port=port, context_window=context_window or DEFAULT_CONTEXT_WINDOW).start()
+    window = context_window if context_window is not None else DEFAULT_CONTEXT_WINDOW
+    try:
+        provider = LocalProvider(port=port, context_window=window).start()
+    except OSError as error:
+        _fail(
+            f"--port {port}: cannot listen on 127.0.0.1:{port} ({error.strerror}); fix: pick another port, or 0 for a free one"
+        )
     click.echo(f"local provider on {provider.base_url} (OpenAI-compatible base_url: {provider.openai_base_url})")
     provider.serve_until_interrupted()
 
 
-def _load_or_exit(path: Path):
+def _load_or_exit(path: Path) -> Profile:
     try:
         return load_profile(path)
     except ProfileError as error:
         click.echo(str(error), err=True)
         sys.exit(1)
+
+
+def _fail(message: str) -> NoReturn:
+    """One line on stderr and exit 1: a user's mistake is never shown as a traceback."""
+    click.echo(f"error: {message}", err=True)
+    sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,8 @@ def open_endpoint(client: ClientConfig) -> Iterator[Endpoint]:
     if local is not None:
         if local.context_window is not None:
             options["context_window"] = local.context_window
-        options["faults"] = [Fault(at=fault.at, kind=fault.kind) for fault in local.faults]
+        options["faults"] = [
+            Fault(at=fault.at, kind=fault.kind, retry_after_seconds=fault.retry_after_seconds) for fault in local.faults
+        ]
     with LocalProvider(**options) as provider:
         yield Endpoint(provider.base_url, LOCAL_API_KEY, is_local=True, timeout_seconds=client.timeout_seconds)

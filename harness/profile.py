@@ -2,31 +2,45 @@
 
 Every error names the file, the key path and the fix. Unknown keys are errors (a misspelt key that
 is silently ignored is a setting that silently does not apply), and so are settings that contradict
-each other or name an adapter the registry does not know.
+each other or name an adapter the registry does not know. Types are strict (`true` is not 1 and
+`"5"` is not 5), a key given twice is an error rather than the last one winning, and a setting that
+would only fail once a run is under way (an unbounded timeout, a URL without a host, a local window
+smaller than the harness's budget) fails here instead.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from turnstate.adapters.contract import RequestSettings
+from turnstate.adapters.contract import OutputLimitParam, RequestSettings
 from turnstate.adapters.registry import UnknownAdapter, descriptor_for
 from turnstate.harness.accounting import Prices
 from turnstate.local_provider.faults import FaultKind, first_repeated_ordinal
+from turnstate.local_provider.server import DEFAULT_CONTEXT_WINDOW
 from turnstate.strategies import STRATEGIES
-from turnstate.strategies.record import StrategySettings
+from turnstate.strategies.record import Backoff, StrategySettings
 
 LOCAL = "local"
 PROFILES_DIR = Path(__file__).resolve().parent.parent / "profiles"
 DEFAULT_PROFILE = PROFILES_DIR / "local-manual-rolling.yaml"
 
+MIN_CONTEXT_TOKENS = 256  # the smallest context budget or local window that holds a frame and a reply
+# The longest single wait a profile may ask for (a request timeout, one backoff wait, a scheduled
+# Retry-After): beyond it a setting is a typo, and far beyond it the clock arithmetic overflows.
+MAX_WAIT_SECONDS = 3600.0
+MAX_PRICE_PER_MILLION = 1_000_000.0  # keeps the cost estimate finite for any token count a run can reach
+
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: YAML already has types, so a value of the wrong one is a mistake to name, not to coerce.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 class EnvironmentConfig(_Section):
@@ -35,10 +49,33 @@ class EnvironmentConfig(_Section):
     options: dict[str, Any] = Field(default_factory=dict)
 
 
+class BackoffConfig(_Section):
+    """How long a transient failure waits before its retry; the defaults are Backoff's."""
+
+    base_seconds: float = Field(default=Backoff.base_seconds, gt=0, le=MAX_WAIT_SECONDS)
+    max_seconds: float = Field(default=Backoff.max_seconds, gt=0, le=MAX_WAIT_SECONDS)
+    max_total_seconds: float = Field(default=Backoff.max_total_seconds, ge=0)
+
+    @model_validator(mode="after")
+    def _cap_holds_the_base(self) -> BackoffConfig:
+        if self.max_seconds < self.base_seconds:
+            raise _Contradiction(
+                "agent.backoff.max_seconds",
+                f"{self.max_seconds} is below agent.backoff.base_seconds {self.base_seconds}, "
+                "so no wait could be as long as the first",
+                "make it at least agent.backoff.base_seconds",
+            )
+        return self
+
+    def settings(self) -> Backoff:
+        return Backoff(self.base_seconds, self.max_seconds, self.max_total_seconds)
+
+
 class AgentConfig(_Section):
     max_actions: int = Field(default=80, ge=1)
     max_retries: int = Field(default=3, ge=0)
-    max_context_length: int = Field(ge=256)
+    max_context_length: int = Field(ge=MIN_CONTEXT_TOKENS)
+    backoff: BackoffConfig = BackoffConfig()
 
 
 class CompactionConfig(_Section):
@@ -54,14 +91,16 @@ class RuntimeConfig(_Section):
 class FaultConfig(_Section):
     at: int = Field(ge=1, description="1-based ordinal of the model request that gets the fault")
     kind: FaultKind
+    retry_after_seconds: float | None = Field(default=None, gt=0, le=MAX_WAIT_SECONDS)
 
 
 class LocalProviderConfig(_Section):
-    context_window: int | None = Field(default=None, ge=256)
-    faults: tuple[FaultConfig, ...] = ()
+    context_window: int | None = Field(default=None, ge=MIN_CONTEXT_TOKENS)
+    # A YAML list; strict mode alone would accept only a tuple. The faults themselves stay strict.
+    faults: tuple[FaultConfig, ...] = Field(default=(), strict=False)
 
     @model_validator(mode="after")
-    def _one_fault_per_request(self) -> LocalProviderConfig:
+    def _faults_consistent(self) -> LocalProviderConfig:
         repeated = first_repeated_ordinal(fault.at for fault in self.faults)
         if repeated is not None:
             raise _Contradiction(
@@ -69,30 +108,63 @@ class LocalProviderConfig(_Section):
                 f"more than one fault at request {repeated}",
                 "give each request at most one fault",
             )
+        for index, fault in enumerate(self.faults):
+            if fault.retry_after_seconds is not None and fault.kind != "rate_limit":
+                raise _Contradiction(
+                    f"client.local.faults.{index}.retry_after_seconds",
+                    f"only a rate_limit fault sends Retry-After, and this one is {fault.kind}",
+                    "remove it or make the fault kind rate_limit",
+                )
         return self
 
 
 class ClientConfig(_Section):
     base_url: str = LOCAL
     api_key_env: str | None = None
-    timeout_seconds: float = Field(default=120.0, gt=0)
+    timeout_seconds: float = Field(default=120.0, gt=0, le=MAX_WAIT_SECONDS)
     local: LocalProviderConfig | None = None
+
+    @model_validator(mode="after")
+    def _base_url_is_local_or_a_url(self) -> ClientConfig:
+        if not self.is_local and not _is_http_url(self.base_url):
+            raise _Contradiction(
+                "client.base_url",
+                f"{self.base_url!r} is neither 'local' nor an http(s) URL with a host",
+                "use local, or the provider's URL such as https://api.openai.com/v1",
+            )
+        return self
 
     @property
     def is_local(self) -> bool:
         return self.base_url == LOCAL
 
 
+def _is_http_url(text: str) -> bool:
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname) and text == text.strip()
+
+
 class RequestConfig(_Section):
     model: str
     max_output_tokens: int = Field(ge=1)
+    output_limit_param: OutputLimitParam = RequestSettings.output_limit_param
     stream: bool = False
     temperature: float | None = Field(default=None, ge=0, le=2)
 
+    @model_validator(mode="after")
+    def _model_is_named(self) -> RequestConfig:
+        if not self.model.strip():
+            raise _Contradiction("request.model", "the model name is empty", "give the model name the provider expects")
+        return self
+
 
 class PricingConfig(_Section):
-    input: float = Field(default=0.0, ge=0, description="USD per million input tokens")
-    output: float = Field(default=0.0, ge=0, description="USD per million output tokens")
+    input: float = Field(default=0.0, ge=0, le=MAX_PRICE_PER_MILLION, description="USD per million input tokens")
+    output: float = Field(default=0.0, ge=0, le=MAX_PRICE_PER_MILLION, description="USD per million output tokens")
 
 
 class Profile(_Section):
@@ -143,6 +215,16 @@ class Profile(_Section):
                 "local provider settings given but client.base_url is not 'local'",
                 "remove client.local",
             )
+        if self.client.is_local:
+            given = self.client.local.context_window if self.client.local is not None else None
+            window = given if given is not None else DEFAULT_CONTEXT_WINDOW
+            if window < self.agent.max_context_length:
+                raise _Contradiction(
+                    "client.local.context_window",
+                    f"the local provider's window {window}{'' if given is not None else ' (its default)'} "
+                    f"cannot hold agent.max_context_length {self.agent.max_context_length}",
+                    "make it at least agent.max_context_length, or lower agent.max_context_length",
+                )
         if not self.client.is_local and not self.client.api_key_env:
             raise _Contradiction(
                 "client.api_key_env",
@@ -162,6 +244,7 @@ class Profile(_Section):
             max_context_length=self.agent.max_context_length,
             max_output_tokens=self.request.max_output_tokens,
             compaction=self.runtime.compaction.strategy,
+            backoff=self.agent.backoff.settings(),
         )
 
     def request_settings(self) -> RequestSettings:
@@ -199,25 +282,139 @@ class ProfileError(ValueError):
 def load_profile(path: str | Path) -> Profile:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as error:
         raise ProfileError(str(path), [("", f"cannot read the file ({error.strerror})", "check the path")]) from None
-    return parse_profile(text, source=str(path))
+    return parse_profile(_decode(raw, str(path)), source=str(path))
+
+
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+def _decode(raw: bytes, source: str) -> str:
+    if raw.startswith(_UTF16_BOMS):
+        raise ProfileError(
+            source, [("", "the file is UTF-16 (it starts with a UTF-16 byte order mark)", _SAVE_AS_UTF8)]
+        )
+    if b"\x00" in raw:  # valid UTF-8, but YAML allows no NUL: UTF-16 without its mark, or not text
+        offset = raw.index(b"\x00")
+        problem = (
+            f"not UTF-8 text: a NUL byte at offset {offset} (UTF-16 without a byte order mark, or not a text file)"
+        )
+        raise ProfileError(source, [("", problem, _SAVE_AS_UTF8)])
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        byte = raw[error.start]
+        line = raw.count(b"\n", 0, error.start) + 1
+        problem = f"not UTF-8 text: byte 0x{byte:02x} at offset {error.start} (line {line})"
+        raise ProfileError(source, [("", problem, _SAVE_AS_UTF8)]) from None
+
+
+_SAVE_AS_UTF8 = "save the file as UTF-8"
 
 
 def parse_profile(text: str, source: str = "<profile>") -> Profile:
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_ProfileLoader)  # a SafeLoader: builds plain data only
+    except _DuplicateKeys as error:
+        raise ProfileError(source, error.problems) from None
     except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
-        raise ProfileError(source, [("", f"not valid YAML at {where}", "fix the YAML syntax there")]) from None
+        raise ProfileError(
+            source, [("", f"not valid YAML at {_where(error, text)}", "fix the YAML syntax there")]
+        ) from None
     if not isinstance(data, dict):
         raise ProfileError(source, [("", "the profile must be a mapping of keys", "start with `id: ...`")])
+    non_finite = [
+        (path, f"{_yaml_spelling(value)} is not a finite number", "use a finite number")
+        for path, value in _non_finite(data, ())
+    ]
+    if non_finite:
+        raise ProfileError(source, non_finite)
     try:
         return Profile.model_validate(data)
     except ValidationError as error:
         raise ProfileError(source, [_explain(item) for item in error.errors()]) from None
+
+
+def _where(error: yaml.YAMLError, text: str) -> str:
+    mark = getattr(error, "problem_mark", None)
+    if mark is not None:
+        return f"line {mark.line + 1}, column {mark.column + 1}"
+    if isinstance(error, yaml.reader.ReaderError):  # a character YAML does not allow
+        return f"line {text.count(chr(10), 0, error.position) + 1} (character #x{error.character:04x} is not allowed)"
+    return "unknown position"
+
+
+# Numbers with an exponent, as YAML 1.2 reads them. YAML 1.1, which PyYAML follows, wants a dot and
+# a signed exponent (1.0e+12), so `1e12` would be the text "1e12", and strict types would then
+# reject every timeout written that way.
+_EXPONENT_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$")
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class _DuplicateKeys(yaml.YAMLError):
+    def __init__(self, problems: list[tuple[str, str, str]]) -> None:
+        super().__init__(problems)
+        self.problems = problems
+
+
+class _ProfileLoader(yaml.SafeLoader):
+    """SafeLoader that rejects a key given twice in one mapping (PyYAML would keep the last one
+    silently, so the first section would not apply) and reads `1e12` as a number."""
+
+    def get_single_data(self) -> Any:
+        node = self.get_single_node()
+        if node is None:
+            return None
+        problems = [
+            (path, f"given twice (line {first + 1} and line {again + 1})", "keep one of them")
+            for path, first, again in _duplicate_keys(node, (), set())
+        ]
+        if problems:
+            raise _DuplicateKeys(problems)
+        return self.construct_document(node)
+
+
+_ProfileLoader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+.0123456789"))
+
+
+def _duplicate_keys(node: yaml.Node, path: tuple[str, ...], visited: set[int]) -> list[tuple[str, int, int]]:
+    """(key path, line first given, line given again) for every key repeated in one mapping."""
+    if id(node) in visited:  # an alias to a node already walked
+        return []
+    visited.add(id(node))
+    found: list[tuple[str, int, int]] = []
+    if isinstance(node, yaml.MappingNode):
+        first_line: dict[tuple[str, str], int] = {}
+        for key, value in node.value:
+            name = str(key.value) if isinstance(key, yaml.ScalarNode) else key.tag
+            if key.tag != _MERGE_TAG and isinstance(key, yaml.ScalarNode):
+                if (key.tag, name) in first_line:
+                    found.append((".".join((*path, name)), first_line[key.tag, name], key.start_mark.line))
+                else:
+                    first_line[key.tag, name] = key.start_mark.line
+            found += _duplicate_keys(value, (*path, name), visited)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            found += _duplicate_keys(item, (*path, str(index)), visited)
+    return found
+
+
+def _yaml_spelling(value: float) -> str:
+    return ".nan" if math.isnan(value) else ("-.inf" if value < 0 else ".inf")
+
+
+def _non_finite(value: Any, path: tuple[str, ...]) -> list[tuple[str, float]]:
+    """(key path, value) for every .inf or .nan anywhere: JSON has no such numbers, so an artifact
+    that recorded one would not be JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return [(".".join(path), value)]
+    if isinstance(value, dict):
+        return [found for key, item in value.items() for found in _non_finite(item, (*path, str(key)))]
+    if isinstance(value, list):
+        return [found for index, item in enumerate(value) for found in _non_finite(item, (*path, str(index)))]
+    return []
 
 
 def _explain(item: Any) -> tuple[str, str, str]:
@@ -238,6 +435,10 @@ def _explain(item: Any) -> tuple[str, str, str]:
 
 
 _FIXES = {
+    "finite_number": "use a finite number",
+    "less_than": "lower the value",
+    "tuple_type": "use a list",
+    "list_type": "use a list",
     "int_parsing": "use a whole number",
     "int_type": "use a whole number",
     "int_from_float": "use a whole number",

@@ -19,6 +19,17 @@ from turnstate.strategies.state import RuntimeState
 
 
 @dataclass(frozen=True)
+class Backoff:
+    """How long to wait before retrying a transient failure: base_seconds doubling per retry (with
+    jitter), or what the provider's Retry-After asks, never more than max_seconds at once and never
+    more than max_total_seconds over one turn."""
+
+    base_seconds: float = 0.25
+    max_seconds: float = 8.0
+    max_total_seconds: float = 60.0
+
+
+@dataclass(frozen=True)
 class StrategySettings:
     """The values a strategy machine needs, taken from the profile by the harness."""
 
@@ -28,6 +39,7 @@ class StrategySettings:
     max_context_length: int  # the context budget, in estimated tokens
     max_output_tokens: int  # the output allowance of every request
     compaction: str = "none"
+    backoff: Backoff = Backoff()
 
 
 class StrategyModel(MachineModel):

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 import yaml
 
+from turnstate.harness import endpoint
 from turnstate.harness.profile import (
     DEFAULT_PROFILE,
     PROFILES_DIR,
@@ -15,6 +13,8 @@ from turnstate.harness.profile import (
     load_profile,
     parse_profile,
 )
+from turnstate.local_provider.faults import Fault
+from turnstate.strategies.record import Backoff
 
 BASE = yaml.safe_load(DEFAULT_PROFILE.read_text())
 
@@ -45,7 +45,7 @@ def test_every_shipped_profile_is_valid(path):
 # (change, key path the error must name, text it must contain: the fix or the contradiction)
 # fmt: off
 REJECTED = [
-    ({"agent__max_retrys": 3}, "agent.max_retrys", "remove it or correct the spelling (allowed here: max_actions, max_context_length, max_retries)"),
+    ({"agent__max_retrys": 3}, "agent.max_retrys", "remove it or correct the spelling (allowed here: backoff, max_actions, max_context_length, max_retries)"),
     ({"runtime__compaction__trigger": 5}, "runtime.compaction.trigger", "allowed here: strategy"),
     ({"colour": "blue"}, "colour", "allowed here: agent, client, environment, id, pricing, request, runtime"),
     ({"agent__max_retries": "three"}, "agent.max_retries", "use a whole number"),
@@ -64,6 +64,43 @@ REJECTED = [
     ({"environment__options": {"levles": 2}}, "environment", "levles"),
     ({"environment__name": "chess"}, "environment", "unknown environment 'chess'"),
     ({"client__local": {"faults": [{"at": 2, "kind": "empty"}, {"at": 2, "kind": "refusal"}]}}, "client.local.faults", "more than one fault at request 2"),
+    # strict types: YAML already typed the value, so a wrong type is named, never coerced
+    ({"agent__max_actions": True}, "agent.max_actions", "(got True); fix: use a whole number"),
+    ({"agent__max_retries": "5"}, "agent.max_retries", "(got '5'); fix: use a whole number"),
+    ({"agent__max_context_length": 800.0}, "agent.max_context_length", "(got 800.0); fix: use a whole number"),
+    ({"request__stream": "yes"}, "request.stream", "(got 'yes'); fix: use true or false"),
+    ({"request__max_output_tokens": "128"}, "request.max_output_tokens", "use a whole number"),
+    ({"request__temperature": True}, "request.temperature", "use a number"),
+    ({"environment__seed": False}, "environment.seed", "use a whole number"),
+    ({"client__local": {"faults": [{"at": "1", "kind": "empty"}]}}, "client.local.faults.0.at", "use a whole number"),
+    # no .inf or .nan anywhere: JSON artifacts cannot hold them
+    ({"pricing__input": float("inf")}, "pricing.input", ".inf is not a finite number; fix: use a finite number"),
+    ({"pricing__output": float("-inf")}, "pricing.output", "-.inf is not a finite number"),
+    ({"environment__options": {"levels": float("nan")}}, "environment.options.levels", ".nan is not a finite number"),
+    ({"pricing__input": 1e300}, "pricing.input", "lower the value"),
+    # settings that would only fail once the run is under way
+    ({"client__timeout_seconds": 1e12}, "client.timeout_seconds", "less than or equal to 3600"),
+    ({"client__base_url": "not a url", "client__api_key_env": "KEY"}, "client.base_url", "'not a url' is neither 'local' nor an http(s) URL with a host"),
+    ({"client__base_url": "https://", "client__api_key_env": "KEY"}, "client.base_url", "nor an http(s) URL with a host"),
+    ({"client__base_url": "ftp://api.example.test", "client__api_key_env": "KEY"}, "client.base_url", "nor an http(s) URL"),
+    ({"client__base_url": "http://api.example.test:port/v1", "client__api_key_env": "KEY"}, "client.base_url", "nor an http(s) URL"),
+    ({"request__model": ""}, "request.model", "the model name is empty"),
+    ({"request__model": "   "}, "request.model", "the model name is empty"),
+    ({"client__local": {"context_window": 512}}, "client.local.context_window", "the local provider's window 512 cannot hold agent.max_context_length 800"),
+    ({"agent__max_context_length": 9000}, "client.local.context_window", "window 8192 (its default) cannot hold agent.max_context_length 9000"),
+    # agent.backoff
+    ({"agent__backoff": {"base_seconds": 0}}, "agent.backoff.base_seconds", "raise the value"),
+    ({"agent__backoff": {"max_seconds": 0.5, "base_seconds": 1}}, "agent.backoff.max_seconds", "0.5 is below agent.backoff.base_seconds 1.0"),
+    ({"agent__backoff": {"max_seconds": 1e6}}, "agent.backoff.max_seconds", "lower the value"),
+    ({"agent__backoff": {"max_total_seconds": -1}}, "agent.backoff.max_total_seconds", "raise the value"),
+    ({"agent__backoff": {"base_seconds": "1"}}, "agent.backoff.base_seconds", "use a number"),
+    ({"agent__backoff": {"base_second": 1}}, "agent.backoff.base_second", "allowed here: base_seconds, max_seconds, max_total_seconds"),
+    # request.output_limit_param
+    ({"request__output_limit_param": "max_output_tokens"}, "request.output_limit_param", "'max_tokens' or 'max_completion_tokens'"),
+    # client.local.faults[].retry_after_seconds
+    ({"client__local": {"faults": [{"at": 1, "kind": "server_error", "retry_after_seconds": 1}]}}, "client.local.faults.0.retry_after_seconds", "only a rate_limit fault sends Retry-After"),
+    ({"client__local": {"faults": [{"at": 1, "kind": "rate_limit", "retry_after_seconds": 0}]}}, "client.local.faults.0.retry_after_seconds", "raise the value"),
+    ({"client__local": {"faults": [{"at": 1, "kind": "rate_limit", "retry_after_seconds": "1"}]}}, "client.local.faults.0.retry_after_seconds", "use a number"),
 ]
 # fmt: on
 
@@ -91,20 +128,109 @@ def test_a_missing_file_is_named(tmp_path):
         load_profile(tmp_path / "nope.yaml")
 
 
-def test_validate_command_exits_0_for_good_and_1_naming_the_key_for_bad(tmp_path):
-    bad = tmp_path / "bad.yaml"
-    bad.write_text(profile_text(agent__max_retries="three"))
-    good = subprocess.run(
-        [sys.executable, "-m", "turnstate.harness.cli", "validate", str(DEFAULT_PROFILE)],
-        capture_output=True,
-        text=True,
-    )
-    assert good.returncode == 0, good.stderr
-    assert "ok" in good.stdout
-    failed = subprocess.run(
-        [sys.executable, "-m", "turnstate.harness.cli", "validate", str(DEFAULT_PROFILE), str(bad)],
-        capture_output=True,
-        text=True,
-    )
-    assert failed.returncode == 1
-    assert f"{bad}: agent.max_retries:" in failed.stderr
+def test_a_key_given_twice_is_named_with_both_lines():
+    text = DEFAULT_PROFILE.read_text() + "agent:\n  max_actions: 3\n"
+    first = text.splitlines().index("agent:") + 1
+    again = len(text.splitlines()) - 1
+    with pytest.raises(ProfileError) as caught:
+        parse_profile(text, source="p.yaml")
+    assert str(caught.value) == f"p.yaml: agent: given twice (line {first} and line {again}); fix: keep one of them"
+
+
+def test_a_key_given_twice_inside_a_section_is_named_with_its_path():
+    text = "id: x\nagent:\n  max_actions: 3\n  max_actions: 4\n"
+    with pytest.raises(ProfileError, match=r"^p.yaml: agent.max_actions: given twice \(line 3 and line 4\)"):
+        parse_profile(text, source="p.yaml")
+
+
+def test_keys_merged_from_an_anchor_may_be_overridden():
+    text = DEFAULT_PROFILE.read_text().replace("  max_retries: 3\n", "  <<: {max_retries: 1}\n  max_retries: 3\n")
+    assert parse_profile(text).agent.max_retries == 3
+
+
+def test_a_non_finite_number_is_named_where_yaml_writes_it():
+    text = DEFAULT_PROFILE.read_text().replace("input: 1.25", "input: .inf")
+    with pytest.raises(
+        ProfileError, match=r"p.yaml: pricing.input: .inf is not a finite number; fix: use a finite number"
+    ):
+        parse_profile(text, source="p.yaml")
+
+
+def test_an_exponent_is_a_number_as_in_yaml_1_2():
+    """YAML 1.1 reads 1e2 as text, which strict types would then reject as not a number."""
+    text = DEFAULT_PROFILE.read_text().replace("base_url: local", "base_url: local\n  timeout_seconds: 1e2")
+    assert parse_profile(text).client.timeout_seconds == 100.0
+    with pytest.raises(ProfileError, match=r"client.timeout_seconds: .*less than or equal to 3600"):
+        parse_profile(text.replace("1e2", "1e12"))
+
+
+def test_a_latin_1_profile_is_named_with_the_byte_and_its_offset(tmp_path):
+    text = DEFAULT_PROFILE.read_text().replace("id: local-manual-rolling", "id: local-manual-rolling  # café")
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(text.encode("latin-1"))
+    offset = text.encode("latin-1").index(b"\xe9")
+    with pytest.raises(ProfileError) as caught:
+        load_profile(path)
+    assert str(caught.value).startswith(f"{path}: (top level): not UTF-8 text: byte 0xe9 at offset {offset} (line ")
+    assert str(caught.value).endswith("; fix: save the file as UTF-8")
+
+
+@pytest.mark.parametrize(
+    ("encoding", "problem"),
+    [
+        ("utf-16", "the file is UTF-16 (it starts with a UTF-16 byte order mark)"),
+        ("utf-16-le", "not UTF-8 text: a NUL byte at offset 1"),
+    ],
+)
+def test_a_utf_16_profile_is_named(tmp_path, encoding, problem):
+    path = tmp_path / "wide.yaml"
+    path.write_bytes(DEFAULT_PROFILE.read_text().encode(encoding))
+    with pytest.raises(ProfileError, match="fix: save the file as UTF-8") as caught:
+        load_profile(path)
+    assert f"{path}: (top level): {problem}" in str(caught.value)
+
+
+def test_a_utf_8_byte_order_mark_is_accepted(tmp_path):
+    path = tmp_path / "bom.yaml"
+    path.write_bytes(DEFAULT_PROFILE.read_text().encode("utf-8-sig"))
+    assert load_profile(path).id == "local-manual-rolling"
+
+
+def test_backoff_defaults_come_from_the_backoff_record():
+    settings = load_profile(DEFAULT_PROFILE).strategy_settings("Play.")
+    assert settings.backoff == Backoff()
+
+
+def test_backoff_settings_reach_the_strategy():
+    text = profile_text(agent__backoff={"base_seconds": 0.5, "max_seconds": 2, "max_total_seconds": 0})
+    settings = parse_profile(text).strategy_settings("Play.")
+    assert settings.backoff == Backoff(base_seconds=0.5, max_seconds=2.0, max_total_seconds=0.0)
+
+
+def test_the_output_limit_param_defaults_to_max_completion_tokens_and_reaches_the_request_settings():
+    assert load_profile(DEFAULT_PROFILE).request_settings().output_limit_param == "max_completion_tokens"
+    chosen = parse_profile(profile_text(request__output_limit_param="max_tokens"))
+    assert chosen.request_settings().output_limit_param == "max_tokens"
+
+
+def test_a_rate_limit_faults_retry_after_reaches_the_local_provider(monkeypatch):
+    given: dict = {}
+
+    class Recorder:
+        def __init__(self, **options):
+            given.update(options)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc_info):
+            return None
+
+        base_url = "http://127.0.0.1:1"
+
+    monkeypatch.setattr(endpoint, "LocalProvider", Recorder)
+    faults = [{"at": 2, "kind": "rate_limit", "retry_after_seconds": 1.5}, {"at": 3, "kind": "empty"}]
+    profile = parse_profile(profile_text(client__local={"faults": faults}))
+    with endpoint.open_endpoint(profile.client):
+        pass
+    assert given["faults"] == [Fault(at=2, kind="rate_limit", retry_after_seconds=1.5), Fault(at=3, kind="empty")]

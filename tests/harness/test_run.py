@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from turnstate.harness.profile import DEFAULT_PROFILE, Profile, load_profile
+from turnstate.harness.profile import DEFAULT_PROFILE, LocalProviderConfig, Profile, load_profile
 from turnstate.harness.runner import Runner
+from turnstate.local_provider.exchange import MALFORMED_REPLY
 from turnstate.local_provider.server import LocalProvider
 from turnstate.strategies import manual_rolling
 
@@ -64,7 +65,8 @@ def test_the_harness_commit_comes_from_the_environment(tmp_path, monkeypatch):
 
 
 def test_usage_is_counted_once_per_call_and_the_steps_add_up_to_the_total(tmp_path):
-    result = Runner(DEFAULT, tmp_path).run()
+    # A wide window, so that prompts pass OpenAI's 1,024-token caching minimum and prefixes stay stable.
+    result = Runner(with_changes(DEFAULT, agent={"max_context_length": 4000}), tmp_path).run()
     steps = read_steps(result.artifacts)
     meta = read_meta(result.artifacts)
     for key in ("input_tokens", "cached_input_tokens", "output_tokens"):
@@ -166,8 +168,10 @@ def test_after_failing_closed_the_last_accepted_state_is_intact(tmp_path):
 
 
 def test_a_provider_overflow_drops_the_oldest_turn_and_the_run_goes_on(tmp_path):
-    profile = with_changes(DEFAULT, client={"local": {"context_window": 600}})
-    result = Runner(profile, tmp_path).run()
+    # A provider window below the harness's budget is refused by validation; built past it on purpose,
+    # to stand for a provider that counts more tokens than the estimate.
+    smaller_window = DEFAULT.client.model_copy(update={"local": LocalProviderConfig(context_window=600)})
+    result = Runner(DEFAULT.model_copy(update={"client": smaller_window}), tmp_path).run()
     log = (result.artifacts / "transitions.jsonl").read_text()
     assert '"source": "AwaitingReply", "trigger": "ContextOverflowed", "dest": "AwaitingReply"' in log
     assert result.outcome == "win"
@@ -226,3 +230,27 @@ def test_a_crash_mid_run_still_writes_run_meta_with_what_was_accepted(tmp_path):
     assert meta["failure"] == "KeyboardInterrupt"
     assert meta["accepted_actions"] == 3 == len(read_steps(run_dir))
     assert meta["usage"]["input_tokens"] == sum(step["usage"]["input_tokens"] for step in read_steps(run_dir))
+
+
+def test_the_step_record_shows_the_accepted_reply_never_a_rejected_one(tmp_path):
+    result = Runner(with_changes(DEFAULT, client=faults((1, "malformed"))), tmp_path).run()
+    first = read_steps(result.artifacts)[0]
+    (rejected,) = first["retries"]
+    assert rejected["response_text"] == MALFORMED_REPLY
+    assert first["response_text"] != MALFORMED_REPLY and f"ACTION: {first['action']}" in first["response_text"]
+    assert first["messages_sent"][-1]["content"].startswith("LEVEL 1/")
+
+
+def test_refused_and_truncated_attempts_are_billed_to_the_step_that_follows(tmp_path):
+    result = Runner(with_changes(DEFAULT, client=faults((1, "refusal"), (2, "truncation"))), tmp_path).run()
+    first = read_steps(result.artifacts)[0]
+    refused, truncated = first["retries"]
+    assert (refused["outcome"], truncated["outcome"]) == ("refusal", "truncated")
+    same_request = refused["usage"]["input_tokens"]
+    assert same_request > 0 and truncated["usage"]["input_tokens"] == same_request
+    assert truncated["usage"]["output_tokens"] > 0
+    assert first["usage"]["input_tokens"] == 3 * same_request  # refusal + truncation + the accepted reply
+    assert first["usage"]["output_tokens"] > truncated["usage"]["output_tokens"]
+    meta = read_meta(result.artifacts)
+    assert meta["provider_calls"] == meta["turns"] + 2
+    assert meta["usage"]["input_tokens"] == sum(step["usage"]["input_tokens"] for step in read_steps(result.artifacts))

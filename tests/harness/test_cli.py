@@ -1,0 +1,240 @@
+"""The command line: a bad input is one line on stderr and exit 1 (click's own usage errors exit 2),
+never a traceback; SIGTERM stops a run as Ctrl-C does, with run_meta.json written."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner, Result
+
+from turnstate.harness.cli import main
+from turnstate.harness.profile import DEFAULT_PROFILE
+from turnstate.local_provider import policy
+from turnstate.local_provider.server import LocalProvider
+
+CLI = [sys.executable, "-m", "turnstate.harness.cli"]
+REPO = Path(__file__).resolve().parents[2]
+
+
+def cli(*args: str, timeout: float = 60, **options) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, **options)
+
+
+def invoke(*args: str) -> Result:
+    """The command in-process; an exception other than the command's own exit fails the test."""
+    result = CliRunner().invoke(main, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result
+
+
+def assert_one_line_error(returncode: int, stderr: str, *fragments: str) -> None:
+    assert returncode == 1, stderr
+    assert "Traceback" not in stderr
+    (line,) = stderr.strip().splitlines()
+    assert line.startswith("error: ")
+    for fragment in fragments:
+        assert fragment in line
+
+
+def write_profile(path: Path, **sections: dict) -> Path:
+    data = yaml.safe_load(DEFAULT_PROFILE.read_text())
+    for section, changes in sections.items():
+        data[section] = {**(data.get(section) or {}), **changes}
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+# validate
+
+
+def test_validate_exits_0_for_good_and_1_naming_the_key_for_bad(tmp_path):
+    bad = write_profile(tmp_path / "bad.yaml", agent={"max_retries": "three"})
+    good = cli("validate", str(DEFAULT_PROFILE))
+    assert good.returncode == 0, good.stderr
+    assert "ok" in good.stdout
+    failed = cli("validate", str(DEFAULT_PROFILE), str(bad))
+    assert failed.returncode == 1
+    assert f"{bad}: agent.max_retries:" in failed.stderr
+
+
+def test_validate_names_each_profile_that_is_not_utf_8_and_goes_on_to_check_the_rest(tmp_path):
+    text = DEFAULT_PROFILE.read_text().replace("id: local-manual-rolling", "id: local-manual-rolling  # café")
+    latin1, utf16, last = tmp_path / "latin1.yaml", tmp_path / "utf16.yaml", tmp_path / "last.yaml"
+    latin1.write_bytes(text.encode("latin-1"))
+    utf16.write_bytes(text.encode("utf-16"))
+    last.write_text(text, encoding="utf-8")
+    offset = text.index("é")  # Latin-1 spends one byte per character
+    line = text.count("\n", 0, offset) + 1
+    done = cli("validate", str(latin1), str(utf16), str(last))
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert done.stderr.splitlines() == [
+        f"{latin1}: (top level): not UTF-8 text: byte 0xe9 at offset {offset} (line {line}); "
+        "fix: save the file as UTF-8",
+        f"{utf16}: (top level): the file is UTF-16 (it starts with a UTF-16 byte order mark); fix: save the file as UTF-8",
+    ]
+    assert done.stdout == f"{last}: ok\n"
+
+
+# run
+
+
+def test_run_out_under_a_file_is_one_line(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    result = invoke("run", "--out", str(blocker / "runs"))
+    assert_one_line_error(result.exit_code, result.stderr, f"--out {blocker / 'runs'}: cannot create the folder")
+
+
+def test_sigterm_stops_a_run_as_ctrl_c_does_and_run_meta_records_it(tmp_path):
+    """A provider that takes 0.2 s per reply keeps the run going for many seconds; SIGTERM after the
+    first step must end it with run_meta.json (outcome interrupted), exit 130 and no traceback."""
+
+    def slow_reply(system, messages):
+        time.sleep(0.2)
+        return policy.reply(system, messages)
+
+    with LocalProvider(reply=slow_reply) as provider:
+        profile = write_profile(
+            tmp_path / "slow.yaml",
+            environment={"options": {"levels": 9}},
+            agent={"max_actions": 500},
+            client={"base_url": provider.openai_base_url, "api_key_env": "TURNSTATE_TEST_KEY"},
+        )
+        out = tmp_path / "runs"
+        env = {**os.environ, "TURNSTATE_TEST_KEY": "sk-test-sigterm"}
+        process = subprocess.Popen(
+            [*CLI, "run", str(profile), "--out", str(out)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        try:
+            deadline = time.monotonic() + 30
+            while not list(out.glob("*/step_001.json")):
+                assert process.poll() is None, process.communicate()
+                assert time.monotonic() < deadline, "no step was written within 30 s"
+                time.sleep(0.02)
+            process.send_signal(signal.SIGTERM)
+            stdout, stderr = process.communicate(timeout=30)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert "interrupted" in stderr
+    (run_dir,) = out.iterdir()
+    meta = json.loads((run_dir / "run_meta.json").read_text())
+    assert meta["outcome"] == "interrupted"
+    assert 1 <= meta["accepted_actions"] < 82  # 82 actions win all 9 levels
+
+
+# serve
+
+
+def test_serve_on_a_port_already_taken_is_one_line():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = cli("serve", "--port", str(port), timeout=30)
+    assert_one_line_error(done.returncode, done.stderr, f"--port {port}: cannot listen on 127.0.0.1:{port}", "fix: ")
+
+
+@pytest.mark.parametrize("window", ["0", "-5", "255"])
+def test_serve_rejects_a_context_window_below_256(window):
+    # A subprocess with a timeout: a window that is wrongly accepted starts a server that never returns.
+    done = cli("serve", "--context-window", window, timeout=30)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert "Invalid value for '--context-window'" in done.stderr and ">=256" in done.stderr
+
+
+def test_serve_accepts_a_context_window_of_256():
+    process = subprocess.Popen([*CLI, "serve", "--context-window", "256"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline().startswith("local provider on http://127.0.0.1:")
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
+
+
+# diagrams
+
+
+def test_diagrams_check_from_another_folder_says_there_are_none(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = invoke("diagrams", "--check")
+    assert_one_line_error(
+        result.exit_code, result.stderr, "no diagrams in diagrams; run from the repository root or pass --out"
+    )
+
+
+def test_diagrams_check_of_a_folder_without_dot_files_says_so(tmp_path):
+    (tmp_path / "notes.txt").write_text("")
+    result = invoke("diagrams", "--check", "--out", str(tmp_path))
+    assert_one_line_error(result.exit_code, result.stderr, f"no diagrams in {tmp_path}")
+
+
+def transition(source: str = "Accepted", trigger: str = "ObservationArrived", dest: str = "AwaitingReply") -> str:
+    return json.dumps({"machine": "manual_rolling", "source": source, "trigger": trigger, "dest": dest})
+
+
+# (the log's text, or None for no log; what the one-line error must say)
+# fmt: off
+BAD_LOGS = [
+    (None, "missing; fix: pass a run folder that `turnstate run` wrote"),
+    ("", "no transitions recorded; nothing to draw"),
+    (transition() + "\n" + '{"machine": "manual_ro' + "\n" + transition() + "\n", "line 2 is not JSON"),
+    (transition() + "\n" + "not json\n", "line 2 is not JSON"),
+    ('{"event": "ObservationArrived", "at": 3}\n', "line 1 is not a transition record (needs machine, source, trigger, dest as text)"),
+    ('["manual_rolling", "Accepted", "ObservationArrived", "AwaitingReply"]\n', "line 1 is not a transition record"),
+    (json.dumps({"machine": "manual_rolling", "source": "Accepted", "trigger": 3, "dest": "AwaitingReply"}) + "\n", "line 1 is not a transition record"),
+    (transition() + "\n" + json.dumps({"machine": "chess", "source": "a", "trigger": "b", "dest": "c"}) + "\n", "line 2 names machine 'chess', which is not declared (declared: manual_rolling)"),
+    (b"\xff\xfe{}\n", "line 1 is not JSON"),
+]
+# fmt: on
+
+
+@pytest.mark.parametrize(("log", "problem"), BAD_LOGS)
+def test_diagrams_of_a_run_with_a_missing_torn_or_foreign_log_is_one_line(tmp_path, log, problem):
+    if isinstance(log, bytes):
+        (tmp_path / "transitions.jsonl").write_bytes(log)
+    elif log is not None:
+        (tmp_path / "transitions.jsonl").write_text(log)
+    result = invoke("diagrams", "--run", str(tmp_path))
+    assert_one_line_error(result.exit_code, result.stderr, f"error: {tmp_path / 'transitions.jsonl'}: {problem}")
+    assert not (tmp_path / "manual_rolling.svg").exists()
+
+
+def test_diagrams_of_a_killed_run_skip_its_torn_last_line_with_a_warning(tmp_path):
+    log = transition() + "\n" + transition("AwaitingReply", "ProviderReplied", "Provisional") + "\n" + '{"mach'
+    (tmp_path / "transitions.jsonl").write_text(log)
+    result = invoke("diagrams", "--run", str(tmp_path))
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr == (
+        f"warning: {tmp_path / 'transitions.jsonl'}: line 3 is a half-written last record (a killed run); skipped\n"
+    )
+    dot = (tmp_path / "manual_rolling.dot").read_text()
+    assert "request_reply\n×1" in dot
+
+
+def test_diagrams_of_a_run_warn_about_transitions_the_table_no_longer_has(tmp_path):
+    log = transition() + "\n" + transition("Accepted", "Vanished", "Nowhere") + "\n"
+    (tmp_path / "transitions.jsonl").write_text(log)
+    result = invoke("diagrams", "--run", str(tmp_path))
+    assert result.exit_code == 0, result.stderr
+    assert "warning: 1 transitions of manual_rolling are not rows of its current table" in result.stderr
+    assert (tmp_path / "manual_rolling.svg").exists()
