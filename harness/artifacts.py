@@ -1,15 +1,23 @@
-"""Run artifacts: runs/<run-id>/run_meta.json, step_NNN.json and transitions.jsonl.
+"""Run artifacts: runs/<run-id>/run_meta.json, step_NNN.json, failed_turn.json and transitions.jsonl.
 
 Artifacts are for people and downstream tools, so they hold readable projections only. Two rules
 are enforced here, at the one place every artifact is written, rather than trusted to each caller:
 opaque provider state (encrypted content, signatures, redacted thinking) is dropped by key, and
-secret values (API keys) are replaced wherever they appear.
+secret values (API keys) are replaced wherever they appear inside a string value. Both happen on the
+data before it is serialized, so whatever a secret looks like, every artifact stays valid JSON.
+
+A kill must not tear what was accepted: every JSON file is written whole (a temporary file in the
+same folder, flushed and fsynced, then renamed over the target), and the transition log is flushed
+and fsynced before each step file is written, so after a kill it is never behind the step files.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
 import secrets as _random
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -23,13 +31,20 @@ def new_run_id(profile_id: str) -> str:
     return f"{profile_id}-{stamp}-{_random.token_hex(3)}"
 
 
-def scrub(value: Any) -> Any:
-    """A copy of `value` without opaque provider state."""
+def scrub(value: Any, secrets: Sequence[str] = ()) -> Any:
+    """A copy of `value` without opaque provider state, with every secret replaced inside string
+    values, and non-finite numbers (which JSON cannot hold) as null."""
     if isinstance(value, dict):
         hidden = OPAQUE_KEYS | ({"data"} if value.get("type") == "redacted_thinking" else set())
-        return {key: scrub(item) for key, item in value.items() if key not in hidden}
+        return {key: scrub(item, secrets) for key, item in value.items() if key not in hidden}
     if isinstance(value, (list, tuple)):
-        return [scrub(item) for item in value]
+        return [scrub(item, secrets) for item in value]
+    if isinstance(value, str):
+        for secret in secrets:
+            value = value.replace(secret, REDACTED)
+        return value
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
     return value
 
 
@@ -37,25 +52,46 @@ class ArtifactWriter:
     def __init__(self, root: Path, run_id: str, secrets: tuple[str, ...] = ()) -> None:
         self.path = Path(root) / run_id
         self.path.mkdir(parents=True, exist_ok=False)
-        self._secrets = tuple(secret for secret in secrets if secret)
+        # Longest first, so a secret that contains another is replaced whole.
+        self._secrets = tuple(sorted({secret for secret in secrets if secret}, key=len, reverse=True))
         self._transitions = (self.path / "transitions.jsonl").open("a", encoding="utf-8")
 
     def write_json(self, name: str, data: Any) -> Path:
+        """Write `name` whole or not at all: temp file, fsync, rename over the target, fsync the folder."""
         target = self.path / name
-        target.write_text(self._render(data, indent=2) + "\n", encoding="utf-8")
+        temporary = target.with_name(f".{name}.tmp")
+        with temporary.open("w", encoding="utf-8") as file:
+            file.write(self._render(data, indent=2) + "\n")
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, target)
+        _fsync_directory(self.path)
         return target
 
     def write_step(self, index: int, record: dict[str, Any]) -> Path:
+        self.sync_transitions()
         return self.write_json(f"step_{index:03d}.json", record)
 
     def log_transition(self, record: dict[str, Any]) -> None:
         self._transitions.write(self._render(record) + "\n")
 
+    def sync_transitions(self) -> None:
+        """Push every logged transition to disk, so the log is never behind the files written after it."""
+        self._transitions.flush()
+        os.fsync(self._transitions.fileno())
+
     def close(self) -> None:
-        self._transitions.close()
+        if not self._transitions.closed:
+            self.sync_transitions()
+            self._transitions.close()
 
     def _render(self, data: Any, indent: int | None = None) -> str:
-        text = json.dumps(scrub(data), indent=indent, ensure_ascii=False)
-        for secret in self._secrets:
-            text = text.replace(secret, REDACTED)
-        return text
+        return json.dumps(scrub(data, self._secrets), indent=indent, ensure_ascii=False, allow_nan=False)
+
+
+def _fsync_directory(path: Path) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

@@ -49,6 +49,7 @@ from turnstate.strategies.record import StrategyModel
 from turnstate.strategies.state import RuntimeState
 
 RESET = "RESET"
+FAILED_TURN = "failed_turn.json"  # the attempts of the turn that failed closed, referenced from run_meta.json
 
 
 @dataclass
@@ -173,6 +174,7 @@ class _Loop:
         self.provider_seconds = 0.0
         self.failed_attempts = 0
         self.turns = self.accepted = self.levels_won = 0
+        self.failed_turn_record: str | None = None
 
     def play(self, meta: dict[str, Any]) -> RunResult:
         """Play until a win, the action budget or a failed-closed turn. run_meta.json is written
@@ -225,9 +227,6 @@ class _Loop:
             accepted_state=self.machine.model.accepted,
         )
 
-    def _write_meta(self, meta: dict[str, Any], result: RunResult) -> None:
-        self.writer.write_json("run_meta.json", meta | _totals(result, self.ledger))
-
     def _reset_after_game_over(self, frame: Frame) -> Frame:
         self._fire(InputBuffered(scaffold.render_observation(frame)))
         return self.environment.step(RESET)
@@ -255,6 +254,8 @@ class _Loop:
         self.failed_attempts += sum(1 for attempt in attempts if attempt.outcome != "accepted")
         if action is not None:
             self._write_step(index, action, attempts, fired_before)
+        else:
+            self._write_failed_turn(index, failure, attempts, fired_before)
         return action, failure
 
     def _fire(self, event: Event) -> list[Any]:
@@ -301,6 +302,25 @@ class _Loop:
                 "transitions": [asdict(fired) for fired in self.machine.fired[fired_before:]],
             },
         )
+
+    def _write_failed_turn(self, index: int, failure: str | None, attempts: list[_Attempt], fired_before: int) -> None:
+        """Why the turn failed closed, attempt by attempt (allowlisted diagnostics only), in a record of its own."""
+        self.writer.sync_transitions()
+        self.writer.write_json(
+            FAILED_TURN,
+            {
+                "turn": index,
+                "failure": failure,
+                "attempts": [attempt.record() for attempt in attempts],
+                "usage": self.ledger.unattributed.to_dict(),
+                "transitions": [asdict(fired) for fired in self.machine.fired[fired_before:]],
+            },
+        )
+        self.failed_turn_record = FAILED_TURN
+
+    def _write_meta(self, meta: dict[str, Any], result: RunResult) -> None:
+        totals = _totals(result, self.ledger) | {"failed_turn": self.failed_turn_record}
+        self.writer.write_json("run_meta.json", meta | totals)
 
 
 def _totals(result: RunResult, ledger: Ledger) -> dict[str, Any]:

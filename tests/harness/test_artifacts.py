@@ -44,3 +44,63 @@ def test_every_artifact_is_scrubbed_and_secrets_are_replaced(tmp_path):
         assert "sk-secret-123" not in text, name
         assert "opaque" not in text.replace("only redacted_thinking data is opaque", ""), name
     assert REDACTED in written["run_meta.json"]
+
+
+def read_all(run_dir) -> dict[str, str]:
+    return {path.name: path.read_text() for path in run_dir.iterdir()}
+
+
+def test_a_secret_is_redacted_in_values_and_keys_stay_intact_whatever_the_secret_looks_like(tmp_path):
+    for secret in ("k", "1", '"', "sk-secret-123"):
+        writer = ArtifactWriter(tmp_path, f"run-{ord(secret[0])}", secrets=(secret,))
+        writer.write_json("run_meta.json", {"api_key_env": "KEY_VAR", "count": 1, "note": f"key={secret}"})
+        writer.log_transition({"machine": "m", "note": f"[{secret}]"})
+        writer.close()
+        for name, text in read_all(writer.path).items():
+            records = (
+                [json.loads(line) for line in text.splitlines() if line]
+                if name.endswith(".jsonl")
+                else [json.loads(text)]
+            )
+            for record in records:
+                assert secret not in record["note"], (secret, name)
+                assert REDACTED in record["note"]
+        meta = json.loads((writer.path / "run_meta.json").read_text())
+        assert meta["api_key_env"] == "KEY_VAR" and meta["count"] == 1
+
+
+def test_non_finite_numbers_are_written_as_null_so_every_artifact_stays_json(tmp_path):
+    writer = ArtifactWriter(tmp_path, "run", secrets=())
+    path = writer.write_json("run_meta.json", {"cost": float("inf"), "ratio": float("nan"), "ok": 1.5})
+    assert json.loads(path.read_text()) == {"cost": None, "ratio": None, "ok": 1.5}
+    assert "Infinity" not in path.read_text() and "NaN" not in path.read_text()
+
+
+def test_a_json_artifact_is_replaced_whole_and_leaves_no_temporary_file(tmp_path, monkeypatch):
+    writer = ArtifactWriter(tmp_path, "run", secrets=())
+    target = writer.write_json("run_meta.json", {"outcome": "first"})
+
+    def interrupted_rename(source, destination):
+        raise KeyboardInterrupt  # a kill between writing the temporary file and renaming it
+
+    monkeypatch.setattr("os.replace", interrupted_rename)
+    try:
+        writer.write_json("run_meta.json", {"outcome": "second"})
+    except KeyboardInterrupt:
+        pass
+    assert json.loads(target.read_text()) == {"outcome": "first"}  # never a half-written file
+    monkeypatch.undo()
+    writer.write_json("run_meta.json", {"outcome": "third"})
+    assert json.loads(target.read_text()) == {"outcome": "third"}
+    assert sorted(path.name for path in writer.path.iterdir()) == ["run_meta.json", "transitions.jsonl"]
+
+
+def test_the_transition_log_is_on_disk_before_the_step_file_that_follows_it(tmp_path):
+    writer = ArtifactWriter(tmp_path, "run", secrets=())
+    for index in range(1, 4):
+        writer.log_transition({"machine": "m", "source": "A", "trigger": "E", "dest": "B", "step": index})
+        writer.write_step(index, {"step": index})
+        # Read through another file object, as a reader after a kill would: nothing may be buffered.
+        logged = (writer.path / "transitions.jsonl").read_text().splitlines()
+        assert len(logged) == index
+    writer.close()

@@ -12,7 +12,8 @@ import pytest
 from turnstate.harness.profile import DEFAULT_PROFILE, LocalProviderConfig, Profile, load_profile
 from turnstate.harness.runner import Runner
 from turnstate.local_provider.exchange import MALFORMED_REPLY
-from turnstate.local_provider.server import LocalProvider
+from turnstate.local_provider.faults import Fault
+from turnstate.local_provider.server import INVALID_API_KEY, LocalProvider
 from turnstate.strategies import manual_rolling
 
 DEFAULT = load_profile(DEFAULT_PROFILE)
@@ -180,7 +181,8 @@ def test_a_provider_overflow_drops_the_oldest_turn_and_the_run_goes_on(tmp_path)
 def test_a_remote_endpoint_reads_its_key_from_the_environment_and_never_writes_it(tmp_path, monkeypatch):
     secret = "sk-test-DO-NOT-WRITE-4242"
     monkeypatch.setenv("TURNSTATE_TEST_KEY", secret)
-    with LocalProvider() as provider:
+    # The model repeats the key it was sent (a leak_key fault), so an artifact would hold it unless redacted.
+    with LocalProvider(faults=[Fault(at=2, kind="leak_key")]) as provider:
         profile = with_changes(
             DEFAULT,
             client={"base_url": provider.openai_base_url, "api_key_env": "TURNSTATE_TEST_KEY"},
@@ -190,6 +192,7 @@ def test_a_remote_endpoint_reads_its_key_from_the_environment_and_never_writes_i
     assert result.accepted_actions == 5
     for path in result.artifacts.iterdir():
         assert secret not in path.read_text(), path.name
+    assert "Authorization: Bearer [redacted]" in read_steps(result.artifacts)[1]["response_text"]
     assert read_meta(result.artifacts)["settings"]["client"]["api_key_env"] == "TURNSTATE_TEST_KEY"
 
 
@@ -254,3 +257,34 @@ def test_refused_and_truncated_attempts_are_billed_to_the_step_that_follows(tmp_
     meta = read_meta(result.artifacts)
     assert meta["provider_calls"] == meta["turns"] + 2
     assert meta["usage"]["input_tokens"] == sum(step["usage"]["input_tokens"] for step in read_steps(result.artifacts))
+
+
+def test_a_turn_that_fails_closed_leaves_its_attempts_in_a_record_of_their_own(tmp_path, monkeypatch):
+    monkeypatch.setenv("TURNSTATE_TEST_KEY", INVALID_API_KEY)
+    with LocalProvider() as provider:
+        profile = with_changes(
+            DEFAULT, client={"base_url": provider.openai_base_url, "api_key_env": "TURNSTATE_TEST_KEY"}
+        )
+        result = Runner(profile, tmp_path).run()
+    assert result.outcome == "failed_closed"
+    meta = read_meta(result.artifacts)
+    assert meta["failed_turn"] == "failed_turn.json"
+    record_text = (result.artifacts / "failed_turn.json").read_text()
+    record = json.loads(record_text)
+    (attempt,) = record["attempts"]
+    assert attempt["outcome"] == "fatal"
+    assert attempt["diagnostics"] == {
+        "error_class": "AuthenticationError",
+        "status": 401,
+        "error_type": "invalid_request_error",
+        "code": "invalid_api_key",
+        "request_id": None,
+    }
+    assert "Incorrect API key" not in record_text and INVALID_API_KEY not in record_text  # never the message
+    assert record["failure"] == meta["failure"] and record["turn"] == 1
+
+
+def test_a_run_that_does_not_fail_names_no_failed_turn(tmp_path):
+    result = Runner(with_changes(DEFAULT, agent={"max_actions": 2}), tmp_path).run()
+    assert read_meta(result.artifacts)["failed_turn"] is None
+    assert not (result.artifacts / "failed_turn.json").exists()
