@@ -180,6 +180,30 @@ def test_the_window_is_trimmed_by_whole_oldest_turns_to_fit_the_estimate():
     assert [m["role"] for m in messages] == ["user", "assistant"] * (len(users) - 1) + ["user"]
 
 
+def test_a_window_that_fits_the_budget_exactly_is_sent_whole():
+    probe = start()
+    play_turn(probe, "frame 1")
+    sent = request_of(probe.fire(ObservationArrived("frame 2")))
+    exact = ChatMessages().estimate_tokens(sent, probe.model.system_prompt)
+    fits_exactly = start(max_context_length=exact + 100, max_output_tokens=100)
+    play_turn(fits_exactly, "frame 1")
+    assert request_of(fits_exactly.fire(ObservationArrived("frame 2"))) == sent
+    one_token_short = start(max_context_length=exact + 99, max_output_tokens=100)
+    play_turn(one_token_short, "frame 1")
+    assert request_of(one_token_short.fire(ObservationArrived("frame 2"))) == sent[2:]
+
+
+def test_a_commit_trims_the_accepted_window_to_the_budget_at_once():
+    machine = start(max_context_length=500, max_output_tokens=100)
+    play_turn(machine, "frame 1")
+    play_turn(machine, "frame 2", "ACTION: ACTION1\nNOTES: " + "n" * 1200)  # both turns: 401 tokens > 400
+    state = machine.model.accepted
+    budget = 500 - 100
+    assert ChatMessages().estimate_tokens(state.items, machine.model.system_prompt) <= budget
+    assert [item["content"] for item in state.items if item["role"] == "user"] == ["frame 2"]
+    assert len(state.turns) == 1
+
+
 def test_a_state_for_another_adapter_is_refused():
     state = start().model.accepted.replace(adapter_id="some.other.adapter")
     with pytest.raises(ValueError, match="belongs to adapter 'some.other.adapter'"):
