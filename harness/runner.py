@@ -37,12 +37,14 @@ from turnstate.strategies import STRATEGIES
 from turnstate.strategies.events import (
     ActionAccepted,
     ActionRejected,
+    BackoffElapsed,
     CallProvider,
     FailClosed,
     InputBuffered,
     ObservationArrived,
     ParseAction,
     SubmitAction,
+    WaitBeforeRetry,
     outcome_event,
 )
 from turnstate.strategies.record import StrategyModel
@@ -91,6 +93,7 @@ class _Attempt:
     reasoning_summary: str | None = None
     problem: str | None = None
     diagnostics: dict[str, Any] = field(default_factory=dict)
+    waited_seconds: float = 0.0  # the wait the machine asked for after this attempt, before the next
 
     def record(self) -> dict[str, Any]:
         return {
@@ -99,6 +102,7 @@ class _Attempt:
             "diagnostics": self.diagnostics,
             "usage": self.usage.to_dict(),
             "response_text": self.response_text,
+            "waited_seconds": round(self.waited_seconds, 3),
         }
 
 
@@ -109,12 +113,14 @@ class Runner:
         out_dir: Path,
         adapter_factory: Callable[[Endpoint], ProviderAdapter] | None = None,
         on_step: Callable[[StepProgress], None] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.profile = profile
         self.out_dir = Path(out_dir)
         self.descriptor = descriptor_for(profile.runtime.adapter_id)
         self._adapter_factory = adapter_factory or self._connect_registered_adapter
         self.on_step = on_step
+        self.sleep = sleep  # how the runner performs the machine's waits; tests pass a fake clock's
 
     def _connect_registered_adapter(self, endpoint: Endpoint) -> ProviderAdapter:
         adapter_class = self.descriptor.load()
@@ -129,7 +135,8 @@ class Runner:
             )
             writer = ArtifactWriter(self.out_dir, new_run_id(profile.id), secrets=(endpoint.api_key,))
             try:
-                return _Loop(profile, adapter, environment, writer, self.on_step).play(self._meta_base(endpoint))
+                loop = _Loop(profile, adapter, environment, writer, self.on_step, self.sleep)
+                return loop.play(self._meta_base(endpoint))
             finally:
                 writer.close()
 
@@ -159,12 +166,14 @@ class _Loop:
         environment: Environment,
         writer: ArtifactWriter,
         on_step: Callable[[StepProgress], None] | None,
+        sleep: Callable[[float], None],
     ) -> None:
         self.profile = profile
         self.adapter = adapter
         self.environment = environment
         self.writer = writer
         self.on_step = on_step
+        self.sleep = sleep
         self.ledger = Ledger(profile.prices())
         system = scaffold.system_prompt(environment.actions)
         strategy = STRATEGIES[profile.runtime.strategy]
@@ -243,6 +252,10 @@ class _Loop:
                 next_event = self._call(effect, attempts)
             elif isinstance(effect, ParseAction):
                 next_event = self._parse(effect.response, attempts[-1])
+            elif isinstance(effect, WaitBeforeRetry):
+                attempts[-1].waited_seconds = effect.seconds
+                self.sleep(effect.seconds)
+                next_event = BackoffElapsed()
             elif isinstance(effect, SubmitAction):
                 action, next_event = effect.action, None
             elif isinstance(effect, FailClosed):

@@ -11,10 +11,6 @@ from dataclasses import dataclass
 from turnstate.adapters.contract import ErrorKind, ModelRequest, ModelResponse, ProviderError
 from turnstate.machine.engine import Effect, Event
 
-# The failures worth asking again for: the same request, or a fresh reply, may succeed.
-RETRYABLE_KINDS = frozenset({ErrorKind.TRANSIENT, ErrorKind.REFUSAL, ErrorKind.TRUNCATED})
-
-
 # Events the conversation machines accept, named as facts.
 
 
@@ -55,6 +51,11 @@ class ActionRejected(Event):
     reason: str
 
 
+@dataclass(frozen=True)
+class BackoffElapsed(Event):
+    """The wait the machine asked for before its next attempt has passed."""
+
+
 def outcome_event(outcome: ModelResponse | ProviderError) -> Event:
     """The event that reports an adapter call's outcome to a machine."""
     if isinstance(outcome, ModelResponse):
@@ -80,6 +81,11 @@ class ParseAction(Effect):
 @dataclass(frozen=True)
 class SubmitAction(Effect):
     action: str
+
+
+@dataclass(frozen=True)
+class WaitBeforeRetry(Effect):
+    seconds: float
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,9 @@ Rules
 3. A reply is provisional. It is committed (appended as a new turn, window trimmed again) only when
    the runner's parser accepts an action from it.
 4. A rejected action, a refusal, a truncated reply or a transient failure asks again from the
-   unchanged accepted state, while the turn has retries left (max_retries per turn).
+   unchanged accepted state, while the turn has retries left (max_retries per turn); a transient
+   failure waits first, as strategies/retry.py rules, and fails closed if the wait would pass the
+   turn's wait budget.
 5. A context overflow reported by the provider means the estimate was optimistic: the oldest turn of
    this request's window is dropped and the request is sent again; with no turn left to drop, the turn
    fails closed.
@@ -24,14 +26,15 @@ Rules
 from __future__ import annotations
 
 import enum
+import random
 from dataclasses import dataclass, field
 
 from turnstate.adapters.contract import Item, ModelRequest, ModelResponse, Transcript
 from turnstate.machine.engine import LiveMachine, MachineSpec, Transition
 from turnstate.strategies.events import (
-    RETRYABLE_KINDS,
     ActionAccepted,
     ActionRejected,
+    BackoffElapsed,
     CallProvider,
     ContextOverflowed,
     FailClosed,
@@ -41,8 +44,10 @@ from turnstate.strategies.events import (
     ProviderFailed,
     ProviderReplied,
     SubmitAction,
+    WaitBeforeRetry,
 )
 from turnstate.strategies.record import StrategyModel, StrategyRecord, StrategySettings
+from turnstate.strategies.retry import RETRY_AFTER_WAIT, RETRY_AT_ONCE, TurnRetries
 from turnstate.strategies.state import RuntimeState, TurnSpan
 
 STRATEGY = "manual_rolling"
@@ -57,6 +62,7 @@ CARRY_FORWARD_INSTRUCTION = (
 class State(enum.Enum):
     Accepted = "the last accepted window; waiting for the next input"
     AwaitingReply = "a request built from the accepted window is with the provider"
+    BackingOff = "a transient failure; waiting before asking again from the accepted window"
     Provisional = "a reply is held; it commits only if it yields a valid action"
     FailedClosed = "the turn failed for good; the accepted window is kept"
 
@@ -71,12 +77,16 @@ TRANSITIONS = (
     T(ObservationArrived, S.Accepted,      S.AwaitingReply, actions=("open_turn", "request_reply")),
 
     T(ProviderReplied,    S.AwaitingReply, S.Provisional,   actions=("hold_provisional", "request_action_parse")),
-    T(ProviderFailed,     S.AwaitingReply, S.AwaitingReply, guards=("is_retryable", "has_retries_left"),
+    T(ProviderFailed,     S.AwaitingReply, S.BackingOff,    guards=("is_transient", "has_retries_left", "can_wait"),
+                          actions=("spend_retry", "wait_before_retry")),
+    T(ProviderFailed,     S.AwaitingReply, S.AwaitingReply, guards=("is_retryable_at_once", "has_retries_left"),
                           actions=("spend_retry", "request_reply")),
     T(ProviderFailed,     S.AwaitingReply, S.FailedClosed,  actions=("fail_closed",)),
     T(ContextOverflowed,  S.AwaitingReply, S.AwaitingReply, guards=("has_droppable_turn",),
                           actions=("drop_oldest_turn", "request_reply")),
     T(ContextOverflowed,  S.AwaitingReply, S.FailedClosed,  actions=("fail_closed",)),
+
+    T(BackoffElapsed,     S.BackingOff,    S.AwaitingReply, actions=("request_reply",)),
 
     T(ActionAccepted,     S.Provisional,   S.Accepted,      actions=("commit_provisional", "submit_action")),
     T(ActionRejected,     S.Provisional,   S.AwaitingReply, guards=("has_retries_left",),
@@ -100,8 +110,8 @@ class OpenTurn:
     (overflow recovery), the retries spent and the reply held provisionally."""
 
     opening: list[Item]
+    retries: TurnRetries
     skipped_turns: int = 0
-    retries_used: int = 0
     provisional: ModelResponse | None = field(default=None)
 
 
@@ -115,15 +125,23 @@ class ManualRolling(StrategyModel):
         self.system_prompt = f"{settings.system_prompt}\n\n{CARRY_FORWARD_INSTRUCTION}"
         self.prompt_budget = settings.max_context_length - settings.max_output_tokens
         self.max_retries = settings.max_retries
+        self.backoff = settings.backoff
+        self.rng = random.Random(settings.random_seed)
         self.turn: OpenTurn | None = None
 
     # Guards: pure predicates over the event and the current attempt.
 
-    def is_retryable(self, event: ProviderFailed) -> bool:
-        return event.error.kind in RETRYABLE_KINDS
+    def is_transient(self, event: ProviderFailed) -> bool:
+        return event.error.kind in RETRY_AFTER_WAIT
+
+    def is_retryable_at_once(self, event: ProviderFailed) -> bool:
+        return event.error.kind in RETRY_AT_ONCE
 
     def has_retries_left(self, event: object) -> bool:
-        return self._turn.retries_used < self.max_retries
+        return self._turn.retries.left
+
+    def can_wait(self, event: ProviderFailed) -> bool:
+        return self._turn.retries.can_wait(event.error.retry_after_seconds)
 
     def has_droppable_turn(self, event: ContextOverflowed) -> bool:
         return self._turn.skipped_turns < len(self.accepted.turns)
@@ -134,13 +152,17 @@ class ManualRolling(StrategyModel):
         self.accepted = self.accepted.with_pending(event.text)
 
     def open_turn(self, event: ObservationArrived) -> None:
-        self.turn = OpenTurn(opening=self.transcript.user_items([*self.accepted.pending, event.text]))
+        opening = self.transcript.user_items([*self.accepted.pending, event.text])
+        self.turn = OpenTurn(opening, TurnRetries(self.max_retries, self.backoff))
 
     def request_reply(self, event: object) -> None:
         self.emit(CallProvider(self.build_request()))
 
     def spend_retry(self, event: object) -> None:
-        self._turn.retries_used += 1
+        self._turn.retries.spend()
+
+    def wait_before_retry(self, event: ProviderFailed) -> None:
+        self.emit(WaitBeforeRetry(self._turn.retries.next_wait(event.error.retry_after_seconds, self.rng)))
 
     def drop_oldest_turn(self, event: ContextOverflowed) -> None:
         self._turn.skipped_turns += 1
@@ -170,8 +192,9 @@ class ManualRolling(StrategyModel):
         self.emit(SubmitAction(event.action))
 
     def fail_closed(self, event: object) -> None:
+        retries = self._turn.retries
         self.turn = None
-        self.emit(FailClosed(reason=_failure_reason(event)))
+        self.emit(FailClosed(reason=_failure_reason(event, retries)))
 
     # Request building.
 
@@ -218,12 +241,16 @@ def drop_turns(items: list, spans: list[TurnSpan], count: int) -> tuple[list, li
     return list(items[cut:]), kept
 
 
-def _failure_reason(event: object) -> str:
+def _failure_reason(event: object, retries: TurnRetries) -> str:
     if isinstance(event, ContextOverflowed):
         return "context overflow with no turn left to drop"
     if isinstance(event, ProviderFailed):
-        retryable = event.error.kind in RETRYABLE_KINDS
-        return f"{event.error.kind.value} provider failure" + (", retries exhausted" if retryable else "")
+        failure = f"{event.error.kind.value} provider failure"
+        if event.error.kind not in RETRY_AT_ONCE | RETRY_AFTER_WAIT:
+            return failure
+        if not retries.left:
+            return failure + ", retries exhausted"
+        return failure + f", the next wait would pass the turn's {retries.backoff.max_total_seconds:g} s of waiting"
     if isinstance(event, ActionRejected):
         return f"no valid action, retries exhausted (last: {event.reason})"
     return type(event).__name__

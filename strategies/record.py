@@ -15,18 +15,8 @@ from dataclasses import dataclass
 
 from turnstate.adapters.contract import Transcript
 from turnstate.machine.engine import LiveMachine, MachineModel, MachineSpec
+from turnstate.strategies.retry import Backoff
 from turnstate.strategies.state import RuntimeState
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """How long to wait before retrying a transient failure: base_seconds doubling per retry (with
-    jitter), or what the provider's Retry-After asks, never more than max_seconds at once and never
-    more than max_total_seconds over one turn."""
-
-    base_seconds: float = 0.25
-    max_seconds: float = 8.0
-    max_total_seconds: float = 60.0
 
 
 @dataclass(frozen=True)
@@ -40,6 +30,7 @@ class StrategySettings:
     max_output_tokens: int  # the output allowance of every request
     compaction: str = "none"
     backoff: Backoff = Backoff()
+    random_seed: int | None = None  # for the backoff's jitter; None draws a fresh seed
 
 
 class StrategyModel(MachineModel):

@@ -102,16 +102,67 @@ def test_a_game_over_frame_is_buffered_and_replayed_before_the_reset_frame(tmp_p
     assert last_input.index("STATE GAME_OVER") < last_input.index("STATE NOT_FINISHED")
 
 
-def test_a_429_and_a_500_are_retried_from_the_accepted_state(tmp_path):
+def test_a_429_and_a_500_are_retried_from_the_accepted_state_after_a_backoff(tmp_path, clock):
     profile = with_changes(DEFAULT, client=faults((2, "rate_limit"), (3, "server_error")))
-    result = Runner(profile, tmp_path).run()
+    result = Runner(profile, tmp_path, sleep=clock.sleep).run()
     assert result.outcome == "win"
     assert result.failed_attempts == 2
     step_2 = read_steps(result.artifacts)[1]
     assert [retry["outcome"] for retry in step_2["retries"]] == ["transient", "transient"]
     assert [retry["diagnostics"]["status"] for retry in step_2["retries"]] == [429, 500]
     triggers = [(t["source"], t["trigger"], t["dest"]) for t in step_2["transitions"]]
-    assert triggers.count(("AwaitingReply", "ProviderFailed", "AwaitingReply")) == 2
+    assert triggers.count(("AwaitingReply", "ProviderFailed", "BackingOff")) == 2
+    assert triggers.count(("BackingOff", "BackoffElapsed", "AwaitingReply")) == 2
+    first, second = clock.slept  # base 0.25 s then 0.5 s, each with up to half taken off by jitter
+    assert 0.125 <= first <= 0.25 and 0.25 <= second <= 0.5
+    assert [retry["waited_seconds"] for retry in step_2["retries"]] == [round(first, 3), round(second, 3)]
+
+
+def test_a_429_asking_for_a_second_is_waited_out_and_then_served(tmp_path, clock, monkeypatch):
+    monkeypatch.setenv("TURNSTATE_TEST_KEY", "test-key")
+    with LocalProvider(faults=[Fault(at=1, kind="rate_limit", retry_after_seconds=1.0)], clock=clock.now) as provider:
+        profile = with_changes(
+            DEFAULT,
+            client={"base_url": provider.openai_base_url, "api_key_env": "TURNSTATE_TEST_KEY"},
+            agent={"max_actions": 2},
+        )
+        result = Runner(profile, tmp_path, sleep=clock.sleep).run()
+    assert result.accepted_actions == 2 and result.failed_attempts == 1
+    assert clock.slept == [1.0]  # the provider's Retry-After, not the 0.25 s step
+
+
+def test_exhausted_transient_failures_fail_closed_with_every_attempt_recorded(tmp_path, clock):
+    profile = with_changes(DEFAULT, client=faults(*[(at, "overloaded") for at in (1, 2, 3, 4)]))
+    result = Runner(profile, tmp_path, sleep=clock.sleep).run()
+    assert result.outcome == "failed_closed" and "retries exhausted" in result.failure
+    assert len(clock.slept) == 3
+    record = json.loads((result.artifacts / "failed_turn.json").read_text())
+    assert [attempt["diagnostics"]["status"] for attempt in record["attempts"]] == [503] * 4
+    assert read_meta(result.artifacts)["provider_calls"] == 4
+
+
+def test_a_reply_that_cannot_be_read_is_retried_and_the_run_goes_on(tmp_path, clock):
+    profile = with_changes(DEFAULT, client=faults((1, "html_page"), (2, "garbled"), (3, "null_message")))
+    result = Runner(profile, tmp_path, sleep=clock.sleep).run()
+    assert result.outcome == "win"
+    retries = read_steps(result.artifacts)[0]["retries"]
+    assert [retry["outcome"] for retry in retries] == ["transient"] * 3
+    # Streamed (the default profile): the HTML page holds no event at all; the others break mid-way.
+    assert [retry["diagnostics"]["error_class"] for retry in retries] == [
+        "IncompleteStream",
+        "MalformedReply",
+        "MalformedReply",
+    ]
+    assert read_meta(result.artifacts)["provider_calls"] == result.turns + 3
+
+
+def test_broken_replies_until_the_retries_run_out_fail_closed_cleanly_and_keep_their_usage(tmp_path, clock):
+    profile = with_changes(DEFAULT, client=faults(*[(at, "empty_choices") for at in (2, 3, 4, 5)]))
+    result = Runner(profile, tmp_path, sleep=clock.sleep).run()
+    assert result.outcome == "failed_closed"
+    meta = read_meta(result.artifacts)
+    assert meta["provider_calls"] == 5 and meta["accepted_actions"] == 1
+    assert meta["unattributed_usage"]["input_tokens"] > 0  # the broken replies' usage is billed
 
 
 def test_an_invalid_action_is_retried_and_its_usage_billed_to_the_accepted_step(tmp_path):

@@ -92,7 +92,7 @@ def _pytest(tmp_path: Path, *options: str) -> subprocess.CompletedProcess:
 def test_the_gate_fails_a_session_naming_each_unfired_transition(tmp_path):
     done = _pytest(tmp_path, "--transition-gate=on")
     assert done.returncode == 1, done.stdout
-    assert "transition coverage: manual_rolling 1/10" in done.stdout
+    assert "transition coverage: manual_rolling 1/12" in done.stdout
     assert "never fired: manual_rolling: Provisional --ActionRejected--> FailedClosed" in done.stdout
     assert "never fired: manual_rolling: Accepted --ObservationArrived--> AwaitingReply" not in done.stdout
 
@@ -100,4 +100,4 @@ def test_the_gate_fails_a_session_naming_each_unfired_transition(tmp_path):
 def test_a_subset_run_reports_coverage_without_failing(tmp_path):
     done = _pytest(tmp_path)
     assert done.returncode == 0, done.stdout
-    assert "transition coverage: manual_rolling 1/10" in done.stdout
+    assert "transition coverage: manual_rolling 1/12" in done.stdout

@@ -10,7 +10,8 @@ failure, overflows, a resume after failing closed), and after every step these r
 2. A commit clears the pending inputs and keeps the committed turn: its opening, then the reply.
 3. Every request of a turn carries the turn's opening input: the buffered inputs, then the observation.
 4. No rejected reply ever reaches the accepted state or a later request.
-5. A turn makes at most max_retries + 1 attempts.
+5. A turn makes at most max_retries + 1 attempts, and its waits before retrying are each at most
+   the backoff's max_seconds and in all at most its max_total_seconds.
 6. A machine that failed closed told the runner so and keeps the last accepted state exactly; a
    machine started again on that state rests in its initial state as if nothing had been tried.
 
@@ -31,6 +32,7 @@ from turnstate.machine.engine import Event, LiveMachine
 from turnstate.strategies.events import (
     ActionAccepted,
     ActionRejected,
+    BackoffElapsed,
     CallProvider,
     ContextOverflowed,
     FailClosed,
@@ -39,6 +41,7 @@ from turnstate.strategies.events import (
     ParseAction,
     ProviderFailed,
     ProviderReplied,
+    WaitBeforeRetry,
 )
 from turnstate.strategies.record import StrategyRecord, StrategySettings
 from turnstate.strategies.state import RuntimeState
@@ -76,6 +79,7 @@ class CommitDisciplineWalk(RuleBasedStateMachine):
         self.opening: list[Item] = []  # the open turn's opening items
         self.turn_requests: list[ModelRequest] = []
         self.attempts = 0
+        self.waits: list[float] = []  # the open turn's waits before retrying
         self.provisional: ModelResponse | None = None
         self.marker = ""  # the provisional reply's marker
         self.last_event: Event | None = None
@@ -116,7 +120,7 @@ class CommitDisciplineWalk(RuleBasedStateMachine):
     def observe(self, size: int) -> None:
         observation = self.fresh("frame") + " " + "x" * size
         self.opening = self.transcript.user_items([*self.accepted.pending, observation])
-        self.turn_requests, self.attempts = [], 0
+        self.turn_requests, self.attempts, self.waits = [], 0, []
         self.fire(ObservationArrived(observation))
         assert self.turn_requests, "an observation must lead to a request"
 
@@ -160,10 +164,17 @@ class CommitDisciplineWalk(RuleBasedStateMachine):
         self.fire(ActionRejected("no action"))
 
     @accepting(ProviderFailed)
-    @rule(kind=st.sampled_from(FAILURE_KINDS))
-    def fail(self, kind: ErrorKind) -> None:
+    @rule(kind=st.sampled_from(FAILURE_KINDS), retry_after=st.none() | st.floats(0, 30))
+    def fail(self, kind: ErrorKind, retry_after: float | None) -> None:
         self.attempts += 1
-        self.fire(ProviderFailed(ProviderError(kind, Usage(1, 0, 0))))
+        effects = self.fire(ProviderFailed(ProviderError(kind, Usage(1, 0, 0), retry_after_seconds=retry_after)))
+        self.waits += [effect.seconds for effect in effects if isinstance(effect, WaitBeforeRetry)]
+
+    @accepting(BackoffElapsed)
+    @rule()
+    def wait_out(self) -> None:
+        effects = self.fire(BackoffElapsed())
+        assert any(isinstance(effect, CallProvider) for effect in effects), "after a wait the machine must ask again"
 
     @accepting(ContextOverflowed)
     @rule()
@@ -175,7 +186,7 @@ class CommitDisciplineWalk(RuleBasedStateMachine):
     def resume(self) -> None:
         """A run that failed closed is resumed from the state it kept, as if nothing had been tried."""
         self.machine = self.start(self.accepted)
-        self.turn_requests, self.attempts, self.failed_closed, self.last_event = [], 0, False, None
+        self.turn_requests, self.attempts, self.waits, self.failed_closed, self.last_event = [], 0, [], False, None
         assert self.machine.path == self.machine.spec.initial.name
 
     # Invariants after every step.
@@ -198,6 +209,12 @@ class CommitDisciplineWalk(RuleBasedStateMachine):
     @invariant()
     def a_turn_makes_at_most_max_retries_plus_one_attempts(self) -> None:
         assert self.attempts <= self.strategy_settings.max_retries + 1
+
+    @invariant()
+    def a_turns_waits_stay_within_the_backoff_caps(self) -> None:
+        backoff = self.strategy_settings.backoff
+        assert all(0 < seconds <= backoff.max_seconds for seconds in self.waits)
+        assert sum(self.waits) <= backoff.max_total_seconds + 1e-9
 
     @invariant()
     def failing_closed_keeps_the_last_accepted_state(self) -> None:

@@ -12,6 +12,7 @@ from turnstate.strategies import manual_rolling as mr
 from turnstate.strategies.events import (
     ActionAccepted,
     ActionRejected,
+    BackoffElapsed,
     CallProvider,
     ContextOverflowed,
     FailClosed,
@@ -21,9 +22,11 @@ from turnstate.strategies.events import (
     ProviderFailed,
     ProviderReplied,
     SubmitAction,
+    WaitBeforeRetry,
 )
 from turnstate.strategies.manual_rolling import State
 from turnstate.strategies.record import StrategySettings
+from turnstate.strategies.retry import Backoff
 from turnstate.strategies.state import TurnSpan
 
 ADAPTER = "openai.chat_completions.v1"
@@ -72,7 +75,8 @@ CASES = {
     "observed asks the provider": ([], ObservationArrived("f1"), State.AwaitingReply, [CallProvider]),
     "buffered waits in Accepted": ([], InputBuffered("GAME_OVER"), State.Accepted, []),
     "replied holds the reply and asks for a parse": ([ObservationArrived("f1")], reply(), State.Provisional, [ParseAction]),
-    "retryable failure asks again": ([ObservationArrived("f1")], failure(ErrorKind.TRANSIENT), State.AwaitingReply, [CallProvider]),
+    "transient failure waits first": ([ObservationArrived("f1")], failure(ErrorKind.TRANSIENT), State.BackingOff, [WaitBeforeRetry]),
+    "after the wait it asks again": ([ObservationArrived("f1"), failure(ErrorKind.TRANSIENT)], BackoffElapsed(), State.AwaitingReply, [CallProvider]),
     "refusal asks again": ([ObservationArrived("f1")], failure(ErrorKind.REFUSAL), State.AwaitingReply, [CallProvider]),
     "truncation asks again": ([ObservationArrived("f1")], failure(ErrorKind.TRUNCATED), State.AwaitingReply, [CallProvider]),
     "fatal failure fails closed": ([ObservationArrived("f1")], failure(ErrorKind.FATAL), State.FailedClosed, [FailClosed]),
@@ -130,7 +134,8 @@ def test_retries_are_bounded_and_exhaustion_fails_closed_keeping_the_accepted_st
     machine.fire(InputBuffered("buffered"))
     accepted_before = machine.model.accepted.to_json()
     machine.fire(ObservationArrived("frame 2"))
-    machine.fire(failure(ErrorKind.TRANSIENT))  # retry 1
+    machine.fire(failure(ErrorKind.TRANSIENT))  # retry 1, after a wait
+    machine.fire(BackoffElapsed())
     machine.fire(reply("no action here"))
     machine.fire(ActionRejected("no action"))  # retry 2
     machine.fire(reply("still none"))
@@ -270,3 +275,26 @@ def test_any_adapters_items_are_carried_through_its_transcript_as_whole_turns_an
     assert kept == [f"opaque-{n}" for n in range(6 - len(kept), 6)] and 0 < len(kept) < 5  # oldest whole turns went
     next_request = request_of(machine.fire(ObservationArrived("frame 6")))
     assert next_request[: len(state.items)] == state.items  # replayed exactly as accepted
+
+
+def test_a_transient_failure_whose_wait_would_pass_the_turns_budget_fails_closed():
+    machine = mr.start(
+        StrategySettings(
+            ADAPTER, SYSTEM, 5, 4000, 100, backoff=Backoff(1.0, 8.0, max_total_seconds=2.0), random_seed=7
+        ),
+        ChatMessages(),
+    )
+    machine.fire(ObservationArrived("frame 1"))
+    (wait,) = machine.fire(failure(ErrorKind.TRANSIENT))
+    assert isinstance(wait, WaitBeforeRetry) and 0.5 <= wait.seconds <= 1.0
+    machine.fire(BackoffElapsed())
+    (closed,) = machine.fire(failure(ErrorKind.TRANSIENT))  # the next wait, up to 2 s, would pass 2 s in all
+    assert machine.state is State.FailedClosed
+    assert closed == FailClosed("transient provider failure, the next wait would pass the turn's 2 s of waiting")
+
+
+def test_the_providers_retry_after_sets_the_wait():
+    machine = start()
+    machine.fire(ObservationArrived("frame 1"))
+    (wait,) = machine.fire(ProviderFailed(ProviderError(ErrorKind.TRANSIENT, retry_after_seconds=4.0)))
+    assert wait == WaitBeforeRetry(4.0)
