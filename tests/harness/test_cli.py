@@ -238,3 +238,40 @@ def test_diagrams_of_a_run_warn_about_transitions_the_table_no_longer_has(tmp_pa
     assert result.exit_code == 0, result.stderr
     assert "warning: 1 transitions of manual_rolling are not rows of its current table" in result.stderr
     assert (tmp_path / "manual_rolling.svg").exists()
+
+
+@pytest.mark.parametrize("kill_after_steps", [1, 4, 9])
+def test_after_sigkill_every_artifact_is_whole_and_the_log_is_not_behind_the_steps(tmp_path, kill_after_steps):
+    def slow_reply(system, messages):
+        time.sleep(0.01)
+        return policy.reply(system, messages)
+
+    with LocalProvider(reply=slow_reply) as provider:
+        profile = write_profile(
+            tmp_path / "slow.yaml",
+            environment={"options": {"levels": 9}},
+            agent={"max_actions": 500},
+            client={"base_url": provider.openai_base_url, "api_key_env": "TURNSTATE_TEST_KEY"},
+        )
+        out = tmp_path / "runs"
+        env = {**os.environ, "TURNSTATE_TEST_KEY": "sk-test-sigkill"}
+        process = subprocess.Popen([*CLI, "run", str(profile), "--out", str(out)], env=env, stdout=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 30
+            while not list(out.glob(f"*/step_{kill_after_steps:03d}.json")):
+                assert process.poll() is None and time.monotonic() < deadline
+                time.sleep(0.005)
+            process.kill()
+            process.wait(timeout=30)
+        finally:
+            if process.poll() is None:
+                process.kill()
+    (run_dir,) = out.iterdir()
+    steps = [json.loads(path.read_text()) for path in sorted(run_dir.glob("step_*.json"))]  # none is torn
+    assert len(steps) >= kill_after_steps
+    log = (run_dir / "transitions.jsonl").read_text()
+    whole_lines = log if log.endswith("\n") else log[: log.rfind("\n") + 1]  # a kill may cut the last line
+    whole = [json.loads(line) for line in whole_lines.splitlines()]
+    for step in steps:
+        for fired in step["transitions"]:
+            assert fired in whole, f"step {step['step']}'s transition {fired} is not in the log"
