@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -95,12 +96,13 @@ def test_run_out_under_a_file_is_one_line(tmp_path):
     assert_one_line_error(result.exit_code, result.stderr, f"--out {blocker / 'runs'}: cannot create the folder")
 
 
-def test_sigterm_stops_a_run_as_ctrl_c_does_and_run_meta_records_it(tmp_path):
-    """A provider that takes 0.2 s per reply keeps the run going for many seconds; SIGTERM after the
-    first step must end it with run_meta.json (outcome interrupted), exit 130 and no traceback."""
+@contextmanager
+def slow_run(tmp_path: Path, seconds_per_reply: float, *, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL):
+    """`turnstate run` in a subprocess against a provider that takes `seconds_per_reply` per reply,
+    playing 9 levels, so that it is still running when a test signals it; yields (process, out)."""
 
     def slow_reply(system, messages):
-        time.sleep(0.2)
+        time.sleep(seconds_per_reply)
         return policy.reply(system, messages)
 
     with LocalProvider(reply=slow_reply) as provider:
@@ -111,26 +113,32 @@ def test_sigterm_stops_a_run_as_ctrl_c_does_and_run_meta_records_it(tmp_path):
             client={"base_url": provider.openai_base_url, "api_key_env": "TURNSTATE_TEST_KEY"},
         )
         out = tmp_path / "runs"
-        env = {**os.environ, "TURNSTATE_TEST_KEY": "sk-test-sigterm"}
-        process = subprocess.Popen(
-            [*CLI, "run", str(profile), "--out", str(out)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
+        env = {**os.environ, "TURNSTATE_TEST_KEY": "sk-test-slow-run"}
+        command = [*CLI, "run", str(profile), "--out", str(out)]
+        process = subprocess.Popen(command, stdout=stdout, stderr=stderr, text=True, env=env)
         try:
-            deadline = time.monotonic() + 30
-            while not list(out.glob("*/step_001.json")):
-                assert process.poll() is None, process.communicate()
-                assert time.monotonic() < deadline, "no step was written within 30 s"
-                time.sleep(0.02)
-            process.send_signal(signal.SIGTERM)
-            stdout, stderr = process.communicate(timeout=30)
+            yield process, out
         finally:
             if process.poll() is None:
                 process.kill()
                 process.communicate()
+
+
+def wait_for_step(process: subprocess.Popen, out: Path, step: int) -> None:
+    deadline = time.monotonic() + 30
+    while not list(out.glob(f"*/step_{step:03d}.json")):
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, f"step {step} was not written within 30 s"
+        time.sleep(0.005)
+
+
+def test_sigterm_stops_a_run_as_ctrl_c_does_and_run_meta_records_it(tmp_path):
+    """SIGTERM after the first step must end the run with run_meta.json (outcome interrupted), exit
+    130 and no traceback."""
+    with slow_run(tmp_path, 0.2, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as (process, out):
+        wait_for_step(process, out, 1)
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=30)
     assert process.returncode == 130, stderr
     assert "Traceback" not in stderr
     assert "interrupted" in stderr
@@ -242,30 +250,10 @@ def test_diagrams_of_a_run_warn_about_transitions_the_table_no_longer_has(tmp_pa
 
 @pytest.mark.parametrize("kill_after_steps", [1, 4, 9])
 def test_after_sigkill_every_artifact_is_whole_and_the_log_is_not_behind_the_steps(tmp_path, kill_after_steps):
-    def slow_reply(system, messages):
-        time.sleep(0.01)
-        return policy.reply(system, messages)
-
-    with LocalProvider(reply=slow_reply) as provider:
-        profile = write_profile(
-            tmp_path / "slow.yaml",
-            environment={"options": {"levels": 9}},
-            agent={"max_actions": 500},
-            client={"base_url": provider.openai_base_url, "api_key_env": "TURNSTATE_TEST_KEY"},
-        )
-        out = tmp_path / "runs"
-        env = {**os.environ, "TURNSTATE_TEST_KEY": "sk-test-sigkill"}
-        process = subprocess.Popen([*CLI, "run", str(profile), "--out", str(out)], env=env, stdout=subprocess.DEVNULL)
-        try:
-            deadline = time.monotonic() + 30
-            while not list(out.glob(f"*/step_{kill_after_steps:03d}.json")):
-                assert process.poll() is None and time.monotonic() < deadline
-                time.sleep(0.005)
-            process.kill()
-            process.wait(timeout=30)
-        finally:
-            if process.poll() is None:
-                process.kill()
+    with slow_run(tmp_path, 0.01) as (process, out):
+        wait_for_step(process, out, kill_after_steps)
+        process.kill()
+        process.wait(timeout=30)
     (run_dir,) = out.iterdir()
     steps = [json.loads(path.read_text()) for path in sorted(run_dir.glob("step_*.json"))]  # none is torn
     assert len(steps) >= kill_after_steps
