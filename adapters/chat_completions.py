@@ -50,6 +50,9 @@ class ChatMessages:
     def readable(self, items: Sequence[Item]) -> list[dict[str, str]]:
         return [{"role": str(item["role"]), "content": str(item["content"])} for item in items]
 
+    def latest_compaction(self, items: Sequence[Item]) -> int | None:
+        return None  # Chat Completions has no compaction items
+
 
 class ChatCompletionsAdapter:
     transcript: ClassVar[Transcript] = ChatMessages()

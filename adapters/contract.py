@@ -26,6 +26,7 @@ class ErrorKind(str, enum.Enum):
     CONTEXT_OVERFLOW = "context_overflow"  # the request does not fit the provider's window
     REFUSAL = "refusal"  # the provider declined to answer
     TRUNCATED = "truncated"  # the answer was cut (output limit); it cannot carry an action
+    EXPIRED_HANDLE = "expired_handle"  # the server no longer has the response this request continues from
     FATAL = "fatal"  # auth, bad request, unknown model: retrying cannot help
 
 
@@ -67,6 +68,8 @@ class ModelRequest:
 
     system: str
     items: tuple[Item, ...]
+    # A server-side handle to continue from (previous_response_id); None sends the items alone.
+    previous_response_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -186,6 +189,11 @@ class Transcript(Protocol):
 
     def readable(self, items: Sequence[Item]) -> list[dict[str, str]]:
         """The {role, content} projection of `items` for artifacts; never any opaque state."""
+        ...
+
+    def latest_compaction(self, items: Sequence[Item]) -> int | None:
+        """The index of the latest provider compaction item in `items` (replay keeps it and everything
+        after it), or None when there is none or the surface has no compaction items."""
         ...
 
 

@@ -42,6 +42,13 @@ class ContextOverflowed(Event):
 
 
 @dataclass(frozen=True)
+class HandleExpired(Event):
+    """The provider no longer knows the response handle the request continued from (a 404)."""
+
+    error: ProviderError
+
+
+@dataclass(frozen=True)
 class ActionAccepted(Event):
     action: str
 
@@ -62,6 +69,8 @@ def outcome_event(outcome: ModelResponse | ProviderError) -> Event:
         return ProviderReplied(outcome)
     if outcome.kind is ErrorKind.CONTEXT_OVERFLOW:
         return ContextOverflowed(outcome)
+    if outcome.kind is ErrorKind.EXPIRED_HANDLE:
+        return HandleExpired(outcome)
     return ProviderFailed(outcome)
 
 

@@ -26,29 +26,13 @@ Rules
 from __future__ import annotations
 
 import enum
-import random
-from dataclasses import dataclass, field
 
-from turnstate.adapters.contract import Item, ModelRequest, ModelResponse, Transcript
+from turnstate.adapters.contract import Item, ModelRequest, Transcript
 from turnstate.machine.engine import LiveMachine, MachineSpec, Transition
-from turnstate.strategies.events import (
-    ActionAccepted,
-    ActionRejected,
-    BackoffElapsed,
-    CallProvider,
-    ContextOverflowed,
-    FailClosed,
-    InputBuffered,
-    ObservationArrived,
-    ParseAction,
-    ProviderFailed,
-    ProviderReplied,
-    SubmitAction,
-    WaitBeforeRetry,
-)
+from turnstate.strategies.events import ActionAccepted, ContextOverflowed, ObservationArrived
 from turnstate.strategies.record import StrategyModel, StrategyRecord, StrategySettings
-from turnstate.strategies.retry import RETRY_AFTER_WAIT, RETRY_AT_ONCE, TurnRetries
 from turnstate.strategies.state import RuntimeState, TurnSpan
+from turnstate.strategies.turn import TurnTaking, shared_rows
 
 STRATEGY = "manual_rolling"
 
@@ -70,28 +54,17 @@ class State(enum.Enum):
 T = Transition
 S = State
 
+# The rows every turn-taking strategy shares (strategies/turn.py: buffering, retries, backoff,
+# rejected actions), then manual_rolling's own.
 # fmt: off
 TRANSITIONS = (
+    *shared_rows(S),
     # event               source           dest
-    T(InputBuffered,      S.Accepted,      S.Accepted,      actions=("buffer_input",)),
     T(ObservationArrived, S.Accepted,      S.AwaitingReply, actions=("open_turn", "request_reply")),
-
-    T(ProviderReplied,    S.AwaitingReply, S.Provisional,   actions=("hold_provisional", "request_action_parse")),
-    T(ProviderFailed,     S.AwaitingReply, S.BackingOff,    guards=("is_transient", "has_retries_left", "can_wait"),
-                          actions=("spend_retry", "wait_before_retry")),
-    T(ProviderFailed,     S.AwaitingReply, S.AwaitingReply, guards=("is_retryable_at_once", "has_retries_left"),
-                          actions=("spend_retry", "request_reply")),
-    T(ProviderFailed,     S.AwaitingReply, S.FailedClosed,  actions=("fail_closed",)),
     T(ContextOverflowed,  S.AwaitingReply, S.AwaitingReply, guards=("has_droppable_turn",),
                           actions=("drop_oldest_turn", "request_reply")),
     T(ContextOverflowed,  S.AwaitingReply, S.FailedClosed,  actions=("fail_closed",)),
-
-    T(BackoffElapsed,     S.BackingOff,    S.AwaitingReply, actions=("request_reply",)),
-
     T(ActionAccepted,     S.Provisional,   S.Accepted,      actions=("commit_provisional", "submit_action")),
-    T(ActionRejected,     S.Provisional,   S.AwaitingReply, guards=("has_retries_left",),
-                          actions=("discard_provisional", "spend_retry", "request_reply")),
-    T(ActionRejected,     S.Provisional,   S.FailedClosed,  actions=("discard_provisional", "fail_closed")),
 )
 # fmt: on
 
@@ -104,83 +77,32 @@ SPEC = MachineSpec(
 )
 
 
-@dataclass
-class OpenTurn:
-    """The turn being attempted: the items that open it, how many oldest turns this request skips
-    (overflow recovery), the retries spent and the reply held provisionally."""
+class ManualRolling(TurnTaking):
+    """The model object the manual_rolling table drives: its own guards and actions beside the shared ones."""
 
-    opening: list[Item]
-    retries: TurnRetries
-    skipped_turns: int = 0
-    provisional: ModelResponse | None = field(default=None)
-
-
-class ManualRolling(StrategyModel):
-    """The model object the manual_rolling table drives: named guards (predicates) and actions (verbs)."""
+    strategy = STRATEGY
+    overflow_failure = "context overflow with no turn left to drop"
 
     def __init__(self, state: RuntimeState, settings: StrategySettings, transcript: Transcript) -> None:
-        super().__init__()
-        self.accepted = state
-        self.transcript = transcript
+        super().__init__(state, settings, transcript)
         self.system_prompt = f"{settings.system_prompt}\n\n{CARRY_FORWARD_INSTRUCTION}"
         self.prompt_budget = settings.max_context_length - settings.max_output_tokens
-        self.max_retries = settings.max_retries
-        self.backoff = settings.backoff
-        self.rng = random.Random(settings.random_seed)
-        self.turn: OpenTurn | None = None
-
-    # Guards: pure predicates over the event and the current attempt.
-
-    def is_transient(self, event: ProviderFailed) -> bool:
-        return event.error.kind in RETRY_AFTER_WAIT
-
-    def is_retryable_at_once(self, event: ProviderFailed) -> bool:
-        return event.error.kind in RETRY_AT_ONCE
-
-    def has_retries_left(self, event: object) -> bool:
-        return self._turn.retries.left
-
-    def can_wait(self, event: ProviderFailed) -> bool:
-        return self._turn.retries.can_wait(event.error.retry_after_seconds)
+        self.skipped_turns = 0  # the oldest accepted turns the open turn's requests leave out
 
     def has_droppable_turn(self, event: ContextOverflowed) -> bool:
-        return self._turn.skipped_turns < len(self.accepted.turns)
-
-    # Actions: they change the strategy's own fields and emit effects; never I/O.
-
-    def buffer_input(self, event: InputBuffered) -> None:
-        self.accepted = self.accepted.with_pending(event.text)
+        return self.skipped_turns < len(self.accepted.turns)
 
     def open_turn(self, event: ObservationArrived) -> None:
-        opening = self.transcript.user_items([*self.accepted.pending, event.text])
-        self.turn = OpenTurn(opening, TurnRetries(self.max_retries, self.backoff))
-
-    def request_reply(self, event: object) -> None:
-        self.emit(CallProvider(self.build_request()))
-
-    def spend_retry(self, event: object) -> None:
-        self._turn.retries.spend()
-
-    def wait_before_retry(self, event: ProviderFailed) -> None:
-        self.emit(WaitBeforeRetry(self._turn.retries.next_wait(event.error.retry_after_seconds, self.rng)))
+        super().open_turn(event)
+        self.skipped_turns = 0
 
     def drop_oldest_turn(self, event: ContextOverflowed) -> None:
-        self._turn.skipped_turns += 1
-
-    def hold_provisional(self, event: ProviderReplied) -> None:
-        self._turn.provisional = event.response
-
-    def request_action_parse(self, event: ProviderReplied) -> None:
-        self.emit(ParseAction(event.response))
-
-    def discard_provisional(self, event: ActionRejected) -> None:
-        self._turn.provisional = None
+        self.skipped_turns += 1
 
     def commit_provisional(self, event: ActionAccepted) -> None:
         turn = self._turn
-        assert turn.provisional is not None
-        items, spans = self._window(turn)
-        turn_items = [*turn.opening, *self.transcript.reply_items(turn.provisional)]
+        items, spans = self._window()
+        turn_items = [*turn.opening, *self.transcript.reply_items(self._provisional)]
         spans.append(TurnSpan(start=len(items), end=len(items) + len(turn_items)))
         items += turn_items
         over = self._turns_over_budget(items, spans, [])
@@ -188,25 +110,15 @@ class ManualRolling(StrategyModel):
         self.accepted = self.accepted.replace(payload={"items": items}, turns=spans, pending=())
         self.turn = None
 
-    def submit_action(self, event: ActionAccepted) -> None:
-        self.emit(SubmitAction(event.action))
-
-    def fail_closed(self, event: object) -> None:
-        retries = self._turn.retries
-        self.turn = None
-        self.emit(FailClosed(reason=_failure_reason(event, retries)))
-
-    # Request building.
-
     def build_request(self) -> ModelRequest:
         """System prompt, the accepted window less the oldest turns that do not fit, the new input.
 
-        The turns left out are remembered on the open turn, so an overflow drops the oldest turn
-        this request actually sent, and a commit keeps exactly the window that was sent."""
+        The turns left out are remembered, so an overflow drops the oldest turn this request
+        actually sent, and a commit keeps exactly the window that was sent."""
         turn = self._turn
-        items, spans = self._window(turn)
+        items, spans = self._window()
         over = self._turns_over_budget(items, spans, turn.opening)
-        turn.skipped_turns += over
+        self.skipped_turns += over
         items, _ = drop_turns(items, spans, over)
         return ModelRequest(system=self.system_prompt, items=(*items, *turn.opening))
 
@@ -221,15 +133,9 @@ class ManualRolling(StrategyModel):
             dropped += 1
         return dropped
 
-    def _window(self, turn: OpenTurn) -> tuple[list[Item], list[TurnSpan]]:
+    def _window(self) -> tuple[list[Item], list[TurnSpan]]:
         """The accepted window minus the oldest turns this attempt leaves out."""
-        return drop_turns(self.accepted.items, list(self.accepted.turns), turn.skipped_turns)
-
-    @property
-    def _turn(self) -> OpenTurn:
-        if self.turn is None:
-            raise RuntimeError("manual_rolling: no turn is open")
-        return self.turn
+        return drop_turns(self.accepted.items, list(self.accepted.turns), self.skipped_turns)
 
 
 def drop_turns(items: list, spans: list[TurnSpan], count: int) -> tuple[list, list[TurnSpan]]:
@@ -241,28 +147,13 @@ def drop_turns(items: list, spans: list[TurnSpan], count: int) -> tuple[list, li
     return list(items[cut:]), kept
 
 
-def _failure_reason(event: object, retries: TurnRetries) -> str:
-    if isinstance(event, ContextOverflowed):
-        return "context overflow with no turn left to drop"
-    if isinstance(event, ProviderFailed):
-        failure = f"{event.error.kind.value} provider failure"
-        if event.error.kind not in RETRY_AT_ONCE | RETRY_AFTER_WAIT:
-            return failure
-        if not retries.left:
-            return failure + ", retries exhausted"
-        return failure + f", the next wait would pass the turn's {retries.backoff.max_total_seconds:g} s of waiting"
-    if isinstance(event, ActionRejected):
-        return f"no valid action, retries exhausted (last: {event.reason})"
-    return type(event).__name__
-
-
 def start(
     settings: StrategySettings, transcript: Transcript, state: RuntimeState | None = None
 ) -> LiveMachine[StrategyModel]:
     """A live manual_rolling machine resting in Accepted on `state`, or on an empty window."""
     if state is None:
         state = RuntimeState(adapter_id=settings.adapter_id, strategy=STRATEGY, payload={"items": []})
-    model = ManualRolling(state.validate_for(settings.adapter_id, STRATEGY), settings, transcript)
+    model = ManualRolling(state, settings, transcript)
     return LiveMachine[StrategyModel](SPEC, model)
 
 

@@ -36,6 +36,7 @@ from turnstate.strategies.events import (
     CallProvider,
     ContextOverflowed,
     FailClosed,
+    HandleExpired,
     InputBuffered,
     ObservationArrived,
     ParseAction,
@@ -50,8 +51,8 @@ from turnstate.strategies.state import RuntimeState
 # A subclass's module assigns it: `MyWalk.TestCase.settings = WALK_SETTINGS`.
 WALK_SETTINGS = settings(max_examples=150, stateful_step_count=40, deadline=None, derandomize=True, database=None)
 
-# A context overflow is reported by an event of its own.
-FAILURE_KINDS = [kind for kind in ErrorKind if kind is not ErrorKind.CONTEXT_OVERFLOW]
+# A context overflow and an expired handle are reported by events of their own.
+FAILURE_KINDS = [kind for kind in ErrorKind if kind not in (ErrorKind.CONTEXT_OVERFLOW, ErrorKind.EXPIRED_HANDLE)]
 
 
 def accepting(event_type: type[Event]):
@@ -151,11 +152,17 @@ class CommitDisciplineWalk(RuleBasedStateMachine):
     def accept_action(self) -> None:
         assert self.provisional is not None
         self.fire(ActionAccepted("ACTION1"))
+        if self.machine.is_final:  # a strategy may refuse to commit a reply it cannot continue from
+            return
         state = self.accepted
-        turn = [*self.opening, *self.transcript.reply_items(self.provisional)]
-        assert state.items[-len(turn) :] == turn, "a commit must keep the committed turn's items"
+        self.check_committed(state, self.provisional)
         assert state.pending == (), "a commit must clear the pending inputs"
         self.kept = state.to_json()
+
+    def check_committed(self, state: RuntimeState, reply: ModelResponse) -> None:
+        """What a commit must keep; by default the committed turn's items, at the end of the state."""
+        turn = [*self.opening, *self.transcript.reply_items(reply)]
+        assert state.items[-len(turn) :] == turn, "a commit must keep the committed turn's items"
 
     @accepting(ActionRejected)
     @rule()
@@ -180,6 +187,12 @@ class CommitDisciplineWalk(RuleBasedStateMachine):
     @rule()
     def overflow(self) -> None:
         self.fire(ContextOverflowed(ProviderError(ErrorKind.CONTEXT_OVERFLOW)))
+
+    @accepting(HandleExpired)
+    @rule()
+    def lose_the_handle(self) -> None:
+        self.attempts += 1
+        self.fire(HandleExpired(ProviderError(ErrorKind.EXPIRED_HANDLE)))
 
     @precondition(lambda self: self.machine.is_final)
     @rule()

@@ -1,0 +1,170 @@
+"""What every turn-taking strategy shares: the open turn, its retries, and the rows that decide them.
+
+A turn opens on an observation (with the inputs buffered before it), asks the provider, holds the
+reply provisionally, and commits only when the runner's parser accepts an action from it. How a
+failure is retried (strategies/retry.py) and how a rejected reply is discarded are the same in every
+strategy, so the rows and the guards and actions they name are written once, here. A strategy module
+adds what is its own: how a turn opens and what the request holds, what a commit keeps, and what a
+context overflow or an expired handle means for it.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from turnstate.adapters.contract import Item, ModelRequest, ModelResponse, Transcript
+from turnstate.machine.engine import Transition
+from turnstate.strategies.events import (
+    ActionAccepted,
+    ActionRejected,
+    BackoffElapsed,
+    CallProvider,
+    ContextOverflowed,
+    FailClosed,
+    HandleExpired,
+    InputBuffered,
+    ObservationArrived,
+    ParseAction,
+    ProviderFailed,
+    ProviderReplied,
+    SubmitAction,
+    WaitBeforeRetry,
+)
+from turnstate.strategies.record import StrategyModel, StrategySettings
+from turnstate.strategies.retry import RETRY_AFTER_WAIT, RETRY_AT_ONCE, TurnRetries
+from turnstate.strategies.state import RuntimeState
+
+
+def shared_rows(S: Any) -> tuple[Transition, ...]:
+    """The rows of every turn-taking table; `S` is the strategy's State enum, which must name
+    Accepted, AwaitingReply, BackingOff, Provisional and FailedClosed."""
+    T = Transition
+    # fmt: off
+    return (
+        T(InputBuffered,   S.Accepted,      S.Accepted,      actions=("buffer_input",)),
+        T(ProviderReplied, S.AwaitingReply, S.Provisional,   actions=("hold_provisional", "request_action_parse")),
+        T(ProviderFailed,  S.AwaitingReply, S.BackingOff,    guards=("is_transient", "has_retries_left", "can_wait"),
+                           actions=("spend_retry", "wait_before_retry")),
+        T(ProviderFailed,  S.AwaitingReply, S.AwaitingReply, guards=("is_retryable_at_once", "has_retries_left"),
+                           actions=("spend_retry", "request_reply")),
+        T(ProviderFailed,  S.AwaitingReply, S.FailedClosed,  actions=("fail_closed",)),
+        T(BackoffElapsed,  S.BackingOff,    S.AwaitingReply, actions=("request_reply",)),
+        T(ActionRejected,  S.Provisional,   S.AwaitingReply, guards=("has_retries_left",),
+                           actions=("discard_provisional", "spend_retry", "request_reply")),
+        T(ActionRejected,  S.Provisional,   S.FailedClosed,  actions=("discard_provisional", "fail_closed")),
+    )
+    # fmt: on
+
+
+@dataclass
+class OpenTurn:
+    """The turn being attempted: the items that open it, its retries and the reply held provisionally."""
+
+    opening: list[Item]
+    retries: TurnRetries
+    provisional: ModelResponse | None = field(default=None)
+
+
+class TurnTaking(StrategyModel):
+    """The guards and actions of `shared_rows`; a strategy subclasses it and adds its own."""
+
+    strategy: ClassVar[str]
+    overflow_failure: ClassVar[str] = "context overflow"
+
+    def __init__(self, state: RuntimeState, settings: StrategySettings, transcript: Transcript) -> None:
+        super().__init__()
+        self.accepted = state.validate_for(settings.adapter_id, self.strategy)
+        self.transcript = transcript
+        self.system_prompt = settings.system_prompt
+        self.max_retries = settings.max_retries
+        self.backoff = settings.backoff
+        self.rng = random.Random(settings.random_seed)
+        self.turn: OpenTurn | None = None
+
+    # Guards: pure predicates over the event and the current attempt.
+
+    def is_transient(self, event: ProviderFailed) -> bool:
+        return event.error.kind in RETRY_AFTER_WAIT
+
+    def is_retryable_at_once(self, event: ProviderFailed) -> bool:
+        return event.error.kind in RETRY_AT_ONCE
+
+    def has_retries_left(self, event: object) -> bool:
+        return self._turn.retries.left
+
+    def can_wait(self, event: ProviderFailed) -> bool:
+        return self._turn.retries.can_wait(event.error.retry_after_seconds)
+
+    # Actions: they change the strategy's own fields and emit effects; never I/O.
+
+    def buffer_input(self, event: InputBuffered) -> None:
+        self.accepted = self.accepted.with_pending(event.text)
+
+    def open_turn(self, event: ObservationArrived) -> None:
+        opening = self.transcript.user_items([*self.accepted.pending, event.text])
+        self.turn = OpenTurn(opening, TurnRetries(self.max_retries, self.backoff))
+
+    def request_reply(self, event: object) -> None:
+        self.emit(CallProvider(self.build_request()))
+
+    def spend_retry(self, event: object) -> None:
+        self._turn.retries.spend()
+
+    def wait_before_retry(self, event: ProviderFailed) -> None:
+        self.emit(WaitBeforeRetry(self._turn.retries.next_wait(event.error.retry_after_seconds, self.rng)))
+
+    def hold_provisional(self, event: ProviderReplied) -> None:
+        self._turn.provisional = event.response
+
+    def request_action_parse(self, event: ProviderReplied) -> None:
+        self.emit(ParseAction(event.response))
+
+    def discard_provisional(self, event: ActionRejected) -> None:
+        self._turn.provisional = None
+
+    def submit_action(self, event: ActionAccepted) -> None:
+        self.emit(SubmitAction(event.action))
+
+    def fail_closed(self, event: object) -> None:
+        retries = self._turn.retries
+        self.turn = None
+        self.emit(FailClosed(reason=self._failure_reason(event, retries)))
+
+    # What each strategy writes itself.
+
+    def build_request(self) -> ModelRequest:
+        raise NotImplementedError
+
+    @property
+    def _turn(self) -> OpenTurn:
+        if self.turn is None:
+            raise RuntimeError(f"{self.strategy}: no turn is open")
+        return self.turn
+
+    @property
+    def _provisional(self) -> ModelResponse:
+        provisional = self._turn.provisional
+        if provisional is None:
+            raise RuntimeError(f"{self.strategy}: no reply is held")
+        return provisional
+
+    def _failure_reason(self, event: object, retries: TurnRetries) -> str:
+        if isinstance(event, ContextOverflowed):
+            return self.overflow_failure
+        if isinstance(event, HandleExpired):
+            return "the provider no longer knows the response handle the accepted state continues from"
+        if isinstance(event, ProviderFailed):
+            failure = f"{event.error.kind.value} provider failure"
+            if event.error.kind not in RETRY_AT_ONCE | RETRY_AFTER_WAIT:
+                return failure
+            if not retries.left:
+                return failure + ", retries exhausted"
+            seconds = retries.backoff.max_total_seconds
+            return failure + f", the next wait would pass the turn's {seconds:g} s of waiting"
+        if isinstance(event, ActionRejected):
+            return f"no valid action, retries exhausted (last: {event.reason})"
+        if isinstance(event, ActionAccepted):
+            return "the accepted reply carries no response handle to continue from"
+        return type(event).__name__
