@@ -9,10 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from turnstate.machine.engine import MachineSpec
-from turnstate.strategies import manual_rolling
+from turnstate.strategies import continuous_conversation, manual_rolling, previous_response_id
 from turnstate.strategies.record import StrategyRecord
 
-STRATEGIES: Mapping[str, StrategyRecord] = {record.name: record for record in (manual_rolling.RECORD,)}
+STRATEGIES: Mapping[str, StrategyRecord] = {
+    record.name: record
+    for record in (manual_rolling.RECORD, previous_response_id.RECORD, continuous_conversation.RECORD)
+}
 
 # Every machine turnstate declares: what `turnstate diagrams` draws and the coverage gate checks.
 MACHINES: Mapping[str, MachineSpec] = {record.spec.name: record.spec for record in STRATEGIES.values()}

@@ -210,7 +210,7 @@ BAD_LOGS = [
     ('{"event": "ObservationArrived", "at": 3}\n', "line 1 is not a transition record (needs machine, source, trigger, dest as text)"),
     ('["manual_rolling", "Accepted", "ObservationArrived", "AwaitingReply"]\n', "line 1 is not a transition record"),
     (json.dumps({"machine": "manual_rolling", "source": "Accepted", "trigger": 3, "dest": "AwaitingReply"}) + "\n", "line 1 is not a transition record"),
-    (transition() + "\n" + json.dumps({"machine": "chess", "source": "a", "trigger": "b", "dest": "c"}) + "\n", "line 2 names machine 'chess', which is not declared (declared: manual_rolling)"),
+    (transition() + "\n" + json.dumps({"machine": "chess", "source": "a", "trigger": "b", "dest": "c"}) + "\n", "line 2 names machine 'chess', which is not declared (declared: manual_rolling, previous_response_id, continuous_conversation)"),
     (b"\xff\xfe{}\n", "line 1 is not JSON"),
 ]
 # fmt: on

@@ -50,7 +50,7 @@ REJECTED = [
     ({"colour": "blue"}, "colour", "allowed here: agent, client, environment, id, pricing, request, runtime"),
     ({"agent__max_retries": "three"}, "agent.max_retries", "use a whole number"),
     ({"request__stream": "maybe"}, "request.stream", "use true or false"),
-    ({"runtime__strategy": "rolling"}, "runtime.strategy", "unknown strategy 'rolling'; fix: use one of: manual_rolling"),
+    ({"runtime__strategy": "rolling"}, "runtime.strategy", "unknown strategy 'rolling'; fix: use one of: manual_rolling, previous_response_id, continuous_conversation"),
     ({"runtime__state": "manual_rolling"}, "runtime.state", "unknown key"),
     ({"request__model": DELETE}, "request.model", "add it"),
     ({"agent": DELETE}, "agent", "add it"),

@@ -1,0 +1,92 @@
+"""previous_response_id: the provider keeps the conversation; the harness keeps only its handle.
+
+Rules
+1. The accepted state is the handle of the last accepted response (payload previous_response_id,
+   none before the first) plus the inputs buffered since; no items are carried.
+2. A request sends only the new turn's opening items, continuing from the accepted handle.
+3. A reply is provisional: its handle is committed only when the runner's parser accepts an action
+   from it. A retry, after a failure or a rejected action, continues from the same accepted handle,
+   so a rejected response is a branch no later request continues.
+4. Retries, backoff and buffered inputs are those of every turn-taking strategy (strategies/turn.py).
+5. An expired or unknown handle (the provider answers 404) fails closed: the history lives only on
+   the server, so there is nothing to rebuild it from. A reply without a handle fails closed too.
+6. A context overflow fails closed: the server's history cannot be trimmed from here.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from turnstate.adapters.contract import ModelRequest, Transcript
+from turnstate.machine.engine import LiveMachine, MachineSpec, Transition
+from turnstate.strategies.events import ActionAccepted, ContextOverflowed, HandleExpired, ObservationArrived
+from turnstate.strategies.record import StrategyModel, StrategyRecord, StrategySettings
+from turnstate.strategies.state import RuntimeState
+from turnstate.strategies.turn import TurnTaking, shared_rows
+
+STRATEGY = "previous_response_id"
+HANDLE = "previous_response_id"  # the payload key of the accepted handle
+
+
+class State(enum.Enum):
+    Accepted = "the last accepted response's handle; waiting for the next input"
+    AwaitingReply = "the new input, continuing from the accepted handle, is with the provider"
+    BackingOff = "a transient failure; waiting before asking again from the accepted handle"
+    Provisional = "a reply and its handle are held; they commit only if the reply yields a valid action"
+    FailedClosed = "the turn failed for good; the accepted handle is kept"
+
+
+T = Transition
+S = State
+
+# The rows every turn-taking strategy shares (strategies/turn.py), then previous_response_id's own.
+# fmt: off
+TRANSITIONS = (
+    *shared_rows(S),
+    # event               source           dest
+    T(ObservationArrived, S.Accepted,      S.AwaitingReply, actions=("open_turn", "request_reply")),
+    T(HandleExpired,      S.AwaitingReply, S.FailedClosed,  actions=("fail_closed",)),
+    T(ContextOverflowed,  S.AwaitingReply, S.FailedClosed,  actions=("fail_closed",)),
+    T(ActionAccepted,     S.Provisional,   S.Accepted,      guards=("reply_has_handle",),
+                          actions=("commit_provisional", "submit_action")),
+    T(ActionAccepted,     S.Provisional,   S.FailedClosed,  actions=("fail_closed",)),
+)
+# fmt: on
+
+SPEC = MachineSpec(
+    name=STRATEGY,
+    states=State,
+    initial=State.Accepted,
+    final=frozenset({State.FailedClosed}),
+    transitions=TRANSITIONS,
+)
+
+
+class PreviousResponseId(TurnTaking):
+    """The model object the previous_response_id table drives."""
+
+    strategy = STRATEGY
+    overflow_failure = "context overflow: the provider's stored history cannot be trimmed from here"
+
+    def reply_has_handle(self, event: ActionAccepted) -> bool:
+        return bool(self._provisional.response_id)
+
+    def commit_provisional(self, event: ActionAccepted) -> None:
+        self.accepted = self.accepted.replace(payload={HANDLE: self._provisional.response_id}, pending=())
+        self.turn = None
+
+    def build_request(self) -> ModelRequest:
+        handle = self.accepted.payload.get(HANDLE)
+        return ModelRequest(system=self.system_prompt, items=tuple(self._turn.opening), previous_response_id=handle)
+
+
+def start(
+    settings: StrategySettings, transcript: Transcript, state: RuntimeState | None = None
+) -> LiveMachine[StrategyModel]:
+    """A live previous_response_id machine resting in Accepted on `state`, or on no handle yet."""
+    if state is None:
+        state = RuntimeState(adapter_id=settings.adapter_id, strategy=STRATEGY, payload={HANDLE: None})
+    return LiveMachine[StrategyModel](SPEC, PreviousResponseId(state, settings, transcript))
+
+
+RECORD = StrategyRecord(spec=SPEC, model=PreviousResponseId, start=start)

@@ -1,0 +1,40 @@
+"""A Responses-like transcript for strategy tests: what the machines carry without knowing its shape.
+
+An input becomes one item; a reply's native items are an opaque reasoning item, a compaction item
+when the provider compacted, and the message. Nothing here talks to a provider.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from turnstate.adapters.contract import Item, ModelResponse, Usage
+
+
+class NativeItems:
+    def user_items(self, inputs: Sequence[str]) -> list[Item]:
+        return [{"type": "input", "text": text} for text in inputs]
+
+    def reply_items(self, response: ModelResponse) -> list[Item]:
+        return [dict(item) for item in response.native_items]
+
+    def estimate_tokens(self, items: Sequence[Item], system: str = "") -> int:
+        return len(system) // 4 + sum(4 + len(str(item.get("text", ""))) // 4 for item in items)
+
+    def readable(self, items: Sequence[Item]) -> list[dict[str, str]]:
+        return [{"role": str(item["type"]), "content": str(item.get("text", ""))} for item in items]
+
+    def latest_compaction(self, items: Sequence[Item]) -> int | None:
+        found = [index for index, item in enumerate(items) if item["type"] == "compaction"]
+        return found[-1] if found else None
+
+
+def native_reply(text: str, *, compacted: bool = False, response_id: str | None = "resp_1") -> ModelResponse:
+    """A reply as a Responses-like adapter normalizes it: sealed reasoning, maybe a compaction, the message."""
+    items: list[Item] = [{"type": "reasoning", "encrypted_content": f"sealed({text})"}]
+    if compacted:
+        items.insert(0, {"type": "compaction", "encrypted_content": f"summary-before({text})"})
+    items.append({"type": "message", "text": text})
+    return ModelResponse(
+        text=text, usage=Usage(10, 0, 3), stop_reason="completed", response_id=response_id, native_items=tuple(items)
+    )

@@ -1,0 +1,184 @@
+"""continuous_conversation driven by events alone (no HTTP): every row of its table, and its rules."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis.stateful import invariant
+
+from turnstate.adapters.contract import ErrorKind, ModelResponse, ProviderError, Usage
+from turnstate.strategies import continuous_conversation as cc
+from turnstate.strategies.continuous_conversation import State
+from turnstate.strategies.events import (
+    ActionAccepted,
+    ActionRejected,
+    BackoffElapsed,
+    CallProvider,
+    ContextOverflowed,
+    FailClosed,
+    InputBuffered,
+    ObservationArrived,
+    ParseAction,
+    ProviderFailed,
+    ProviderReplied,
+    SubmitAction,
+    WaitBeforeRetry,
+)
+from turnstate.strategies.manual_rolling import CARRY_FORWARD_INSTRUCTION
+from turnstate.strategies.record import StrategySettings
+from turnstate.strategies.state import RuntimeState, TurnSpan
+
+from .commit_discipline import WALK_SETTINGS, CommitDisciplineWalk
+from .native_items import NativeItems, native_reply
+
+SETTINGS = StrategySettings(
+    "openai.responses.v1", "Play the game.", max_retries=1, max_context_length=4000, max_output_tokens=100
+)
+OBSERVE = ObservationArrived("f1")
+
+
+def start():
+    return cc.start(SETTINGS, NativeItems())
+
+
+def replied(text: str = "ACTION: ACTION1", *, compacted: bool = False) -> ProviderReplied:
+    return ProviderReplied(native_reply(text, compacted=compacted))
+
+
+def failure(kind: ErrorKind) -> ProviderFailed:
+    return ProviderFailed(ProviderError(kind, Usage(5, 0, 0)))
+
+
+def play_turn(machine, observation: str, *, compacted: bool = False) -> None:
+    machine.fire(ObservationArrived(observation))
+    machine.fire(replied(f"ACTION: ACTION1 ({observation})", compacted=compacted))
+    machine.fire(ActionAccepted("ACTION1"))
+
+
+def request_of(effects) -> list[dict]:
+    (effect,) = effects
+    assert isinstance(effect, CallProvider)
+    return list(effect.request.items)
+
+
+# One row per table transition: the events that lead there, the event under test, the state and
+# effect types that must follow.
+# fmt: off
+CASES = {
+    "observed asks the provider": ([], OBSERVE, State.AwaitingReply, [CallProvider]),
+    "buffered waits in Accepted": ([], InputBuffered("GAME_OVER"), State.Accepted, []),
+    "replied holds the reply and asks for a parse": ([OBSERVE], replied(), State.Provisional, [ParseAction]),
+    "transient failure waits first": ([OBSERVE], failure(ErrorKind.TRANSIENT), State.BackingOff, [WaitBeforeRetry]),
+    "after the wait it asks again": ([OBSERVE, failure(ErrorKind.TRANSIENT)], BackoffElapsed(), State.AwaitingReply, [CallProvider]),
+    "refusal asks again at once": ([OBSERVE], failure(ErrorKind.REFUSAL), State.AwaitingReply, [CallProvider]),
+    "fatal failure fails closed": ([OBSERVE], failure(ErrorKind.FATAL), State.FailedClosed, [FailClosed]),
+    "overflow fails closed": ([OBSERVE], ContextOverflowed(ProviderError(ErrorKind.CONTEXT_OVERFLOW)), State.FailedClosed, [FailClosed]),
+    "accepted action commits and submits": ([OBSERVE, replied()], ActionAccepted("ACTION1"), State.Accepted, [SubmitAction]),
+    "rejected action asks again": ([OBSERVE, replied("hmm")], ActionRejected("no action"), State.AwaitingReply, [CallProvider]),
+    "rejected action with no retry left fails closed": ([OBSERVE, replied("hmm"), ActionRejected("x"), replied("hmm")], ActionRejected("x"), State.FailedClosed, [FailClosed]),
+}
+# fmt: on
+
+
+@pytest.mark.parametrize(("before", "event", "state", "effect_types"), CASES.values(), ids=CASES.keys())
+def test_table(before, event, state, effect_types):
+    machine = start()
+    for earlier in before:
+        machine.fire(earlier)
+    effects = machine.fire(event)
+    assert machine.state is state
+    assert [type(effect) for effect in effects] == effect_types
+
+
+def test_every_accepted_item_is_replayed_verbatim_and_in_order_before_the_new_input():
+    machine = start()
+    play_turn(machine, "f1")
+    machine.fire(InputBuffered("game over"))
+    play_turn(machine, "f2")
+    accepted = machine.model.accepted.items
+    sent = request_of(machine.fire(ObservationArrived("f3")))
+    assert sent == [*accepted, {"type": "input", "text": "f3"}]
+    assert [item["type"] for item in accepted] == [
+        "input",
+        "reasoning",
+        "message",
+        "input",
+        "input",
+        "reasoning",
+        "message",
+    ]
+    assert accepted[1]["encrypted_content"] == "sealed(ACTION: ACTION1 (f1))"
+    assert machine.model.accepted.turns == (TurnSpan(start=0, end=3), TurnSpan(start=3, end=7))
+
+
+def test_no_carry_forward_instruction_is_added_the_native_items_are_the_state():
+    (effect,) = start().fire(OBSERVE)
+    assert effect.request.system == "Play the game."
+    assert CARRY_FORWARD_INSTRUCTION not in effect.request.system
+
+
+def test_a_compacted_reply_keeps_the_latest_compaction_item_and_everything_after_as_one_turn():
+    machine = start()
+    play_turn(machine, "f1")
+    play_turn(machine, "f2", compacted=True)
+    state = machine.model.accepted
+    assert [item["type"] for item in state.items] == ["compaction", "reasoning", "message"]
+    assert state.items[0]["encrypted_content"] == "summary-before(ACTION: ACTION1 (f2))"
+    assert state.turns == (TurnSpan(start=0, end=3),)
+    sent = request_of(machine.fire(ObservationArrived("f3")))
+    assert sent == [*state.items, {"type": "input", "text": "f3"}]
+
+
+def test_a_rejected_reply_with_a_compaction_commits_nothing():
+    machine = start()
+    play_turn(machine, "f1")
+    before = machine.model.accepted
+    first = request_of(machine.fire(ObservationArrived("f2")))
+    machine.fire(replied("no action here", compacted=True))
+    retried = request_of(machine.fire(ActionRejected("no action")))
+    assert machine.model.accepted == before
+    assert retried == first  # the same accepted items, no orphan compaction or reasoning
+
+
+def test_after_failing_closed_a_restart_on_the_kept_state_replays_it():
+    machine = start()
+    play_turn(machine, "f1")
+    machine.fire(ObservationArrived("f2"))
+    machine.fire(failure(ErrorKind.FATAL))
+    kept = machine.model.accepted
+    restarted = cc.start(SETTINGS, NativeItems(), kept)
+    assert request_of(restarted.fire(ObservationArrived("f2")))[:-1] == kept.items
+
+
+def test_a_state_of_another_strategy_is_refused():
+    state = RuntimeState(adapter_id=SETTINGS.adapter_id, strategy="manual_rolling", payload={"items": []})
+    with pytest.raises(ValueError, match="with strategy 'manual_rolling'"):
+        cc.start(SETTINGS, NativeItems(), state)
+
+
+class ContinuousConversationWalk(CommitDisciplineWalk):
+    record = cc.RECORD
+    strategy_settings = StrategySettings(
+        "openai.responses.v1", "Play.", max_retries=2, max_context_length=4000, max_output_tokens=100
+    )
+    transcript = NativeItems()
+
+    def reply_response(self, text: str) -> ModelResponse:
+        return native_reply(text, compacted=self.counter % 3 == 0)  # every third reply carries a compaction
+
+    def check_committed(self, state: RuntimeState, reply: ModelResponse) -> None:
+        reply_items = self.transcript.reply_items(reply)
+        if self.transcript.latest_compaction(reply_items) is None:
+            super().check_committed(state, reply)
+        else:
+            assert state.items == reply_items, "a compacted reply must replace everything before its compaction"
+
+    @invariant()
+    def nothing_before_the_latest_compaction_is_kept_and_the_turns_cover_every_item(self) -> None:
+        state = self.accepted
+        assert self.transcript.latest_compaction(state.items) in (None, 0)
+        ends = [0, *(span.end for span in state.turns)]
+        assert [span.start for span in state.turns] == ends[:-1] and ends[-1] == len(state.items)
+
+
+ContinuousConversationWalk.TestCase.settings = WALK_SETTINGS
+test_continuous_conversation_random_walks = ContinuousConversationWalk.TestCase
