@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 import openai
 
+from turnstate.adapters import openai_sdk
 from turnstate.adapters.contract import (
     Endpoint,
     ErrorKind,
@@ -24,13 +25,11 @@ from turnstate.adapters.contract import (
     Transcript,
     Usage,
     malformed_reply,
-    retry_after_seconds,
     token_count,
 )
 from turnstate.adapters.tokens import estimate_messages_tokens
 
 _FINISH_ERRORS = {"length": ErrorKind.TRUNCATED, "content_filter": ErrorKind.REFUSAL}
-_TRANSIENT_STATUS = {408, 409, 429}
 
 
 class ChatMessages:
@@ -63,12 +62,7 @@ class ChatCompletionsAdapter:
 
     @classmethod
     def connect(cls, endpoint: Endpoint, settings: RequestSettings) -> ChatCompletionsAdapter:
-        base_url = f"{endpoint.base_url}/v1" if endpoint.is_local else endpoint.base_url
-        # The harness owns retries: the SDK's own would hide failures from the machine.
-        client = openai.OpenAI(
-            base_url=base_url, api_key=endpoint.api_key, max_retries=0, timeout=endpoint.timeout_seconds
-        )
-        return cls(client, settings)
+        return cls(openai_sdk.client_for(endpoint), settings)
 
     def build_request(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -120,18 +114,7 @@ class ChatCompletionsAdapter:
         return _finish("".join(parts), finish_reason, seen.usage, response_id)
 
     def classify(self, error: Exception) -> ProviderError:
-        diagnostics: dict[str, Any] = {"error_class": type(error).__name__}
-        if isinstance(error, openai.APIStatusError):
-            diagnostics |= {
-                "status": error.status_code,
-                "error_type": error.type,
-                "code": error.code,
-                "request_id": error.request_id,
-            }
-            wait = retry_after_seconds(error.response.headers)
-            return ProviderError(_status_kind(error), Usage(), diagnostics, retry_after_seconds=wait)
-        # Connection refused or cut, timeouts, a stream broken mid-way: the same request may succeed.
-        return ProviderError(ErrorKind.TRANSIENT, Usage(), diagnostics)
+        return openai_sdk.classify(error)
 
 
 @dataclass
@@ -139,19 +122,6 @@ class _Seen:
     """What a call has read so far, so that a reply that breaks mid-way still reports its usage."""
 
     usage: Usage = field(default_factory=Usage)
-
-
-def _status_kind(error: openai.APIStatusError) -> ErrorKind:
-    if error.status_code == 400 and _is_context_overflow(error):
-        return ErrorKind.CONTEXT_OVERFLOW
-    if error.status_code in _TRANSIENT_STATUS or error.status_code >= 500:
-        return ErrorKind.TRANSIENT
-    return ErrorKind.FATAL
-
-
-def _is_context_overflow(error: openai.APIStatusError) -> bool:
-    # OpenAI says so with a code; vLLM and other open-weight servers only in the message.
-    return error.code == "context_length_exceeded" or "maximum context length" in str(error.message).lower()
 
 
 def _finish(text: str, finish_reason: str, usage: Usage, response_id: str | None) -> ModelResponse | ProviderError:
