@@ -19,73 +19,12 @@ from collections.abc import Mapping, Sequence
 
 from turnstate.adapters.tokens import estimate_messages_tokens
 from turnstate.local_provider.chat_completions_request import SYSTEM_ROLES, InvalidParam, parse_request
-from turnstate.local_provider.exchange import Completion, Exchange, SharedError, SseEvent
-from turnstate.local_provider.prefix_cache import CacheRule
+from turnstate.local_provider.exchange import Completion, Exchange, SseEvent
+from turnstate.local_provider.openai_words import PROMPT_CACHING, error_body
+from turnstate.local_provider.openai_words import error_reply as error_reply  # this wire's words for the shared errors
 
 FINISH_REASONS: Mapping[str, str] = {"stop": "stop", "length": "length", "refusal": "content_filter"}
 STREAM_PIECES = 3  # content deltas per streamed reply, so a client must reassemble them
-
-# OpenAI's prompt caching (API guide, and the cookbook's "Prompt Caching 201"): only prompts of 1,024
-# tokens or more are cached, and cache hits come in increments of 128 tokens. So a prefix seen before
-# reports its length rounded down to a multiple of 128, and 0 below 1,024.
-PROMPT_CACHING = CacheRule(min_tokens=1024, increment=128)
-
-# kind -> (status, message, type, code), as api.openai.com answers them; {detail} is error_reply's.
-SHARED_ERRORS: Mapping[str, tuple[int, str, str, str | None]] = {
-    "missing_api_key": (
-        401,
-        "You didn't provide an API key. You need to provide your API key in an Authorization header "
-        "using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
-        "invalid_request_error",
-        "invalid_api_key",
-    ),
-    "invalid_api_key": (
-        401,
-        "Incorrect API key provided: {detail}. You can find your API key at https://platform.openai.com/account/api-keys.",
-        "invalid_request_error",
-        "invalid_api_key",
-    ),
-    "unsupported_content_type": (
-        400,
-        "Unsupported content type: '{detail}'. This API method only accepts 'application/json' requests, "
-        "but you specified the header 'Content-Type: {detail}'. Please try again with a supported content type.",
-        "invalid_request_error",
-        "unsupported_content_type",
-    ),
-    "unparseable_body": (
-        400,
-        "We could not parse the JSON body of your request. The OpenAI API expects a JSON object as the request body.",
-        "invalid_request_error",
-        None,
-    ),
-    "rate_limit": (429, "Rate limit reached for requests", "requests", "rate_limit_exceeded"),
-    "server_error": (500, "The server had an error while processing your request.", "server_error", None),
-    "overloaded": (503, "The engine is currently overloaded. Please try again later.", "overloaded_error", None),
-}
-
-
-def error_reply(kind: SharedError, detail: str = "") -> tuple[int, dict[str, object]]:
-    status, message, error_type, code = SHARED_ERRORS[kind]
-    shown = masked_api_key(detail) if kind == "invalid_api_key" else detail
-    return status, error_body(message.format(detail=shown), error_type=error_type, code=code)
-
-
-def masked_api_key(key: str) -> str:
-    """The key as OpenAI's 401 quotes it: its first 8 and last 4 characters around one asterisk per
-    hidden character. A key of 12 characters or fewer is quoted whole, as the service does."""
-    if len(key) <= 12:
-        return key
-    return key[:8] + "*" * (len(key) - 12) + key[-4:]
-
-
-def error_body(
-    message: str,
-    *,
-    error_type: str = "invalid_request_error",
-    param: str | None = None,
-    code: str | None = None,
-) -> dict[str, object]:
-    return {"error": {"message": message, "type": error_type, "param": param, "code": code}}
 
 
 def context_length_body(window: int, prompt_tokens: int, max_tokens: int) -> dict[str, object]:

@@ -16,6 +16,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from turnstate.local_provider.openai_words import (
+    InvalidParam,
+    check_decimal,
+    empty_array,
+    invalid_type,
+    invalid_value,
+    missing,
+    missing_or_invalid_type,
+)
+
 # Every top-level field of the real Chat Completions create request (openai SDK 3.57); any other
 # field is "Unrecognized request argument supplied". A test compares this with the installed SDK.
 KNOWN_PARAMS: frozenset[str] = frozenset(
@@ -94,16 +104,6 @@ RESPONSE_FORMATS = ("json_object", "json_schema", "text")
 REASONING_MODEL_PREFIXES = ("o1", "o3", "o4", "gpt-5")
 
 
-class InvalidParam(ValueError):
-    """A request field the real service would reject with 400; `param` as its error names it, or None."""
-
-    def __init__(self, param: str | None, message: str, code: str | None = "invalid_value") -> None:
-        super().__init__(message)
-        self.param = param
-        self.message = message
-        self.code = code
-
-
 @dataclass(frozen=True)
 class ChatRequest:
     """A request that passed validation, in the forms the wire needs."""
@@ -127,7 +127,7 @@ def parse_request(body: Mapping[str, object]) -> ChatRequest:
     sent_messages = _messages(body)
     stream = _optional_bool(body, "stream") or False
     for name, (low, high) in DECIMAL_RANGES.items():
-        _check_decimal(body, name, low, high)
+        check_decimal(body, name, low, high)
     choices = _optional_int(body, "n", maximum=MAX_CHOICES) or 1
     _check_tools(body)
     _check_response_format(body)
@@ -156,7 +156,7 @@ def _check_known_params(body: Mapping[str, object]) -> None:
 def _model(body: Mapping[str, object]) -> str:
     model = body.get("model")
     if model is not None and not isinstance(model, str):
-        raise _invalid_type("model", "a string", model)
+        raise invalid_type("model", "a string", model)
     if not model:
         raise InvalidParam("model", "you must provide a model parameter", code="missing_required_parameter")
     return model
@@ -168,11 +168,11 @@ def _model(body: Mapping[str, object]) -> str:
 def _messages(body: Mapping[str, object]) -> tuple[Mapping[str, object], ...]:
     messages = body.get("messages")
     if messages is None:
-        raise _missing("messages")
+        raise missing("messages")
     if not isinstance(messages, list):
-        raise _invalid_type("messages", "an array", messages)
+        raise invalid_type("messages", "an array", messages)
     if not messages:
-        raise _empty_array("messages")
+        raise empty_array("messages")
     for index, message in enumerate(messages):
         _check_message(index, message)
     return tuple(messages)
@@ -181,12 +181,12 @@ def _messages(body: Mapping[str, object]) -> tuple[Mapping[str, object], ...]:
 def _check_message(index: int, message: object) -> None:
     param = f"messages[{index}]"
     if not isinstance(message, dict):
-        raise _invalid_type(param, "an object", message)
+        raise invalid_type(param, "an object", message)
     role = message.get("role")
     if role is None:
-        raise _missing(f"{param}.role")
+        raise missing(f"{param}.role")
     if role not in ROLES:
-        raise _invalid_value(f"{param}.role", role, ROLES)
+        raise invalid_value(f"{param}.role", role, ROLES)
     unexpected = [key for key in message if key not in MESSAGE_KEYS[role]]
     if unexpected:
         names = ", ".join(f"'{key}'" for key in unexpected)
@@ -216,23 +216,23 @@ def _check_assistant(index: int, message: Mapping[str, object]) -> None:
     if "tool_calls" in message:
         tool_calls = message["tool_calls"]
         if not isinstance(tool_calls, list):
-            raise _invalid_type(f"{param}.tool_calls", "an array", tool_calls)
+            raise invalid_type(f"{param}.tool_calls", "an array", tool_calls)
         if not tool_calls:
-            raise _empty_array(f"{param}.tool_calls")
+            raise empty_array(f"{param}.tool_calls")
         for call_index, call in enumerate(tool_calls):
             call_param = f"{param}.tool_calls[{call_index}]"
             call_id = _typed_object(call_param, call, TOOL_TYPES).get("id")
             if not isinstance(call_id, str):
-                raise _missing_or_invalid_type(f"{call_param}.id", "a string", call_id)
+                raise missing_or_invalid_type(f"{call_param}.id", "a string", call_id)
 
 
 def _check_function(param: str, message: Mapping[str, object]) -> None:
     """The deprecated `function` role: a required name, and content that is text or null."""
     content = message.get("content")
     if content is not None and not isinstance(content, str):
-        raise _invalid_type(f"{param}.content", "a string", content)
+        raise invalid_type(f"{param}.content", "a string", content)
     if not isinstance(message.get("name"), str):
-        raise _missing_or_invalid_type(f"{param}.name", "a string", message.get("name"))
+        raise missing_or_invalid_type(f"{param}.name", "a string", message.get("name"))
 
 
 def _check_tool_call_id(index: int, message: Mapping[str, object]) -> None:
@@ -241,31 +241,31 @@ def _check_tool_call_id(index: int, message: Mapping[str, object]) -> None:
         text = "Missing parameter 'tool_call_id': messages with role 'tool' must have a 'tool_call_id'."
         raise InvalidParam(f"messages.[{index}].tool_call_id", text, code=None)
     if not isinstance(tool_call_id, str):
-        raise _invalid_type(f"messages[{index}].tool_call_id", "a string", tool_call_id)
+        raise invalid_type(f"messages[{index}].tool_call_id", "a string", tool_call_id)
 
 
 def _check_content(param: str, content: object, part_types: Sequence[str]) -> None:
     if isinstance(content, str):
         return
     if not isinstance(content, list):
-        raise _invalid_type(param, "one of a string or array of objects", content)
+        raise invalid_type(param, "one of a string or array of objects", content)
     if not content:
-        raise _empty_array(param)
+        raise empty_array(param)
     for index, part in enumerate(content):
         part_param = f"{param}[{index}]"
         if not isinstance(part, dict):
-            raise _invalid_type(part_param, "an object", part)
+            raise invalid_type(part_param, "an object", part)
         kind = part.get("type")
         if kind is None:
-            raise _missing(f"{part_param}.type")
+            raise missing(f"{part_param}.type")
         if kind not in part_types:
-            raise _invalid_value(f"{part_param}.type", kind, part_types)
+            raise invalid_value(f"{part_param}.type", kind, part_types)
         payload = part.get(kind)
         expected = ("a string", str) if kind in STRING_PARTS else ("an object", dict)
         if not isinstance(payload, expected[1]):
-            raise _missing_or_invalid_type(f"{part_param}.{kind}", expected[0], payload)
+            raise missing_or_invalid_type(f"{part_param}.{kind}", expected[0], payload)
         if kind == "image_url" and isinstance(payload, dict) and not isinstance(payload.get("url"), str):
-            raise _missing_or_invalid_type(f"{part_param}.image_url.url", "a string", payload.get("url"))
+            raise missing_or_invalid_type(f"{part_param}.image_url.url", "a string", payload.get("url"))
 
 
 def _flattened(message: Mapping[str, object]) -> dict[str, object]:
@@ -280,28 +280,14 @@ def _flattened(message: Mapping[str, object]) -> dict[str, object]:
 # --- other parameters ------------------------------------------------------------------------------
 
 
-def _check_decimal(body: Mapping[str, object], name: str, low: int, high: int) -> None:
-    value = body.get(name)
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _invalid_type(name, "a decimal", value)
-    if value > high:
-        message = f"Invalid '{name}': decimal above maximum value. Expected a value <= {high}, but got {value} instead."
-        raise InvalidParam(name, message, code="decimal_above_max_value")
-    if value < low:
-        message = f"Invalid '{name}': decimal below minimum value. Expected a value >= {low}, but got {value} instead."
-        raise InvalidParam(name, message, code="decimal_below_min_value")
-
-
 def _check_tools(body: Mapping[str, object]) -> None:
     tools = body.get("tools")
     if tools is None:
         return
     if not isinstance(tools, list):
-        raise _invalid_type("tools", "an array", tools)
+        raise invalid_type("tools", "an array", tools)
     if not tools:
-        raise _empty_array("tools")
+        raise empty_array("tools")
     for index, tool in enumerate(tools):
         _typed_object(f"tools[{index}]", tool, TOOL_TYPES)
 
@@ -309,17 +295,17 @@ def _check_tools(body: Mapping[str, object]) -> None:
 def _typed_object(param: str, value: object, types: Sequence[str]) -> dict[str, object]:
     """`value` if it has the shape of a tool and of a tool call: `{"type": t, t: {"name": ..., ...}}`."""
     if not isinstance(value, dict):
-        raise _invalid_type(param, "an object", value)
+        raise invalid_type(param, "an object", value)
     kind = value.get("type")
     if kind is None:
-        raise _missing(f"{param}.type")
+        raise missing(f"{param}.type")
     if kind not in types:
-        raise _invalid_value(f"{param}.type", kind, types)
+        raise invalid_value(f"{param}.type", kind, types)
     payload = value.get(kind)
     if not isinstance(payload, dict):
-        raise _missing_or_invalid_type(f"{param}.{kind}", "an object", payload)
+        raise missing_or_invalid_type(f"{param}.{kind}", "an object", payload)
     if not isinstance(payload.get("name"), str):
-        raise _missing_or_invalid_type(f"{param}.{kind}.name", "a string", payload.get("name"))
+        raise missing_or_invalid_type(f"{param}.{kind}.name", "a string", payload.get("name"))
     return value
 
 
@@ -328,15 +314,15 @@ def _check_response_format(body: Mapping[str, object]) -> None:
     if response_format is None:
         return
     if not isinstance(response_format, dict):
-        raise _invalid_type("response_format", "an object", response_format)
+        raise invalid_type("response_format", "an object", response_format)
     kind = response_format.get("type")
     if kind is None:
-        raise _missing("response_format.type")
+        raise missing("response_format.type")
     if kind not in RESPONSE_FORMATS:
-        raise _invalid_value("response_format.type", kind, RESPONSE_FORMATS)
+        raise invalid_value("response_format.type", kind, RESPONSE_FORMATS)
     if kind == "json_schema" and not isinstance(response_format.get("json_schema"), dict):
         schema = response_format.get("json_schema")
-        raise _missing_or_invalid_type("response_format.json_schema", "an object", schema)
+        raise missing_or_invalid_type("response_format.json_schema", "an object", schema)
 
 
 def _max_tokens(body: Mapping[str, object], model: str) -> int | None:
@@ -361,7 +347,7 @@ def _include_usage(body: Mapping[str, object], stream: bool) -> bool:
         message = "The 'stream_options' parameter is only allowed when 'stream' is enabled."
         raise InvalidParam("stream_options", message)
     if not isinstance(options, dict):
-        raise _invalid_type("stream_options", "an object", options)
+        raise invalid_type("stream_options", "an object", options)
     return _optional_bool(options, "include_usage", prefix="stream_options.") or False
 
 
@@ -371,7 +357,7 @@ def _optional_int(body: Mapping[str, object], name: str, *, maximum: int | None 
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _invalid_type(name, "an integer", value)
+        raise invalid_type(name, "an integer", value)
     if value < 1:
         message = f"Invalid '{name}': integer below minimum value. Expected a value >= 1, but got {value} instead."
         raise InvalidParam(name, message, code="integer_below_min_value")
@@ -386,56 +372,5 @@ def _optional_int(body: Mapping[str, object], name: str, *, maximum: int | None 
 def _optional_bool(body: Mapping[str, object], name: str, *, prefix: str = "") -> bool | None:
     value = body.get(name)
     if value is not None and not isinstance(value, bool):
-        raise _invalid_type(prefix + name, "a boolean", value)
+        raise invalid_type(prefix + name, "a boolean", value)
     return value
-
-
-# --- the real service's words ----------------------------------------------------------------------
-
-
-def _missing(param: str) -> InvalidParam:
-    return InvalidParam(param, f"Missing required parameter: '{param}'.", code="missing_required_parameter")
-
-
-def _missing_or_invalid_type(param: str, expected: str, value: object) -> InvalidParam:
-    return _missing(param) if value is None else _invalid_type(param, expected, value)
-
-
-def _invalid_type(param: str, expected: str, value: object) -> InvalidParam:
-    message = f"Invalid type for '{param}': expected {expected}, but got {_json_type(value)} instead."
-    return InvalidParam(param, message, code="invalid_type")
-
-
-def _invalid_value(param: str, value: object, supported: Sequence[str]) -> InvalidParam:
-    return InvalidParam(param, f"Invalid value: {value!r}. Supported values are: {_listed(supported)}.")
-
-
-def _listed(choices: Sequence[str]) -> str:
-    """'a'; 'a' and 'b'; 'a', 'b', and 'c' — as the real service lists supported values."""
-    quoted = [f"'{choice}'" for choice in choices]
-    if len(quoted) < 3:
-        return " and ".join(quoted)
-    return ", ".join(quoted[:-1]) + ", and " + quoted[-1]
-
-
-def _empty_array(param: str) -> InvalidParam:
-    message = (
-        f"Invalid '{param}': empty array. Expected an array with minimum length 1, but got an empty array instead."
-    )
-    return InvalidParam(param, message, code="empty_array")
-
-
-def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a decimal"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"

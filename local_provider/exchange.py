@@ -1,16 +1,19 @@
 """What every wire of the local provider shares: one admitted request and the model behind it.
 
 The server admits a request (auth, body, ordinal, fault) and hands the route's wire module an
-`Exchange`. The wire validates its own format, asks `complete` for the model's `Completion`, and
-answers through the exchange with JSON or a server-sent event stream. This module knows nothing of
-HTTP framing or of any one wire, so wires and the server both import it and never each other.
+`Exchange`. The wire validates its own format, asks `complete` for the model's `Completion` (or, on a
+reasoning wire, `reason` for a private thought and a Completion, and `summarize` for a compaction),
+and answers through the exchange with JSON or a server-sent event stream. What a wire keeps between
+one provider's requests (stored responses, a sealing key) lives in `state`. This module knows nothing
+of HTTP framing or of any one wire, so wires and the server both import it and never each other.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, TypeVar, cast
 
 from turnstate.adapters.tokens import BYTES_PER_TOKEN, estimate_text_tokens
 from turnstate.local_provider.faults import Fault, FaultKind
@@ -21,6 +24,24 @@ ReplyFn = Callable[[str, Sequence[Mapping[str, object]]], str]
 
 Ending = Literal["stop", "length", "refusal"]
 """Why a completion ended, before a wire names it (e.g. Chat Completions: stop, length, content_filter)."""
+
+
+class Thinker(Protocol):
+    """A reasoning model, as the reasoning wires (OpenAI Responses) use it; the policy module is one.
+
+    `memory` is what the model reads back from replayed opaque state, oldest first: the thoughts of
+    earlier reasoning, and a compaction's summary. A thought is what the wire seals into new opaque
+    state and never shows.
+    """
+
+    def think(self, system: str, messages: Sequence[Mapping[str, object]], memory: Sequence[str]) -> tuple[str, str]:
+        """(system prompt, the current turn's messages with text content, memory) -> (thought, visible reply)."""
+        ...
+
+    def summarize(self, memory: Sequence[str]) -> str:
+        """What a compaction keeps of `memory`: the text a later turn reads back in its place."""
+        ...
+
 
 SharedError = Literal[
     "missing_api_key",
@@ -50,6 +71,36 @@ class Completion:
     @property
     def tokens(self) -> int:
         return estimate_text_tokens(self.text)
+
+
+@dataclass(frozen=True)
+class Reasoning:
+    """What a reasoning model produced for one request: a private thought, then the visible completion."""
+
+    thought: str
+    completion: Completion
+
+    @property
+    def thought_tokens(self) -> int:
+        return estimate_text_tokens(self.thought)
+
+
+_Value = TypeVar("_Value")
+
+
+class ProviderState:
+    """What wires keep from one request to the next of the same provider (a sealing key, stored
+    responses), by name; each value is made on its first use. One per provider: two share nothing."""
+
+    def __init__(self) -> None:
+        self._values: dict[str, object] = {}
+        self._lock = threading.Lock()
+
+    def get(self, name: str, make: Callable[[], _Value]) -> _Value:
+        with self._lock:
+            if name not in self._values:
+                self._values[name] = make()
+            return cast(_Value, self._values[name])
 
 
 class Responder(Protocol):
@@ -97,13 +148,18 @@ class Exchange:
         prefix_cache: PrefixCache,
         reply: ReplyFn,
         api_key: str,
+        thinker: Thinker,
+        state: ProviderState,
     ) -> None:
         self.body = body
         self.ordinal = ordinal
         self.fault = fault
         self.context_window = context_window
         self.prefix_cache = prefix_cache
+        self.state = state
+        """What the wires keep between this provider's requests."""
         self._reply = reply
+        self._thinker = thinker
         self._responder = responder
         self._api_key = api_key
 
@@ -112,7 +168,32 @@ class Exchange:
         text = self._reply(system, messages)
         if not isinstance(text, str):
             raise TypeError(f"the reply function returned {type(text).__name__}, not str")
-        completion = _within_budget(text, max_tokens)
+        return self._faulted(_within_budget(text, max_tokens))
+
+    def reason(
+        self,
+        system: str,
+        messages: Sequence[Mapping[str, object]],
+        memory: Sequence[str],
+        max_tokens: int | None,
+    ) -> Reasoning:
+        """The reasoning model's thought and reply. `max_tokens` bounds both: the thought comes first
+        and is kept whole, and the reply gets what is left of the budget, with the content fault applied."""
+        thought, text = self._thinker.think(system, messages, memory)
+        for name, value in (("thought", thought), ("reply", text)):
+            if not isinstance(value, str):
+                raise TypeError(f"the think function returned a {type(value).__name__} {name}, not str")
+        budget = None if max_tokens is None else max(0, max_tokens - estimate_text_tokens(thought))
+        return Reasoning(thought, self._faulted(_within_budget(text, budget)))
+
+    def summarize(self, memory: Sequence[str]) -> str:
+        """The model's summary of its memory, for a compaction item to carry."""
+        summary = self._thinker.summarize(memory)
+        if not isinstance(summary, str):
+            raise TypeError(f"the thinker's summary is a {type(summary).__name__}, not str")
+        return summary
+
+    def _faulted(self, completion: Completion) -> Completion:
         if self.fault is None:
             return completion
         if self.fault.kind == "leak_key":
@@ -134,6 +215,20 @@ class Exchange:
     def drop_connection(self) -> None:
         """Close the connection without any response, as a crashed upstream does."""
         self._responder.drop_connection()
+
+
+class Thoughtless:
+    """A Thinker made of a ReplyFn: it thinks nothing, and its summary is its memory as it is. How a
+    provider started with a test's reply function (an echo, say) answers on a reasoning wire."""
+
+    def __init__(self, reply: ReplyFn) -> None:
+        self._reply = reply
+
+    def think(self, system: str, messages: Sequence[Mapping[str, object]], memory: Sequence[str]) -> tuple[str, str]:
+        return "", self._reply(system, messages)
+
+    def summarize(self, memory: Sequence[str]) -> str:
+        return "\n".join(memory)
 
 
 def _within_budget(text: str, max_tokens: int | None) -> Completion:

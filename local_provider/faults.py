@@ -24,6 +24,9 @@ What each kind does (each wire words it in its own protocol):
 - empty_choices: a well-formed 200 with its usage but an empty `choices` list (every chunk, when streamed).
 - null_message: a well-formed 200 whose choice has `message: null` (`delta: null`, when streamed).
 The last four are replies a client must survive: the SDKs do not validate what a 200 carries.
+- expire_handle: before serving the request, the provider forgets every response it stored (OpenAI
+  Responses with store: true), as a real one does when they expire; a `previous_response_id` then
+  gets the 404 an expired handle gets. A wire that stores nothing serves the request as usual.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ FaultKind = Literal[
     "garbled",
     "empty_choices",
     "null_message",
+    "expire_handle",
 ]
 FAULT_KINDS: frozenset[str] = frozenset(get_args(FaultKind))
 

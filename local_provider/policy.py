@@ -5,6 +5,14 @@ harness kept in the window: a level's beacon letter appears only in that level's
 survives later turns only if that frame, or a carry-forward `NOTES: level N beacon X` line, is still
 in the messages. Without it the policy guesses door A and fails any level whose beacon is not A.
 
+Over a reasoning wire (OpenAI Responses) the model is `think`: when a frame shows a beacon, it notes
+it in a private thought (`NOTES: level N beacon X`), which the wire seals into encrypted reasoning;
+later thoughts only say that they follow the note, and the visible reply never carries a NOTES line.
+It reads the current turn's messages and its memory: the thoughts of the replayed reasoning, and a
+compaction's summary (`summarize`), but not the text of older frames. So the beacon survives only in
+the reasoning item of the turn that saw it, and after a compaction in the compaction item: it is
+remembered only if those were replayed faithfully.
+
 The frame format is parsed here on purpose instead of imported from the environment: the policy must
 know no more than the text it is given.
 """
@@ -51,11 +59,67 @@ def reply(system: str, messages: Sequence[Mapping[str, object]]) -> str:
     """The model's answer to one chat request: a summary line, `ACTION: ...`, and NOTES if asked."""
     frame = last_frame(messages)
     if frame is None:
-        return "I see no game frame, so I take no action."
+        return NO_FRAME_REPLY
     if frame.state == "WIN":
-        return f"Level {frame.level}: all levels cleared, nothing left to do."
+        return won_reply(frame)
 
     beacon = known_beacon(messages, frame.level)
+    lines = decision_lines(frame, beacon)
+    if NOTES_REQUEST in system:
+        lines.append(notes_line(frame.level, beacon))
+    return "\n".join(lines)
+
+
+def think(system: str, messages: Sequence[Mapping[str, object]], memory: Sequence[str]) -> tuple[str, str]:
+    """The reasoning model's (private thought, visible reply) for one request.
+
+    `messages` are the current turn's only; `memory` holds the texts the model reads back from its
+    replayed opaque state, oldest first. The thought notes a beacon the current turn shows (a NOTES
+    line), else says whether the model follows its notes or guesses; the reply is what `reply`
+    answers without NOTES, whatever the system prompt asks for.
+    """
+    frame = last_frame(messages)
+    if frame is None:
+        return "No game frame in this turn.", NO_FRAME_REPLY
+    seen = known_beacon(messages, frame.level)
+    noted = known_beacon(remembered_as_messages(memory), frame.level)
+    beacon = seen or noted
+    if seen:
+        thought = notes_line(frame.level, seen)
+    elif noted:
+        thought = f"Level {frame.level}: following the beacon I noted."
+    else:
+        thought = f"Level {frame.level}: no beacon noted, guessing door {GUESS_DOOR}."
+    if frame.state == "WIN":
+        return thought, won_reply(frame)
+    return thought, "\n".join(decision_lines(frame, beacon))
+
+
+def summarize(memory: Sequence[str]) -> str:
+    """What a compaction keeps of the model's memory: the latest beacon noted for each level, one NOTES
+    line per level in level order (the rest of the memory is not needed to play on)."""
+    beacons: dict[int, str] = {}
+    for text in memory:
+        for mention in NOTES_MENTION.finditer(text):
+            beacons[int(mention.group(1))] = mention.group(2)
+    if not beacons:
+        return "NOTES: nothing to remember yet"
+    return "\n".join(notes_line(level, beacons[level]) for level in sorted(beacons))
+
+
+def remembered_as_messages(memory: Sequence[str]) -> list[Mapping[str, object]]:
+    return [{"role": "assistant", "content": text} for text in memory]
+
+
+NO_FRAME_REPLY = "I see no game frame, so I take no action."
+
+
+def won_reply(frame: SeenFrame) -> str:
+    return f"Level {frame.level}: all levels cleared, nothing left to do."
+
+
+def decision_lines(frame: SeenFrame, beacon: str | None) -> list[str]:
+    """The summary line and the `ACTION: ...` line for a frame that is not won."""
     if frame.state == "GAME_OVER":
         summary, action = f"Level {frame.level}: wrong door, restarting the level.", RESET
     else:
@@ -63,11 +127,11 @@ def reply(system: str, messages: Sequence[Mapping[str, object]]) -> str:
         how = "beacon seen" if beacon else "beacon unknown, guessing"
         summary = f"Level {frame.level}: heading for door {target} ({how})."
         action = next_action(frame, target)
+    return [summary, f"ACTION: {action}"]
 
-    lines = [summary, f"ACTION: {action}"]
-    if NOTES_REQUEST in system:
-        lines.append(f"NOTES: level {frame.level} beacon {beacon or 'unknown'}")
-    return "\n".join(lines)
+
+def notes_line(level: int, beacon: str | None) -> str:
+    return f"NOTES: level {level} beacon {beacon or 'unknown'}"
 
 
 def message_text(message: Mapping[str, object]) -> str:

@@ -1,6 +1,7 @@
 """The local provider's endpoints: which wire module answers each (method, path).
 
-Adding a wire is one module beside chat_completions.py and one row here.
+Adding a wire is one module beside chat_completions.py and one row here. OpenAI Responses is two
+wires (responses.py, responses_compact.py) that share their replay rules and stored responses.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from email.message import Message
 
-from turnstate.local_provider import chat_completions
+from turnstate.local_provider import chat_completions, responses, responses_compact
 from turnstate.local_provider.exchange import Wire
 
 
@@ -31,4 +32,6 @@ class Route:
 
 ROUTES: Mapping[tuple[str, str], Route] = {
     ("POST", "/v1/chat/completions"): Route(chat_completions, bearer_api_key),
+    ("POST", "/v1/responses"): Route(responses, bearer_api_key),
+    ("POST", "/v1/responses/compact"): Route(responses_compact, bearer_api_key),
 }

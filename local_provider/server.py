@@ -31,7 +31,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from urllib.parse import urlsplit
 
-from turnstate.local_provider.exchange import Exchange, ReplyFn, SseEvent
+from turnstate.local_provider.exchange import Exchange, ProviderState, ReplyFn, SseEvent, Thinker, Thoughtless
 from turnstate.local_provider.faults import HTML_PAGE, STATUS_FAULTS, Clock, Fault, FaultSchedule, RateLimitWindow
 from turnstate.local_provider.prefix_cache import PrefixCache
 from turnstate.local_provider.routes import ROUTES
@@ -64,7 +64,10 @@ class LocalProvider:
         self.context_window = context_window
         self.request_log: list[dict[str, object]] = []
         """Every admitted model request body, in arrival order; entry i has ordinal i + 1."""
-        self._reply = reply if reply is not None else _policy_reply()
+        # The deterministic policy by default, imported only when wanted; a test passes its own reply,
+        # which then also answers reasoning wires, without private thoughts.
+        self._reply, self._thinker = _policy() if reply is None else (reply, Thoughtless(reply))
+        self._state = ProviderState()  # what the wires keep between requests: a sealing key, stored responses
         self._faults = FaultSchedule(faults)
         self._rate_limit = RateLimitWindow(clock)
         self._prefix_cache = PrefixCache()
@@ -153,11 +156,11 @@ class LocalProvider:
         return remaining if rate_limited or remaining > 0 else None
 
 
-def _policy_reply() -> ReplyFn:
-    """The real policy, imported only when wanted: it is written separately and tests pass their own."""
-    from turnstate.local_provider.policy import reply
+def _policy() -> tuple[ReplyFn, Thinker]:
+    """The real policy, as a chat model's reply function and as a reasoning model."""
+    from turnstate.local_provider import policy
 
-    return reply
+    return policy.reply, policy
 
 
 class _Server(ThreadingHTTPServer):
@@ -274,6 +277,8 @@ class _Handler(BaseHTTPRequestHandler):
                 prefix_cache=provider._prefix_cache,
                 reply=provider._reply,
                 api_key=api_key,
+                thinker=provider._thinker,
+                state=provider._state,
             )
             route.wire.handle(exchange)
         except Exception:

@@ -15,8 +15,8 @@ import openai
 import pytest
 
 from turnstate.adapters.tokens import estimate_text_tokens
-from turnstate.local_provider.chat_completions import masked_api_key
 from turnstate.local_provider.faults import Fault
+from turnstate.local_provider.openai_words import masked_api_key
 from turnstate.local_provider.server import INVALID_API_KEY, LocalProvider
 
 HI = [{"role": "user", "content": "hi"}]

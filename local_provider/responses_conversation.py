@@ -1,0 +1,361 @@
+"""How the OpenAI Responses wires read a conversation back: stored responses, replayed opaque state.
+
+A request's conversation is the chain of a stored response (with `previous_response_id`) followed
+by its `input` items. The provider issues opaque state and holds a continuation to these rules; the
+first one broken is the error, in the real service's shape ({"error": {"message", "type":
+"invalid_request_error", "param", "code"}}):
+
+1. Ids. Every response is built from one token T that the provider can recognize as its own
+   (sealed.py): resp_T, its reasoning item rs_T, its output message msg_T and, when it compacts,
+   its compaction item cmp_T. A reasoning item's encrypted_content seals T, the id of the chain
+   element before it (`after`), a digest of its summary, a digest of msg_T's content, and the
+   model's private thought.
+2. Stored state. With store (the default) a response's whole chain, its conversation plus its
+   output, is kept in memory for `previous_response_id`; an unknown or forgotten id is 404
+   previous_response_not_found (param previous_response_id). A reasoning item replayed without
+   encrypted_content, or an item_reference, is looked up among stored items; one not found is 404
+   "Item with id ... not found" (param input): without store and include, reasoning cannot be
+   replayed, as on the real service. The `expire_handle` fault forgets everything stored.
+3. Duplicates. An item id given twice in the conversation is 400 (param input).
+4. Compaction. The latest compaction item starts the conversation: items before it are tolerated
+   (and billed) but not read. Its encrypted_content must open under the provider's key and name its
+   own id, else 400 invalid_encrypted_content. Its sealed summary is the first entry of the model's
+   memory, and it is the first element of the reasoning chain.
+5. Altered. A reasoning item whose encrypted_content does not open, belongs to another item, or
+   whose summary differs from the one it was issued with is 400 invalid_encrypted_content (param
+   input); so is an output message whose content differs from the one its reasoning item pins.
+6. Orphaned. A reasoning item must be followed at once by the message it was issued with (msg_T):
+   else 400 "Item 'rs_T' of type 'reasoning' was provided without its required following item."
+7. Missing. An output message the provider issued (msg_T, recognized by its id) must come right
+   after its reasoning item rs_T: else 400 "Item 'msg_T' of type 'message' was provided without
+   its required 'reasoning' item: 'rs_T'."
+8. Reordered. Each reasoning item names the chain element it followed when it was produced; after
+   the first chain element of a conversation (which may begin anywhere: dropping whole old turns is
+   allowed, as on the real service, and only loses what they held), every reasoning item must
+   follow that same element, else 400 (code reasoning_out_of_order).
+
+What the model reads (the local model does not re-read old frames): the system prompt
+(`instructions` plus system and developer messages from the start on), the current turn (the user
+messages after the last item the model wrote, or all of them on a first turn), and its memory (the
+compaction summary, then the thought of every replayed reasoning item, in order).
+
+Token estimate (billing and the context window): every item the model was sent, those before the
+latest compaction included, costs the per-message overhead plus its text at one token per four
+UTF-8 bytes; the text of reasoning is its summary and its encrypted_content, and of a compaction its
+encrypted_content, counted by length as sent (an opaque blob costs what it weighs). `instructions`
+count as one system message.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from turnstate.adapters.tokens import (
+    content_text,
+    item_text,
+    item_tokens,
+)
+from turnstate.local_provider.exchange import Exchange
+from turnstate.local_provider.responses_request import SYSTEM_ROLES, is_assistant_output
+from turnstate.local_provider.sealed import Sealer, digest
+
+Item = Mapping[str, object]
+
+RESPONSE_PREFIX, REASONING_PREFIX, MESSAGE_PREFIX, COMPACTION_PREFIX = "resp_", "rs_", "msg_", "cmp_"
+REASONING_KIND, COMPACTION_KIND = "reasoning", "compaction"
+STATE_NAME = "openai.responses"
+
+
+class ReplayError(Exception):
+    """A conversation the provider will not continue: the HTTP status and the error's fields."""
+
+    def __init__(self, status: int, message: str, param: str | None, code: str | None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+        self.code = code
+
+
+class ResponseStore:
+    """Stored responses (store: true) by id, and their items by id; safe to share between threads."""
+
+    def __init__(self) -> None:
+        self._chains: dict[str, tuple[Item, ...]] = {}
+        self._items: dict[str, Item] = {}
+        self._lock = threading.Lock()
+
+    def keep(self, response_id: str, chain: Sequence[Item], output: Sequence[Item]) -> None:
+        """Keep a response: the conversation it continued (`chain`) and its `output`, as one chain."""
+        with self._lock:
+            self._chains[response_id] = (*chain, *output)
+            for item in output:
+                if isinstance(item.get("id"), str):
+                    self._items[str(item["id"])] = item
+
+    def chain(self, response_id: str) -> tuple[Item, ...] | None:
+        with self._lock:
+            return self._chains.get(response_id)
+
+    def item(self, item_id: str) -> Item | None:
+        with self._lock:
+            return self._items.get(item_id)
+
+    def forget_all(self) -> None:
+        """Every stored response expires at once (the `expire_handle` fault)."""
+        with self._lock:
+            self._chains.clear()
+            self._items.clear()
+
+
+@dataclass(frozen=True)
+class ResponsesState:
+    """What the Responses wires keep for one provider: the key of its opaque state, its stored responses."""
+
+    sealer: Sealer
+    store: ResponseStore
+
+    @classmethod
+    def new(cls) -> ResponsesState:
+        return cls(Sealer(), ResponseStore())
+
+
+def responses_state(exchange: Exchange) -> ResponsesState:
+    """This provider's Responses state, made on its first Responses request; `expire_handle` empties the store."""
+    state = exchange.state.get(STATE_NAME, ResponsesState.new)
+    if exchange.fault is not None and exchange.fault.kind == "expire_handle":
+        state.store.forget_all()
+    return state
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """A conversation that passed the rules, as the model reads it."""
+
+    items: tuple[Item, ...]
+    """Every item the model was sent, in order, with stored items resolved."""
+    instructions: str | None
+    system: str
+    current: tuple[Mapping[str, object], ...]
+    """The current turn's messages as {role, content} with text content."""
+    memory: tuple[str, ...]
+    last_link: str | None
+    """The id of the last chain element (compaction or reasoning item): what new reasoning follows."""
+
+    @property
+    def prompt_items(self) -> tuple[Item, ...]:
+        """What the prefix cache compares: the instructions (as one leading item), then every item."""
+        if self.instructions is None:
+            return self.items
+        return ({"type": "instructions", "text": self.instructions}, *self.items)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(item_tokens(item) for item in self.prompt_items)
+
+
+def message_digest(content: object) -> str:
+    """What a reasoning item pins of its message: each part's type and text, not its annotations."""
+    if not isinstance(content, list):
+        return digest(content)
+    pinned = []
+    for part in content:
+        if isinstance(part, dict):
+            pinned.append([part.get("type"), part.get("text", part.get("refusal"))])
+    return digest(pinned)
+
+
+def conversation_items(
+    state: ResponsesState, previous_response_id: str | None, items: Sequence[Item]
+) -> tuple[Item, ...]:
+    """The stored chain of `previous_response_id` followed by `items`, stored items resolved (rule 2)."""
+    chain: tuple[Item, ...] = ()
+    if previous_response_id is not None:
+        stored = state.store.chain(previous_response_id)
+        if stored is None:
+            raise ReplayError(
+                404,
+                f"Previous response with id '{previous_response_id}' not found.",
+                "previous_response_id",
+                "previous_response_not_found",
+            )
+        chain = stored
+    return (*chain, *(_resolved(state.store, item) for item in items))
+
+
+def fitted(items: Sequence[Item], instructions: str | None, budget: int) -> tuple[Item, ...]:
+    """`truncation: auto`: the items without their oldest whole turns, until the prompt fits `budget`.
+
+    A turn starts where the user speaks, so a reasoning item is never cut from its message."""
+    kept = list(items)
+    base = 0 if instructions is None else item_tokens({"type": "instructions", "text": instructions})
+    while kept and base + sum(item_tokens(item) for item in kept) > budget:
+        kept.pop(0)
+        while kept and is_assistant_output(kept[0]):
+            kept.pop(0)
+    return tuple(kept)
+
+
+def read_conversation(sealer: Sealer, items: Sequence[Item], instructions: str | None) -> Conversation:
+    """Hold `items` to the module's rules 3-8; the conversation as the model reads it."""
+    _check_no_duplicates(items)
+    start = _latest_compaction(items)
+    memory: list[str] = []
+    last_link: str | None = None
+    read_from = 0
+    if start is not None:
+        compaction = items[start]
+        memory.append(str(_opened_compaction(sealer, compaction)["summary"]))
+        last_link = _compaction_id(sealer, compaction)
+        read_from = start + 1
+    chained = last_link is not None
+    for index in range(read_from, len(items)):
+        item = items[index]
+        if item.get("type") == "reasoning":
+            memory.append(_replayed_reasoning(sealer, items, index, last_link, chained))
+            last_link, chained = str(item["id"]), True
+        elif _is_issued_message(sealer, item):
+            _check_has_reasoning(items, index)
+    begin = 0 if start is None else start
+    read = items[begin:]
+    return Conversation(
+        items=tuple(items),
+        instructions=instructions,
+        system=_system_prompt(instructions, read),
+        current=_current_turn(read),
+        memory=tuple(memory),
+        last_link=last_link,
+    )
+
+
+# --- the rules -------------------------------------------------------------------------------------
+
+
+def _resolved(store: ResponseStore, item: Item) -> Item:
+    kind = item.get("type")
+    if kind == "item_reference" or (kind == "reasoning" and item.get("encrypted_content") is None):
+        item_id = str(item["id"])
+        stored = store.item(item_id)
+        if stored is None or (kind == "reasoning" and stored.get("type") != "reasoning"):
+            message = (
+                f"Item with id '{item_id}' not found. Items are not persisted when `store` is set to false. "
+                "Try again with `store` set to true, or remove this item from your input."
+            )
+            raise ReplayError(404, message, "input", None)
+        return stored
+    return item
+
+
+def _check_no_duplicates(items: Sequence[Item]) -> None:
+    seen: set[str] = set()
+    for item in items:
+        item_id = item.get("id")
+        if not isinstance(item_id, str):
+            continue
+        if item_id in seen:
+            message = f"Duplicate item found with id {item_id}. Remove duplicate items from your input and try again."
+            raise ReplayError(400, message, "input", None)
+        seen.add(item_id)
+
+
+def _latest_compaction(items: Sequence[Item]) -> int | None:
+    for index in range(len(items) - 1, -1, -1):
+        if items[index].get("type") == "compaction":
+            return index
+    return None
+
+
+def _opened_compaction(sealer: Sealer, item: Item) -> dict[str, object]:
+    payload = sealer.open(item.get("encrypted_content"))
+    item_id = item.get("id")
+    if (
+        payload is None
+        or payload.get("kind") != COMPACTION_KIND
+        or (item_id is not None and item_id != COMPACTION_PREFIX + str(payload.get("token")))
+    ):
+        raise _unverified(item_id if isinstance(item_id, str) else "compaction", "could not be decrypted or parsed")
+    return payload
+
+
+def _compaction_id(sealer: Sealer, item: Item) -> str:
+    """The compaction's id, read from its seal when the client sent none (the input schema allows that)."""
+    return COMPACTION_PREFIX + str(_opened_compaction(sealer, item)["token"])
+
+
+def _replayed_reasoning(sealer: Sealer, items: Sequence[Item], index: int, link: str | None, chained: bool) -> str:
+    """Rules 5, 6 and 8 for the reasoning item at `index`; its thought."""
+    item = items[index]
+    item_id = str(item["id"])
+    payload = sealer.open(item.get("encrypted_content"))
+    if payload is None or payload.get("kind") != REASONING_KIND:
+        raise _unverified(item_id, "could not be decrypted or parsed")
+    token = str(payload.get("token"))
+    if item_id != REASONING_PREFIX + token:
+        raise _unverified(item_id, f"it was issued for item '{REASONING_PREFIX}{token}'")
+    if digest(item.get("summary")) != payload.get("summary"):
+        raise _unverified(item_id, "the item's summary is not the one it was issued with")
+    if chained and payload.get("after") != link:
+        issued_after = payload.get("after") or "the start of the conversation"
+        message = (
+            f"Item '{item_id}' of type 'reasoning' is out of order: it was produced after '{issued_after}', "
+            f"but it follows '{link}' in this input. Replay reasoning items in the order they were produced."
+        )
+        raise ReplayError(400, message, "input", "reasoning_out_of_order")
+    following = items[index + 1] if index + 1 < len(items) else None
+    message_id = MESSAGE_PREFIX + token
+    if following is None or following.get("id") != message_id:
+        message = f"Item '{item_id}' of type 'reasoning' was provided without its required following item."
+        raise ReplayError(400, message, "input", None)
+    if message_digest(following.get("content")) != payload.get("message"):
+        raise _unverified(item_id, f"item '{message_id}' is not the message it was issued with")
+    return str(payload.get("thought", ""))
+
+
+def _is_issued_message(sealer: Sealer, item: Item) -> bool:
+    item_id = item.get("id")
+    return (
+        item.get("type", "message") == "message"
+        and item.get("role") == "assistant"
+        and isinstance(item_id, str)
+        and item_id.startswith(MESSAGE_PREFIX)
+        and sealer.issued(item_id.removeprefix(MESSAGE_PREFIX))
+    )
+
+
+def _check_has_reasoning(items: Sequence[Item], index: int) -> None:
+    message_id = str(items[index]["id"])
+    reasoning_id = REASONING_PREFIX + message_id.removeprefix(MESSAGE_PREFIX)
+    if index == 0 or items[index - 1].get("id") != reasoning_id:
+        message = (
+            f"Item '{message_id}' of type 'message' was provided without its required 'reasoning' item: "
+            f"'{reasoning_id}'."
+        )
+        raise ReplayError(400, message, "input", None)
+
+
+def _unverified(item_id: str, reason: str) -> ReplayError:
+    message = f"The encrypted content for item {item_id} could not be verified. Reason: {reason}."
+    return ReplayError(400, message, "input", "invalid_encrypted_content")
+
+
+# --- what the model reads --------------------------------------------------------------------------
+
+
+def _system_prompt(instructions: str | None, items: Sequence[Item]) -> str:
+    parts = [] if instructions is None else [instructions]
+    for item in items:
+        if item.get("type", "message") == "message" and item.get("role") in SYSTEM_ROLES:
+            parts.append(content_text(item.get("content")))
+    return "\n".join(parts)
+
+
+def _current_turn(items: Sequence[Item]) -> tuple[Mapping[str, object], ...]:
+    last_output = max((index for index, item in enumerate(items) if is_assistant_output(item)), default=-1)
+    current = []
+    for item in items[last_output + 1 :]:
+        kind = item.get("type", "message")
+        if (kind == "message" and item.get("role") == "user") or kind == "function_call_output":
+            current.append({"role": "user", "content": item_text(item)})
+    return tuple(current)

@@ -1,0 +1,538 @@
+"""OpenAI Responses request validation: the first offending field wins, named as api.openai.com names it.
+
+The wires (responses.py for `POST /v1/responses`, responses_compact.py for `POST /v1/responses/compact`)
+answer a request only after `parse_create` / `parse_compact` accepts it. The checks run in a fixed
+order: unknown arguments, model, input (item by item, in order), then the other parameters, and the
+first failure is the 400. The rules follow the installed SDK's parameter types and the replies
+api.openai.com is known to give (`Unknown parameter: 'input[3].status'.`, `unknown_parameter`); where
+the SDK's types and the service disagree, the service wins:
+
+- an input `reasoning` item may not carry `status`, and an input `compaction` item may not carry
+  `created_by`, although both come back on output items: a client must remove them before replay;
+- an assistant message's text parts are `output_text` (with `annotations`, which may be empty) or
+  `refusal`, never `input_text`; a user, system or developer message takes input parts only.
+
+Only the item types this text-only model can read are accepted: messages (the short form, the input
+form and the output form with an id), reasoning, compaction, function_call, function_call_output and
+item_reference. Anything else is an invalid `type`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from turnstate.local_provider.openai_words import (
+    InvalidParam,
+    check_decimal,
+    invalid_type,
+    invalid_value,
+    missing,
+    missing_or_invalid_type,
+    unknown,
+)
+
+# Every top-level field of the real create request (openai SDK 3.57, ResponseCreateParams); any other
+# field is "Unknown parameter". A test compares this with the installed SDK.
+CREATE_PARAMS: frozenset[str] = frozenset(
+    {
+        "access_programs",
+        "background",
+        "background_options",
+        "context_management",
+        "conversation",
+        "image",
+        "include",
+        "input",
+        "instructions",
+        "max_output_tokens",
+        "max_tool_calls",
+        "metadata",
+        "model",
+        "moderation",
+        "parallel_tool_calls",
+        "previous_response_id",
+        "prompt",
+        "prompt_cache_key",
+        "prompt_cache_options",
+        "prompt_cache_retention",
+        "reasoning",
+        "safety_identifier",
+        "service_tier",
+        "store",
+        "stream",
+        "stream_options",
+        "temperature",
+        "text",
+        "tool_choice",
+        "tools",
+        "top_logprobs",
+        "top_p",
+        "truncation",
+        "user",
+    }
+)
+# The same for the compact request (ResponseCompactParams).
+COMPACT_PARAMS: frozenset[str] = frozenset(
+    {
+        "image",
+        "input",
+        "instructions",
+        "model",
+        "previous_response_id",
+        "prompt_cache_key",
+        "prompt_cache_options",
+        "prompt_cache_retention",
+        "service_tier",
+    }
+)
+
+ENCRYPTED_REASONING = "reasoning.encrypted_content"
+INCLUDABLE = (
+    "file_search_call.results",
+    "web_search_call.results",
+    "web_search_call.action.sources",
+    "message.input_image.image_url",
+    "computer_call_output.output.image_url",
+    "code_interpreter_call.outputs",
+    ENCRYPTED_REASONING,
+    "message.output_text.logprobs",
+)
+ROLES = ("user", "assistant", "system", "developer")
+SYSTEM_ROLES = frozenset({"system", "developer"})
+ITEM_TYPES = (
+    "message",
+    "reasoning",
+    "compaction",
+    "function_call",
+    "function_call_output",
+    "item_reference",
+)
+ITEM_KEYS: Mapping[str, frozenset[str]] = {
+    "input_message": frozenset({"type", "role", "content", "status"}),
+    "assistant_message": frozenset({"type", "role", "content", "id", "status", "phase"}),
+    # `status` is output-only on reasoning items: the service rejects it on input (see the docstring).
+    "reasoning": frozenset({"type", "id", "summary", "content", "encrypted_content"}),
+    # `created_by` is output-only on compaction items.
+    "compaction": frozenset({"type", "id", "encrypted_content"}),
+    "function_call": frozenset({"type", "id", "call_id", "name", "arguments", "status", "namespace", "caller"}),
+    "function_call_output": frozenset({"type", "id", "call_id", "output", "status", "caller", "name", "namespace"}),
+    "item_reference": frozenset({"type", "id"}),
+}
+INPUT_PART_TYPES = ("input_text", "input_image", "input_file")
+OUTPUT_PART_TYPES = ("output_text", "refusal")
+PART_KEYS: Mapping[str, frozenset[str]] = {
+    "input_text": frozenset({"type", "text", "prompt_cache_breakpoint"}),
+    "input_image": frozenset({"type", "image_url", "file_id", "detail", "prompt_cache_breakpoint"}),
+    "input_file": frozenset({"type", "file_id", "file_data", "file_url", "filename", "prompt_cache_breakpoint"}),
+    "output_text": frozenset({"type", "text", "annotations", "logprobs"}),
+    "refusal": frozenset({"type", "refusal"}),
+}
+REASONING_KEYS = frozenset({"effort", "summary", "generate_summary", "context", "mode"})
+REASONING_VALUES: Mapping[str, tuple[str, ...]] = {
+    "effort": ("none", "minimal", "low", "medium", "high", "xhigh", "max"),
+    "summary": ("auto", "concise", "detailed"),
+    "generate_summary": ("auto", "concise", "detailed"),
+    "context": ("auto", "current_turn", "all_turns"),
+}
+CONTEXT_MANAGEMENT_TYPES = ("compaction",)
+TRUNCATION_VALUES = ("auto", "disabled")
+CACHE_RETENTION_VALUES = ("in_memory", "24h")
+DECIMAL_RANGES: Mapping[str, tuple[int, int]] = {"temperature": (0, 2), "top_p": (0, 1)}
+MIN_OUTPUT_TOKENS = 16  # the service's floor for max_output_tokens
+MAX_TOP_LOGPROBS = 20
+
+
+@dataclass(frozen=True)
+class CompactionSetting:
+    """`context_management: [{"type": "compaction", "compact_threshold": N}]`: compact when the prompt
+    estimate exceeds N (no threshold: never inline)."""
+
+    threshold: int | None
+
+
+@dataclass(frozen=True)
+class CreateRequest:
+    """A `POST /v1/responses` body that passed validation."""
+
+    model: str
+    items: tuple[Mapping[str, object], ...]
+    """The input items as sent (a string input as one user message)."""
+    instructions: str | None
+    previous_response_id: str | None
+    store: bool
+    stream: bool
+    include_encrypted_reasoning: bool
+    summary_requested: bool
+    max_output_tokens: int | None
+    compaction: CompactionSetting | None
+    truncation: str
+    echo: Mapping[str, object]
+    """Settings the response object repeats (temperature, reasoning, text, ...), as the service does."""
+
+
+@dataclass(frozen=True)
+class CompactRequest:
+    """A `POST /v1/responses/compact` body that passed validation."""
+
+    model: str
+    items: tuple[Mapping[str, object], ...]
+    instructions: str | None
+    previous_response_id: str | None
+
+
+def parse_create(body: Mapping[str, object]) -> CreateRequest:
+    """Validate a create body in the module's order; the first offending field raises InvalidParam."""
+    _check_known(body, CREATE_PARAMS)
+    model = _model(body)
+    items = _input(body)
+    instructions = _optional_str(body, "instructions")
+    previous_response_id = _optional_str(body, "previous_response_id")
+    if not items and previous_response_id is None:
+        raise missing("input")
+    include = _include(body)
+    reasoning = _reasoning(body)
+    store = _optional_bool(body, "store")
+    stream = _optional_bool(body, "stream") or False
+    background = _optional_bool(body, "background")
+    if background:
+        message = "Background mode is not supported by this endpoint; leave 'background' unset or false."
+        raise InvalidParam("background", message, code="unsupported_value")
+    _optional_bool(body, "parallel_tool_calls")
+    for name, (low, high) in DECIMAL_RANGES.items():
+        check_decimal(body, name, low, high)
+    max_output_tokens = _optional_int(body, "max_output_tokens", minimum=MIN_OUTPUT_TOKENS)
+    _optional_int(body, "max_tool_calls", minimum=1)
+    _optional_int(body, "top_logprobs", minimum=0, maximum=MAX_TOP_LOGPROBS)
+    compaction = _context_management(body)
+    truncation = _choice(body, "truncation", TRUNCATION_VALUES) or "disabled"
+    _choice(body, "prompt_cache_retention", CACHE_RETENTION_VALUES)
+    for name in ("prompt_cache_key", "safety_identifier", "service_tier", "user"):
+        _optional_str(body, name)
+    for name in ("metadata", "text", "prompt", "moderation", "image", "access_programs", "background_options"):
+        _optional_object(body, name)
+    _check_tools(body)
+    _check_stream_options(body, stream)
+    _check_conversation(body)
+    return CreateRequest(
+        model=model,
+        items=items,
+        instructions=instructions,
+        previous_response_id=previous_response_id,
+        store=True if store is None else store,  # the service stores responses unless told not to
+        stream=stream,
+        include_encrypted_reasoning=ENCRYPTED_REASONING in include,
+        summary_requested=reasoning.get("summary") is not None or reasoning.get("generate_summary") is not None,
+        max_output_tokens=max_output_tokens,
+        compaction=compaction,
+        truncation=truncation,
+        echo=_echo(body, reasoning),
+    )
+
+
+def parse_compact(body: Mapping[str, object]) -> CompactRequest:
+    """Validate a compact body: the same rules for the fields it shares with create."""
+    _check_known(body, COMPACT_PARAMS)
+    model = _model(body)
+    items = _input(body)
+    instructions = _optional_str(body, "instructions")
+    previous_response_id = _optional_str(body, "previous_response_id")
+    if not items and previous_response_id is None:
+        raise missing("input")
+    _choice(body, "prompt_cache_retention", CACHE_RETENTION_VALUES)
+    for name in ("prompt_cache_key", "service_tier"):
+        _optional_str(body, name)
+    for name in ("prompt_cache_options", "image"):
+        _optional_object(body, name)
+    return CompactRequest(model, items, instructions, previous_response_id)
+
+
+def is_assistant_output(item: Mapping[str, object]) -> bool:
+    """Items the model wrote (replayed output), as opposed to what the user or a tool sent."""
+    kind = item.get("type", "message")
+    if kind == "message":
+        return item.get("role") == "assistant"
+    return kind in ("reasoning", "compaction", "function_call")
+
+
+# --- top level -------------------------------------------------------------------------------------
+
+
+def _check_known(body: Mapping[str, object], known: frozenset[str]) -> None:
+    for name in body:
+        if name not in known:
+            raise unknown(name)
+
+
+def _model(body: Mapping[str, object]) -> str:
+    model = body.get("model")
+    if model is not None and not isinstance(model, str):
+        raise invalid_type("model", "a string", model)
+    if not model:
+        raise missing("model")
+    return model
+
+
+def _input(body: Mapping[str, object]) -> tuple[Mapping[str, object], ...]:
+    value = body.get("input")
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return ({"role": "user", "content": value},)
+    if not isinstance(value, list):
+        raise invalid_type("input", "one of a string or array of input items", value)
+    for index, item in enumerate(value):
+        _check_item(f"input[{index}]", item)
+    return tuple(value)
+
+
+def _include(body: Mapping[str, object]) -> list[str]:
+    include = body.get("include")
+    if include is None:
+        return []
+    if not isinstance(include, list):
+        raise invalid_type("include", "an array", include)
+    for index, value in enumerate(include):
+        if value not in INCLUDABLE:
+            raise invalid_value(f"include[{index}]", value, INCLUDABLE)
+    return include
+
+
+def _reasoning(body: Mapping[str, object]) -> Mapping[str, object]:
+    reasoning = _optional_object(body, "reasoning") or {}
+    for key, value in reasoning.items():
+        if key not in REASONING_KEYS:
+            raise unknown(f"reasoning.{key}")
+        if value is not None and key in REASONING_VALUES and value not in REASONING_VALUES[key]:
+            raise invalid_value(f"reasoning.{key}", value, REASONING_VALUES[key])
+        if value is not None and key == "mode" and not isinstance(value, str):
+            raise invalid_type("reasoning.mode", "a string", value)
+    return reasoning
+
+
+def _context_management(body: Mapping[str, object]) -> CompactionSetting | None:
+    entries = body.get("context_management")
+    if entries is None:
+        return None
+    if not isinstance(entries, list):
+        raise invalid_type("context_management", "an array", entries)
+    setting = None
+    for index, entry in enumerate(entries):
+        param = f"context_management[{index}]"
+        if not isinstance(entry, dict):
+            raise invalid_type(param, "an object", entry)
+        for key in entry:
+            if key not in ("type", "compact_threshold"):
+                raise unknown(f"{param}.{key}")
+        kind = entry.get("type")
+        if kind is None:
+            raise missing(f"{param}.type")
+        if kind not in CONTEXT_MANAGEMENT_TYPES:
+            raise invalid_value(f"{param}.type", kind, CONTEXT_MANAGEMENT_TYPES)
+        setting = CompactionSetting(_optional_int(entry, "compact_threshold", minimum=1, prefix=f"{param}."))
+    return setting
+
+
+def _check_tools(body: Mapping[str, object]) -> None:
+    tools = body.get("tools")
+    if tools is None:
+        return
+    if not isinstance(tools, list):
+        raise invalid_type("tools", "an array", tools)
+    for index, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            raise invalid_type(f"tools[{index}]", "an object", tool)
+        if not isinstance(tool.get("type"), str):
+            raise missing_or_invalid_type(f"tools[{index}].type", "a string", tool.get("type"))
+
+
+def _check_stream_options(body: Mapping[str, object], stream: bool) -> None:
+    options = body.get("stream_options")
+    if options is None:
+        return
+    if not stream:
+        raise InvalidParam("stream_options", "The 'stream_options' parameter is only allowed when 'stream' is enabled.")
+    if not isinstance(options, dict):
+        raise invalid_type("stream_options", "an object", options)
+
+
+def _check_conversation(body: Mapping[str, object]) -> None:
+    """Conversations are a server-side store this provider does not keep, so any id is unknown."""
+    conversation = body.get("conversation")
+    if conversation is None:
+        return
+    conversation_id = conversation.get("id") if isinstance(conversation, dict) else conversation
+    raise InvalidParam(
+        "conversation", f"Conversation with id '{conversation_id}' not found.", code="conversation_not_found"
+    )
+
+
+def _echo(body: Mapping[str, object], reasoning: Mapping[str, object]) -> dict[str, object]:
+    return {
+        "temperature": body.get("temperature", 1.0),
+        "top_p": body.get("top_p", 1.0),
+        "reasoning": {"effort": reasoning.get("effort", "medium"), "summary": reasoning.get("summary")},
+        "text": body.get("text") or {"format": {"type": "text"}, "verbosity": "medium"},
+        "tool_choice": body.get("tool_choice", "auto"),
+        "tools": body.get("tools") or [],
+        "parallel_tool_calls": body.get("parallel_tool_calls", True),
+        "metadata": body.get("metadata") or {},
+        "truncation": body.get("truncation") or "disabled",
+        "user": body.get("user"),
+    }
+
+
+# --- input items -----------------------------------------------------------------------------------
+
+
+def _check_item(param: str, item: object) -> None:
+    if not isinstance(item, dict):
+        raise invalid_type(param, "an object", item)
+    kind = item.get("type", "message")
+    if kind not in ITEM_TYPES:
+        raise invalid_value(f"{param}.type", kind, ITEM_TYPES)
+    if kind == "message":
+        _check_message(param, item)
+    elif kind == "reasoning":
+        _check_reasoning(param, item)
+    elif kind == "compaction":
+        _check_keys(param, item, ITEM_KEYS["compaction"])
+        _required_str(param, item, "encrypted_content")
+        _optional_str(item, "id", prefix=f"{param}.")
+    elif kind == "function_call":
+        _check_keys(param, item, ITEM_KEYS["function_call"])
+        for key in ("call_id", "name", "arguments"):
+            _required_str(param, item, key)
+    elif kind == "function_call_output":
+        _check_keys(param, item, ITEM_KEYS["function_call_output"])
+        output = item.get("output")
+        if not isinstance(output, (str, list)):
+            raise missing_or_invalid_type(f"{param}.output", "one of a string or array", output)
+    else:  # item_reference
+        _check_keys(param, item, ITEM_KEYS["item_reference"])
+        _required_str(param, item, "id")
+
+
+def _check_message(param: str, item: Mapping[str, object]) -> None:
+    role = item.get("role")
+    if role is None:
+        raise missing(f"{param}.role")
+    if role not in ROLES:
+        raise invalid_value(f"{param}.role", role, ROLES)
+    assistant = role == "assistant"
+    _check_keys(param, item, ITEM_KEYS["assistant_message" if assistant else "input_message"])
+    if assistant:
+        _optional_str(item, "id", prefix=f"{param}.")
+    content = item.get("content")
+    if isinstance(content, str):
+        return
+    if not isinstance(content, list):
+        raise missing_or_invalid_type(f"{param}.content", "one of a string or array of objects", content)
+    part_types = OUTPUT_PART_TYPES if assistant else INPUT_PART_TYPES
+    for index, part in enumerate(content):
+        _check_part(f"{param}.content[{index}]", part, part_types)
+
+
+def _check_part(param: str, part: object, part_types: Sequence[str]) -> None:
+    if not isinstance(part, dict):
+        raise invalid_type(param, "an object", part)
+    kind = part.get("type")
+    if kind is None:
+        raise missing(f"{param}.type")
+    if kind not in part_types:
+        raise invalid_value(f"{param}.type", kind, part_types)
+    _check_keys(param, part, PART_KEYS[kind])
+    if kind in ("input_text", "output_text"):
+        _required_str(param, part, "text")
+    if kind == "output_text" and not isinstance(part.get("annotations"), list):
+        raise missing_or_invalid_type(f"{param}.annotations", "an array", part.get("annotations"))
+    if kind == "refusal":
+        _required_str(param, part, "refusal")
+
+
+def _check_reasoning(param: str, item: Mapping[str, object]) -> None:
+    _check_keys(param, item, ITEM_KEYS["reasoning"])
+    _required_str(param, item, "id")
+    summary = item.get("summary")
+    if not isinstance(summary, list):
+        raise missing_or_invalid_type(f"{param}.summary", "an array", summary)
+    for index, part in enumerate(summary):
+        part_param = f"{param}.summary[{index}]"
+        if not isinstance(part, dict):
+            raise invalid_type(part_param, "an object", part)
+        _check_keys(part_param, part, frozenset({"type", "text"}))
+        kind = part.get("type")
+        if kind is None:
+            raise missing(f"{part_param}.type")
+        if kind != "summary_text":
+            raise invalid_value(f"{part_param}.type", kind, ("summary_text",))
+        _required_str(part_param, part, "text")
+    encrypted = item.get("encrypted_content")
+    if encrypted is not None and not isinstance(encrypted, str):
+        raise invalid_type(f"{param}.encrypted_content", "a string", encrypted)
+
+
+def _check_keys(param: str, value: Mapping[str, object], allowed: frozenset[str]) -> None:
+    for key in value:
+        if key not in allowed:
+            raise unknown(f"{param}.{key}")
+
+
+def _required_str(param: str, value: Mapping[str, object], key: str) -> str:
+    found = value.get(key)
+    if not isinstance(found, str):
+        raise missing_or_invalid_type(f"{param}.{key}", "a string", found)
+    return found
+
+
+# --- scalar parameters -----------------------------------------------------------------------------
+
+
+def _optional_str(body: Mapping[str, object], name: str, *, prefix: str = "") -> str | None:
+    value = body.get(name)
+    if value is not None and not isinstance(value, str):
+        raise invalid_type(prefix + name, "a string", value)
+    return value if isinstance(value, str) else None
+
+
+def _optional_bool(body: Mapping[str, object], name: str) -> bool | None:
+    value = body.get(name)
+    if value is not None and not isinstance(value, bool):
+        raise invalid_type(name, "a boolean", value)
+    return value if isinstance(value, bool) else None
+
+
+def _optional_object(body: Mapping[str, object], name: str) -> dict[str, object] | None:
+    value = body.get(name)
+    if value is not None and not isinstance(value, dict):
+        raise invalid_type(name, "an object", value)
+    return value if isinstance(value, dict) else None
+
+
+def _choice(body: Mapping[str, object], name: str, choices: Sequence[str]) -> str | None:
+    value = body.get(name)
+    if value is not None and value not in choices:
+        raise invalid_value(name, value, choices)
+    return value if isinstance(value, str) else None
+
+
+def _optional_int(
+    body: Mapping[str, object], name: str, *, minimum: int, maximum: int | None = None, prefix: str = ""
+) -> int | None:
+    value = body.get(name)
+    param = prefix + name
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise invalid_type(param, "an integer", value)
+    if value < minimum:
+        message = (
+            f"Invalid '{param}': integer below minimum value. Expected a value >= {minimum}, but got {value} instead."
+        )
+        raise InvalidParam(param, message, code="integer_below_min_value")
+    if maximum is not None and value > maximum:
+        message = (
+            f"Invalid '{param}': integer above maximum value. Expected a value <= {maximum}, but got {value} instead."
+        )
+        raise InvalidParam(param, message, code="integer_above_max_value")
+    return value
