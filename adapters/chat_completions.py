@@ -7,8 +7,7 @@ and truncation (finish_reason length) are errors of their own kinds: neither can
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import openai
@@ -20,10 +19,12 @@ from turnstate.adapters.contract import (
     Item,
     ModelRequest,
     ModelResponse,
+    OptionProblem,
     ProviderError,
     RequestSettings,
     Transcript,
     Usage,
+    UsageSeen,
     malformed_reply,
     token_count,
 )
@@ -64,6 +65,10 @@ class ChatCompletionsAdapter:
     def connect(cls, endpoint: Endpoint, settings: RequestSettings) -> ChatCompletionsAdapter:
         return cls(openai_sdk.client_for(endpoint), settings)
 
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any], strategy: str, compaction: str) -> list[OptionProblem]:
+        return [OptionProblem(key, "Chat Completions takes no request.options", "remove it") for key in options]
+
     def build_request(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.settings.model,
@@ -81,7 +86,7 @@ class ChatCompletionsAdapter:
         """One SDK call; never raises. The SDK does not validate replies, so anything it or the
         normalization cannot read becomes a retryable malformed-reply error with the usage seen."""
         body = self.build_request(request)
-        seen = _Seen()
+        seen = UsageSeen()
         try:
             if self.settings.stream:
                 return self._collect_stream(self.client.chat.completions.create(**body), seen)
@@ -91,12 +96,12 @@ class ChatCompletionsAdapter:
         except Exception as error:  # the SDK or the reply's shape broke while reading a 200
             return malformed_reply(error, seen.usage)
 
-    def _normalize(self, completion: Any, seen: _Seen) -> ModelResponse | ProviderError:
+    def _normalize(self, completion: Any, seen: UsageSeen) -> ModelResponse | ProviderError:
         seen.usage = _usage(completion.usage)
         choice = completion.choices[0]
         return _finish(choice.message.content or "", choice.finish_reason, seen.usage, completion.id)
 
-    def _collect_stream(self, stream: Any, seen: _Seen) -> ModelResponse | ProviderError:
+    def _collect_stream(self, stream: Any, seen: UsageSeen) -> ModelResponse | ProviderError:
         parts: list[str] = []
         finish_reason = None
         response_id = None
@@ -115,13 +120,6 @@ class ChatCompletionsAdapter:
 
     def classify(self, error: Exception) -> ProviderError:
         return openai_sdk.classify(error)
-
-
-@dataclass
-class _Seen:
-    """What a call has read so far, so that a reply that breaks mid-way still reports its usage."""
-
-    usage: Usage = field(default_factory=Usage)
 
 
 def _finish(text: str, finish_reason: str, usage: Usage, response_id: str | None) -> ModelResponse | ProviderError:

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Literal, NamedTuple, Protocol
 
 Item = Mapping[str, Any]
 """One native item of an adapter's transcript (a message, a reasoning item, a content block ...):
@@ -164,6 +164,24 @@ class RequestSettings:
     # max_completion_tokens (its reasoning models reject max_tokens); many compatible servers
     # (DeepSeek, older open-weight servers) only know max_tokens.
     output_limit_param: OutputLimitParam = "max_completion_tokens"
+    # Settings only this adapter's API has (`request.options` in a profile); the adapter validates them.
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+class OptionProblem(NamedTuple):
+    """One thing wrong with an adapter's `request.options` for a strategy: where (a key path under
+    request.options), what, and the fix."""
+
+    path: str
+    problem: str
+    fix: str
+
+
+@dataclass
+class UsageSeen:
+    """What a call has read so far, so that a reply that breaks mid-way still reports its usage."""
+
+    usage: Usage = field(default_factory=lambda: Usage())
 
 
 class Transcript(Protocol):
@@ -205,6 +223,11 @@ class ProviderAdapter(Protocol):
     @classmethod
     def connect(cls, endpoint: Endpoint, settings: RequestSettings) -> ProviderAdapter:
         """A ready adapter whose SDK client points at `endpoint`, with the SDK's own retries off."""
+        ...
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any], strategy: str, compaction: str) -> list[OptionProblem]:
+        """What is wrong with `request.options` for this strategy and compaction; empty if nothing."""
         ...
 
     def build_request(self, request: ModelRequest) -> dict[str, Any]: ...

@@ -49,6 +49,15 @@ ADAPTERS: dict[str, AdapterDescriptor] = {
             review_status="unreviewed",
             strategies=("manual_rolling",),
         ),
+        AdapterDescriptor(
+            adapter_id="openai.responses.v1",
+            provider="openai",
+            api_surface="responses",
+            implementation="turnstate.adapters.responses:ResponsesAdapter",
+            version="1.0.0",
+            review_status="provider_reference",
+            strategies=("manual_rolling", "previous_response_id", "continuous_conversation"),
+        ),
     )
 }
 

@@ -154,6 +154,8 @@ class RequestConfig(_Section):
     output_limit_param: OutputLimitParam = RequestSettings.output_limit_param
     stream: bool = False
     temperature: float | None = Field(default=None, ge=0, le=2)
+    # Settings only the selected adapter's API has; the adapter checks them (check_options).
+    options: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _model_is_named(self) -> RequestConfig:
@@ -202,6 +204,12 @@ class Profile(_Section):
                 f"{record.name} does not compose with compaction {self.runtime.compaction.strategy!r}",
                 f"use one of: {', '.join(record.compaction)}",
             )
+        option_problems = descriptor.load().check_options(
+            self.request.options, record.name, self.runtime.compaction.strategy
+        )
+        if option_problems:
+            path, problem, fix = option_problems[0]
+            raise _Contradiction(f"request.options.{path}", problem, fix)
         if self.request.max_output_tokens >= self.agent.max_context_length:
             raise _Contradiction(
                 "request.max_output_tokens",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from turnstate.harness.profile import DEFAULT_PROFILE, LocalProviderConfig, Profile, load_profile
+from turnstate.harness.profile import DEFAULT_PROFILE, PROFILES_DIR, LocalProviderConfig, Profile, load_profile
 from turnstate.harness.runner import Runner
 from turnstate.local_provider.exchange import MALFORMED_REPLY
 from turnstate.local_provider.faults import Fault
@@ -339,3 +339,60 @@ def test_a_run_that_does_not_fail_names_no_failed_turn(tmp_path):
     result = Runner(with_changes(DEFAULT, agent={"max_actions": 2}), tmp_path).run()
     assert read_meta(result.artifacts)["failed_turn"] is None
     assert not (result.artifacts / "failed_turn.json").exists()
+
+
+# OpenAI Responses on the local provider: the strategies that carry opaque provider state.
+
+CONTINUOUS = load_profile(PROFILES_DIR / "local-openai-continuous.yaml")
+PREVIOUS_RESPONSE_ID = load_profile(PROFILES_DIR / "local-openai-previous-response-id.yaml")
+
+
+def artifact_texts(run_dir: Path) -> dict[str, str]:
+    return {path.name: path.read_text() for path in run_dir.iterdir()}
+
+
+@pytest.mark.parametrize("profile", [CONTINUOUS, PREVIOUS_RESPONSE_ID], ids=lambda profile: profile.id)
+def test_a_responses_profile_wins_and_no_opaque_state_reaches_an_artifact(tmp_path, profile):
+    result = Runner(profile, tmp_path).run()
+    assert result.outcome == "win" and result.levels_won == 3
+    opaque = [item["encrypted_content"] for item in result.accepted_state.items if item.get("encrypted_content")]
+    assert opaque or profile is PREVIOUS_RESPONSE_ID  # continuous carries opaque state in memory ...
+    for name, text in artifact_texts(result.artifacts).items():  # ... and never writes it
+        assert '"encrypted_content":' not in text, name  # as a key: the include option names it as a value
+        assert not any(blob in text for blob in opaque), name
+
+
+def test_a_continuous_run_compacts_natively_and_the_hidden_fact_survives_the_compaction(tmp_path):
+    result = Runner(CONTINUOUS, tmp_path).run()
+    assert result.outcome == "win"
+    steps = read_steps(result.artifacts)
+    compacted = [step["step"] for step in steps if any(m["role"] == "compaction" for m in step["messages_sent"])]
+    assert compacted, "the threshold must have been crossed at least once"
+    assert result.accepted_state.items[0]["type"] == "compaction"  # nothing before the latest one is kept
+    first_compaction = compacted[0]
+    later_levels = [step for step in steps if step["step"] >= first_compaction]
+    assert later_levels and result.levels_won == 3  # levels were still won after history was compacted
+
+
+def test_a_replay_that_drops_reasoning_items_does_not_win(tmp_path, monkeypatch):
+    from turnstate.adapters.responses import ResponsesItems
+
+    keep_all = ResponsesItems.reply_items
+    monkeypatch.setattr(
+        ResponsesItems,
+        "reply_items",
+        lambda self, response: [item for item in keep_all(self, response) if item.get("type") != "reasoning"],
+    )
+    result = Runner(with_changes(CONTINUOUS, agent={"max_actions": 40}), tmp_path).run()
+    assert result.outcome != "win"
+
+
+def test_an_expired_handle_fails_the_previous_response_id_run_closed_by_its_named_transition(tmp_path):
+    result = Runner(with_changes(PREVIOUS_RESPONSE_ID, client=faults((3, "expire_handle"))), tmp_path).run()
+    assert result.outcome == "failed_closed"
+    assert "no longer knows the response handle" in result.failure
+    log = (result.artifacts / "transitions.jsonl").read_text()
+    assert '"trigger": "HandleExpired", "dest": "FailedClosed"' in log
+    assert result.accepted_actions == 2 and result.accepted_state.payload["previous_response_id"]
+    record = json.loads((result.artifacts / "failed_turn.json").read_text())
+    assert record["attempts"][0]["diagnostics"]["status"] == 404
