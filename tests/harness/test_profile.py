@@ -64,6 +64,9 @@ REJECTED = [
     ({"environment__options": {"levles": 2}}, "environment", "levles"),
     ({"environment__name": "chess"}, "environment", "unknown environment 'chess'"),
     ({"client__local": {"faults": [{"at": 2, "kind": "empty"}, {"at": 2, "kind": "refusal"}]}}, "client.local.faults", "more than one fault at request 2"),
+    # request.options: the adapter's own settings, checked by the adapter for the strategy
+    ({"request__options": {"reasoning": {"effort": "high"}}}, "request.options.reasoning", "Chat Completions takes no request.options"),
+    ({"runtime__adapter_id": "openai.responses.v1", "runtime__strategy": "continuous_conversation", "request__options": {"store": True}}, "request.options.store", "continuous conversation is stateless on the server; fix: set store: false"),
     # strict types: YAML already typed the value, so a wrong type is named, never coerced
     ({"agent__max_actions": True}, "agent.max_actions", "(got True); fix: use a whole number"),
     ({"agent__max_retries": "5"}, "agent.max_retries", "(got '5'); fix: use a whole number"),
