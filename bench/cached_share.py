@@ -31,7 +31,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--max-actions", type=int, default=100)
     args = parser.parse_args()
-    print(f"{'profile':<36} {'seed':>4} {'outcome':<14} {'turns':>5} {'levels':>6} {'input':>8} {'cached':>8} {'share':>6}")
+    print(
+        f"{'profile':<36} {'seed':>4} {'outcome':<14} {'turns':>5} {'levels':>6} {'input':>8} {'cached':>8} {'share':>6}"
+    )
     with tempfile.TemporaryDirectory() as out:
         for path in args.profiles:
             profile = load_profile(path)

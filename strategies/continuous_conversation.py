@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import enum
 
-from turnstate.adapters.contract import Item, ModelRequest, Transcript
-from turnstate.machine.engine import LiveMachine, MachineSpec, Transition
+from turnstate.adapters.contract import Item, ModelRequest
+from turnstate.machine.engine import Transition
 from turnstate.strategies.events import ActionAccepted, ContextOverflowed, ObservationArrived
-from turnstate.strategies.record import StrategyModel, StrategyRecord, StrategySettings
-from turnstate.strategies.state import RuntimeState, TurnSpan
-from turnstate.strategies.turn import TurnTaking, shared_rows
+from turnstate.strategies.state import TurnSpan
+from turnstate.strategies.turn import TurnTaking, shared_rows, turn_record, turn_spec
 
 STRATEGY = "continuous_conversation"
 
@@ -54,13 +53,7 @@ TRANSITIONS = (
 )
 # fmt: on
 
-SPEC = MachineSpec(
-    name=STRATEGY,
-    states=State,
-    initial=State.Accepted,
-    final=frozenset({State.FailedClosed}),
-    transitions=TRANSITIONS,
-)
+SPEC = turn_spec(STRATEGY, State, TRANSITIONS)
 
 
 class ContinuousConversation(TurnTaking):
@@ -90,13 +83,5 @@ class ContinuousConversation(TurnTaking):
         return ModelRequest(system=self.system_prompt, items=(*accepted, *self._turn.opening))
 
 
-def start(
-    settings: StrategySettings, transcript: Transcript, state: RuntimeState | None = None
-) -> LiveMachine[StrategyModel]:
-    """A live continuous_conversation machine resting in Accepted on `state`, or on no items."""
-    if state is None:
-        state = RuntimeState(adapter_id=settings.adapter_id, strategy=STRATEGY, payload={"items": []})
-    return LiveMachine[StrategyModel](SPEC, ContinuousConversation(state, settings, transcript))
-
-
-RECORD = StrategyRecord(spec=SPEC, model=ContinuousConversation, start=start, compaction=("none", "native"))
+RECORD = turn_record(SPEC, ContinuousConversation, {"items": []}, compaction=("none", "native"))
+start = RECORD.start

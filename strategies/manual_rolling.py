@@ -28,11 +28,11 @@ from __future__ import annotations
 import enum
 
 from turnstate.adapters.contract import Item, ModelRequest, Transcript
-from turnstate.machine.engine import LiveMachine, MachineSpec, Transition
+from turnstate.machine.engine import Transition
 from turnstate.strategies.events import ActionAccepted, ContextOverflowed, ObservationArrived
-from turnstate.strategies.record import StrategyModel, StrategyRecord, StrategySettings
+from turnstate.strategies.record import StrategySettings
 from turnstate.strategies.state import RuntimeState, TurnSpan
-from turnstate.strategies.turn import TurnTaking, shared_rows
+from turnstate.strategies.turn import TurnTaking, shared_rows, turn_record, turn_spec
 
 STRATEGY = "manual_rolling"
 
@@ -68,13 +68,7 @@ TRANSITIONS = (
 )
 # fmt: on
 
-SPEC = MachineSpec(
-    name=STRATEGY,
-    states=State,
-    initial=State.Accepted,
-    final=frozenset({State.FailedClosed}),
-    transitions=TRANSITIONS,
-)
+SPEC = turn_spec(STRATEGY, State, TRANSITIONS)
 
 
 class ManualRolling(TurnTaking):
@@ -147,14 +141,5 @@ def drop_turns(items: list, spans: list[TurnSpan], count: int) -> tuple[list, li
     return list(items[cut:]), kept
 
 
-def start(
-    settings: StrategySettings, transcript: Transcript, state: RuntimeState | None = None
-) -> LiveMachine[StrategyModel]:
-    """A live manual_rolling machine resting in Accepted on `state`, or on an empty window."""
-    if state is None:
-        state = RuntimeState(adapter_id=settings.adapter_id, strategy=STRATEGY, payload={"items": []})
-    model = ManualRolling(state, settings, transcript)
-    return LiveMachine[StrategyModel](SPEC, model)
-
-
-RECORD = StrategyRecord(spec=SPEC, model=ManualRolling, start=start)
+RECORD = turn_record(SPEC, ManualRolling, {"items": []})
+start = RECORD.start

@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import enum
 
-from turnstate.adapters.contract import ModelRequest, Transcript
-from turnstate.machine.engine import LiveMachine, MachineSpec, Transition
+from turnstate.adapters.contract import ModelRequest
+from turnstate.machine.engine import Transition
 from turnstate.strategies.events import ActionAccepted, ContextOverflowed, HandleExpired, ObservationArrived
-from turnstate.strategies.record import StrategyModel, StrategyRecord, StrategySettings
-from turnstate.strategies.state import RuntimeState
-from turnstate.strategies.turn import TurnTaking, shared_rows
+from turnstate.strategies.turn import TurnTaking, shared_rows, turn_record, turn_spec
 
 STRATEGY = "previous_response_id"
 HANDLE = "previous_response_id"  # the payload key of the accepted handle
@@ -53,13 +51,7 @@ TRANSITIONS = (
 )
 # fmt: on
 
-SPEC = MachineSpec(
-    name=STRATEGY,
-    states=State,
-    initial=State.Accepted,
-    final=frozenset({State.FailedClosed}),
-    transitions=TRANSITIONS,
-)
+SPEC = turn_spec(STRATEGY, State, TRANSITIONS)
 
 
 class PreviousResponseId(TurnTaking):
@@ -80,13 +72,5 @@ class PreviousResponseId(TurnTaking):
         return ModelRequest(system=self.system_prompt, items=tuple(self._turn.opening), previous_response_id=handle)
 
 
-def start(
-    settings: StrategySettings, transcript: Transcript, state: RuntimeState | None = None
-) -> LiveMachine[StrategyModel]:
-    """A live previous_response_id machine resting in Accepted on `state`, or on no handle yet."""
-    if state is None:
-        state = RuntimeState(adapter_id=settings.adapter_id, strategy=STRATEGY, payload={HANDLE: None})
-    return LiveMachine[StrategyModel](SPEC, PreviousResponseId(state, settings, transcript))
-
-
-RECORD = StrategyRecord(spec=SPEC, model=PreviousResponseId, start=start)
+RECORD = turn_record(SPEC, PreviousResponseId, {HANDLE: None})
+start = RECORD.start

@@ -10,12 +10,14 @@ context overflow or an expired handle means for it.
 
 from __future__ import annotations
 
+import enum
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from turnstate.adapters.contract import Item, ModelRequest, ModelResponse, Transcript
-from turnstate.machine.engine import Transition
+from turnstate.machine.engine import LiveMachine, MachineSpec, Transition
 from turnstate.strategies.events import (
     ActionAccepted,
     ActionRejected,
@@ -32,7 +34,7 @@ from turnstate.strategies.events import (
     SubmitAction,
     WaitBeforeRetry,
 )
-from turnstate.strategies.record import StrategyModel, StrategySettings
+from turnstate.strategies.record import StrategyModel, StrategyRecord, StrategySettings
 from turnstate.strategies.retry import RETRY_AFTER_WAIT, RETRY_AT_ONCE, TurnRetries
 from turnstate.strategies.state import RuntimeState
 
@@ -168,3 +170,33 @@ class TurnTaking(StrategyModel):
         if isinstance(event, ActionAccepted):
             return "the accepted reply carries no response handle to continue from"
         return type(event).__name__
+
+
+def turn_spec(name: str, states: type[enum.Enum], transitions: tuple[Transition, ...]) -> MachineSpec:
+    """A turn-taking machine: it rests in Accepted and fails closed in FailedClosed."""
+    return MachineSpec(
+        name=name,
+        states=states,
+        initial=states["Accepted"],
+        final=frozenset({states["FailedClosed"]}),
+        transitions=transitions,
+    )
+
+
+def turn_record(
+    spec: MachineSpec,
+    model: type[TurnTaking],
+    empty_payload: Mapping[str, Any],
+    compaction: tuple[str, ...] = ("none",),
+) -> StrategyRecord:
+    """The record of a turn-taking strategy, whose start rests the machine in Accepted on the given
+    accepted state, or on a fresh one holding `empty_payload`."""
+
+    def start(
+        settings: StrategySettings, transcript: Transcript, state: RuntimeState | None = None
+    ) -> LiveMachine[StrategyModel]:
+        if state is None:
+            state = RuntimeState(adapter_id=settings.adapter_id, strategy=spec.name, payload=dict(empty_payload))
+        return LiveMachine[StrategyModel](spec, model(state, settings, transcript))
+
+    return StrategyRecord(spec=spec, model=model, start=start, compaction=compaction)
