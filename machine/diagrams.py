@@ -37,7 +37,7 @@ def to_dot(spec: MachineSpec, counts: Counts | None = None) -> str:
         label = _edge_label(row.trigger, row.guards or (("else",) if fallback else ()), row.actions)
         attributes = {}
         if counts is not None:
-            fired = counts.get((source, row.trigger, dest), 0)
+            fired = counts.get((source, row.trigger, spec.landing(dest)), 0)
             label += f"\n×{fired}"
             attributes = {"style": "dashed", "color": "gray50"} if fired == 0 else {"penwidth": "2"}
         graph.edge(_anchor(spec, source), _anchor(spec, dest), label=label, **attributes)
@@ -55,7 +55,7 @@ def _add_states(graph: graphviz.Digraph, spec: MachineSpec, prefix: str) -> None
         path = prefix + state.name
         if state in spec.nested:
             with graph.subgraph(name=f"cluster_{path}") as cluster:
-                cluster.attr(label=path, style="rounded")
+                cluster.attr(label=f"{path}: {spec.nested[state].name}", style="rounded")
                 _add_states(cluster, spec.nested[state], prefix=path + SEPARATOR)
             continue
         shape = {"peripheries": "2"} if state in spec.final else {}
@@ -64,16 +64,7 @@ def _add_states(graph: graphviz.Digraph, spec: MachineSpec, prefix: str) -> None
 
 def _anchor(spec: MachineSpec, path: str) -> str:
     """A row that names a parent state is drawn from (or to) its nested initial state."""
-    current = spec
-    for part in path.split(SEPARATOR):
-        state = current.states[part]
-        if state not in current.nested:
-            return path
-        current = current.nested[state]
-    while current.initial in current.nested:
-        path += SEPARATOR + current.initial.name
-        current = current.nested[current.initial]
-    return path + SEPARATOR + current.initial.name
+    return spec.landing(path)
 
 
 def _edge_label(trigger: str, guards: Iterable[str], actions: Iterable[str]) -> str:

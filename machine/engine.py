@@ -104,15 +104,32 @@ class MachineSpec:
         return paths
 
     def rows(self, prefix: str = "") -> Iterator[tuple[str, str, Transition]]:
-        """Every row with its full source and dest paths, nested machines' rows included."""
-        for row in self.transitions:
-            yield prefix + row.source_name, prefix + row.dest_name, row
+        """Every row with its full source and dest paths. A nested machine's rows come before its
+        parent's: the state inside decides first, and a parent's row is the fallback for an event
+        the nested machine leaves unhandled (its guards all refuse, or it has no row for it)."""
         for state, child in self.nested.items():
             yield from child.rows(prefix + state.name + SEPARATOR)
+        for row in self.transitions:
+            yield prefix + row.source_name, prefix + row.dest_name, row
 
     def declared(self) -> list[tuple[str, str, str]]:
-        """The (source, trigger, dest) triples the coverage gate expects to see fired."""
-        return [(source, row.trigger, dest) for source, dest, row in self.rows()]
+        """The (source, trigger, dest) triples the coverage gate expects to see fired; a row into a
+        parent state lands in its nested initial state, as it fires."""
+        return [(source, row.trigger, self.landing(dest)) for source, dest, row in self.rows()]
+
+    def landing(self, path: str) -> str:
+        """The state a row to `path` lands in: `path` itself, or for a parent of a nested machine its
+        nested initial state (recursively)."""
+        current = self
+        for part in path.split(SEPARATOR):
+            state = current.states[part]
+            if state not in current.nested:
+                return path
+            current = current.nested[state]
+        while current.initial in current.nested:
+            path += SEPARATOR + current.initial.name
+            current = current.nested[current.initial]
+        return path + SEPARATOR + current.initial.name
 
     def guard_and_action_names(self) -> set[str]:
         return {name for _, _, row in self.rows() for name in (*row.guards, *row.actions)}

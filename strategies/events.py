@@ -42,6 +42,13 @@ class ContextOverflowed(Event):
 
 
 @dataclass(frozen=True)
+class CompactionReplied(Event):
+    """A separate compaction call answered: its items replace the accepted history it was sent."""
+
+    response: ModelResponse
+
+
+@dataclass(frozen=True)
 class HandleExpired(Event):
     """The provider no longer knows the response handle the request continued from (a 404)."""
 
@@ -63,10 +70,11 @@ class BackoffElapsed(Event):
     """The wait the machine asked for before its next attempt has passed."""
 
 
-def outcome_event(outcome: ModelResponse | ProviderError) -> Event:
-    """The event that reports an adapter call's outcome to a machine."""
+def outcome_event(outcome: ModelResponse | ProviderError, *, compaction: bool = False) -> Event:
+    """The event that reports an adapter call's outcome (an action request's, or with `compaction`
+    a compaction call's) to a machine."""
     if isinstance(outcome, ModelResponse):
-        return ProviderReplied(outcome)
+        return CompactionReplied(outcome) if compaction else ProviderReplied(outcome)
     if outcome.kind is ErrorKind.CONTEXT_OVERFLOW:
         return ContextOverflowed(outcome)
     if outcome.kind is ErrorKind.EXPIRED_HANDLE:
@@ -90,6 +98,13 @@ class ParseAction(Effect):
 @dataclass(frozen=True)
 class SubmitAction(Effect):
     action: str
+
+
+@dataclass(frozen=True)
+class CallCompaction(Effect):
+    """Ask the provider to compact `request.items` (the accepted history) in a call of its own."""
+
+    request: ModelRequest
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,11 @@ class StrategySettings:
     max_retries: int
     max_context_length: int  # the context budget, in estimated tokens
     max_output_tokens: int  # the output allowance of every request
+    # How the strategy compacts: "none", or the adapter's native way, "native_inline" (the provider
+    # compacts inside an action reply) or "native_call" (a separate compaction call, made when the
+    # accepted history passes compaction_trigger_tokens).
     compaction: str = "none"
+    compaction_trigger_tokens: int | None = None
     backoff: Backoff = Backoff()
     random_seed: int | None = None  # for the backoff's jitter; None draws a fresh seed
 

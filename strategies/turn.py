@@ -172,7 +172,12 @@ class TurnTaking(StrategyModel):
         return type(event).__name__
 
 
-def turn_spec(name: str, states: type[enum.Enum], transitions: tuple[Transition, ...]) -> MachineSpec:
+def turn_spec(
+    name: str,
+    states: type[enum.Enum],
+    transitions: tuple[Transition, ...],
+    nested: Mapping[enum.Enum, MachineSpec] | None = None,
+) -> MachineSpec:
     """A turn-taking machine: it rests in Accepted and fails closed in FailedClosed."""
     return MachineSpec(
         name=name,
@@ -180,6 +185,7 @@ def turn_spec(name: str, states: type[enum.Enum], transitions: tuple[Transition,
         initial=states["Accepted"],
         final=frozenset({states["FailedClosed"]}),
         transitions=transitions,
+        nested=nested or {},
     )
 
 

@@ -37,7 +37,10 @@ def test_every_row_is_drawn_with_its_trigger_guards_and_actions():
     for spec in MACHINES.values():
         dot = to_dot(spec)
         for state in spec.states:
-            assert f"\t{state.name} [label={state.name}" in dot
+            if state in spec.nested:  # a parent state is a cluster around its nested machine
+                assert f"subgraph cluster_{state.name} {{" in dot
+            else:
+                assert f"\t{state.name} [label={state.name}" in dot
         for source, dest, row in spec.rows():
             assert f"{source} -> {dest}" in dot
             for name in (row.trigger, *row.guards, *row.actions):

@@ -33,7 +33,9 @@ from turnstate.strategies.events import (
     ActionAccepted,
     ActionRejected,
     BackoffElapsed,
+    CallCompaction,
     CallProvider,
+    CompactionReplied,
     ContextOverflowed,
     FailClosed,
     HandleExpired,
@@ -122,8 +124,9 @@ class CommitDisciplineWalk(RuleBasedStateMachine):
         observation = self.fresh("frame") + " " + "x" * size
         self.opening = self.transcript.user_items([*self.accepted.pending, observation])
         self.turn_requests, self.attempts, self.waits = [], 0, []
-        self.fire(ObservationArrived(observation))
-        assert self.turn_requests, "an observation must lead to a request"
+        effects = self.fire(ObservationArrived(observation))
+        asks = [effect for effect in effects if isinstance(effect, (CallProvider, CallCompaction))]
+        assert asks, "an observation must lead to a request (or first to a compaction call)"
 
     @accepting(InputBuffered)
     @rule()
@@ -146,6 +149,16 @@ class CommitDisciplineWalk(RuleBasedStateMachine):
         self.provisional = self.reply_response(self.marker + "\nACTION: ACTION1")
         effects = self.fire(ProviderReplied(self.provisional))
         assert ParseAction(self.provisional) in effects, "a reply must be handed to the action parser"
+
+    def compaction_response(self) -> ModelResponse:
+        """A compaction call's answer, for a strategy that compacts by a call of its own."""
+        raise NotImplementedError(f"{type(self).__name__} must say what a compaction call answers")
+
+    @accepting(CompactionReplied)
+    @rule()
+    def compact(self) -> None:
+        effects = self.fire(CompactionReplied(self.compaction_response()))
+        assert any(isinstance(effect, CallProvider) for effect in effects), "after a compaction the action is asked for"
 
     @accepting(ActionAccepted)
     @rule()
@@ -181,7 +194,8 @@ class CommitDisciplineWalk(RuleBasedStateMachine):
     @rule()
     def wait_out(self) -> None:
         effects = self.fire(BackoffElapsed())
-        assert any(isinstance(effect, CallProvider) for effect in effects), "after a wait the machine must ask again"
+        asks = [effect for effect in effects if isinstance(effect, (CallProvider, CallCompaction))]
+        assert asks, "after a wait the machine must ask again"
 
     @accepting(ContextOverflowed)
     @rule()

@@ -12,7 +12,9 @@ from turnstate.strategies.events import (
     ActionAccepted,
     ActionRejected,
     BackoffElapsed,
+    CallCompaction,
     CallProvider,
+    CompactionReplied,
     ContextOverflowed,
     FailClosed,
     InputBuffered,
@@ -36,8 +38,35 @@ SETTINGS = StrategySettings(
 OBSERVE = ObservationArrived("f1")
 
 
+# Compaction by a separate call once the accepted items pass 10 estimated tokens.
+BY_CALL = StrategySettings(
+    "xai.responses.v1",
+    "Play.",
+    max_retries=1,
+    max_context_length=4000,
+    max_output_tokens=100,
+    compaction="native_call",
+    compaction_trigger_tokens=10,
+)
+
+
 def start():
     return cc.start(SETTINGS, NativeItems())
+
+
+def start_compacting_by_call():
+    """A machine whose accepted history is over the trigger, so its next turn compacts first."""
+    machine = cc.start(BY_CALL, NativeItems())
+    play_turn(machine, "f1")
+    return machine
+
+
+def compacted(text: str = "summary of f1") -> CompactionReplied:
+    """A compaction call's answer: one opaque compaction item."""
+    item = {"type": "compaction", "encrypted_content": f"sealed({text})"}
+    return CompactionReplied(
+        ModelResponse(text="", usage=Usage(30, 0, 5), stop_reason="completed", native_items=(item,))
+    )
 
 
 def replied(text: str = "ACTION: ACTION1", *, compacted: bool = False) -> ProviderReplied:
@@ -87,6 +116,74 @@ def test_table(before, event, state, effect_types):
     effects = machine.fire(event)
     assert machine.state is state
     assert [type(effect) for effect in effects] == effect_types
+
+
+OVERFLOW = ContextOverflowed(ProviderError(ErrorKind.CONTEXT_OVERFLOW))
+
+# The rows of compaction by a separate call (the nested compaction_call machine), from a machine
+# whose accepted history is over the trigger: (events before, event, resulting path, effect types).
+# fmt: off
+CALL_CASES = {
+    "an observation over the trigger compacts first": ([], ObservationArrived("f2"), "Compacting_Requesting", [CallCompaction]),
+    "the compaction reply goes on to the action request": ([ObservationArrived("f2")], compacted(), "AwaitingReply", [CallProvider]),
+    "a transient compaction failure waits": ([ObservationArrived("f2")], failure(ErrorKind.TRANSIENT), "Compacting_BackingOff", [WaitBeforeRetry]),
+    "after the wait it asks for the compaction again": ([ObservationArrived("f2"), failure(ErrorKind.TRANSIENT)], BackoffElapsed(), "Compacting_Requesting", [CallCompaction]),
+    "a refused compaction is asked again at once": ([ObservationArrived("f2")], failure(ErrorKind.REFUSAL), "Compacting_Requesting", [CallCompaction]),
+    "a fatal compaction failure fails closed": ([ObservationArrived("f2")], failure(ErrorKind.FATAL), "FailedClosed", [FailClosed]),
+    "a compaction overflow fails closed": ([ObservationArrived("f2")], OVERFLOW, "FailedClosed", [FailClosed]),
+    "a rejected action compacts the accepted history again": ([ObservationArrived("f2"), compacted(), replied("hmm")], ActionRejected("no action"), "Compacting_Requesting", [CallCompaction]),
+}
+# fmt: on
+
+
+@pytest.mark.parametrize(("before", "event", "path", "effect_types"), CALL_CASES.values(), ids=CALL_CASES.keys())
+def test_compaction_by_call_table(before, event, path, effect_types):
+    machine = start_compacting_by_call()
+    for earlier in before:
+        machine.fire(earlier)
+    effects = machine.fire(event)
+    assert machine.path == path
+    assert [type(effect) for effect in effects] == effect_types
+
+
+def test_the_compaction_call_holds_only_the_accepted_history_and_the_action_request_follows_it():
+    machine = start_compacting_by_call()
+    accepted = machine.model.accepted.items
+    machine.fire(InputBuffered("game over"))
+    (call,) = machine.fire(ObservationArrived("f2"))
+    assert list(call.request.items) == accepted  # fresh and buffered inputs are not compacted
+    sent = request_of(machine.fire(compacted()))
+    assert sent == [
+        {"type": "compaction", "encrypted_content": "sealed(summary of f1)"},
+        *[{"type": "input", "text": t} for t in ("game over", "f2")],
+    ]
+
+
+def test_the_compaction_commits_only_together_with_an_accepted_action():
+    machine = start_compacting_by_call()
+    before = machine.model.accepted
+    machine.fire(ObservationArrived("f2"))
+    machine.fire(compacted())
+    machine.fire(replied("ACTION: ACTION1 (f2)"))
+    assert machine.model.accepted == before  # nothing commits before the action is accepted
+    machine.fire(ActionAccepted("ACTION1"))
+    state = machine.model.accepted
+    assert [item["type"] for item in state.items] == ["compaction", "input", "reasoning", "message"]
+    assert state.turns == (TurnSpan(start=0, end=1), TurnSpan(start=1, end=4))
+
+
+def test_a_failed_action_after_a_compaction_commits_nothing_and_the_retry_compacts_the_unchanged_history():
+    machine = start_compacting_by_call()
+    before = machine.model.accepted
+    (first_call,) = machine.fire(ObservationArrived("f2"))
+    machine.fire(compacted("first summary"))
+    machine.fire(replied("no action here"))
+    (second_call,) = machine.fire(ActionRejected("no action"))
+    assert second_call.request == first_call.request and machine.model.accepted == before
+    machine.fire(compacted("second summary"))
+    machine.fire(replied("hmm"))
+    (closed,) = machine.fire(ActionRejected("no action"))  # max_retries=1: the turn fails closed
+    assert isinstance(closed, FailClosed) and machine.model.accepted == before
 
 
 def test_every_accepted_item_is_replayed_verbatim_and_in_order_before_the_new_input():
@@ -182,3 +279,36 @@ class ContinuousConversationWalk(CommitDisciplineWalk):
 
 ContinuousConversationWalk.TestCase.settings = WALK_SETTINGS
 test_continuous_conversation_random_walks = ContinuousConversationWalk.TestCase
+
+
+class CompactionByCallWalk(ContinuousConversationWalk):
+    """The same walk where every turn past the trigger compacts by a separate call first."""
+
+    strategy_settings = BY_CALL
+
+    def compaction_response(self) -> ModelResponse:
+        self.compaction = {"type": "compaction", "encrypted_content": self.fresh("summary")}
+        return ModelResponse(text="", usage=Usage(3, 0, 1), stop_reason="completed", native_items=(self.compaction,))
+
+    def reply_response(self, text: str) -> ModelResponse:
+        return native_reply(text)
+
+    def fire(self, event):
+        if isinstance(event, ObservationArrived):
+            self.compaction = None
+        accepted_items = self.accepted.items
+        effects = super().fire(event)
+        for effect in effects:
+            if isinstance(effect, CallCompaction):  # only the accepted history, never the turn's inputs
+                assert list(effect.request.items) == accepted_items
+        return effects
+
+    def check_committed(self, state: RuntimeState, reply: ModelResponse) -> None:
+        super().check_committed(state, reply)
+        if self.compaction is not None:  # the compaction committed with the action, and replaced the history
+            assert state.items[0] == self.compaction
+            assert len(state.items) == 1 + len(self.opening) + len(self.transcript.reply_items(reply))
+
+
+CompactionByCallWalk.TestCase.settings = WALK_SETTINGS
+test_compaction_by_call_random_walks = CompactionByCallWalk.TestCase
