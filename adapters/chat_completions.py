@@ -19,6 +19,7 @@ from turnstate.adapters.contract import (
     Item,
     ModelRequest,
     ModelResponse,
+    NativeCompaction,
     OptionProblem,
     ProviderError,
     RequestSettings,
@@ -26,6 +27,7 @@ from turnstate.adapters.contract import (
     Usage,
     UsageSeen,
     malformed_reply,
+    no_compaction_call,
     token_count,
 )
 from turnstate.adapters.tokens import estimate_messages_tokens
@@ -56,6 +58,7 @@ class ChatMessages:
 
 class ChatCompletionsAdapter:
     transcript: ClassVar[Transcript] = ChatMessages()
+    native_compaction: ClassVar[NativeCompaction | None] = None
 
     def __init__(self, client: openai.OpenAI, settings: RequestSettings) -> None:
         self.client = client
@@ -117,6 +120,9 @@ class ChatCompletionsAdapter:
             # The stream ended without saying how: treat like a cut connection.
             return ProviderError(ErrorKind.TRANSIENT, seen.usage, {"error_class": "IncompleteStream"})
         return _finish("".join(parts), finish_reason, seen.usage, response_id)
+
+    def compact(self, request: ModelRequest) -> ModelResponse | ProviderError:
+        return no_compaction_call(self)
 
     def classify(self, error: Exception) -> ProviderError:
         return openai_sdk.classify(error)

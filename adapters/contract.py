@@ -106,6 +106,11 @@ def token_count(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
+def no_compaction_call(adapter: object) -> ProviderError:
+    """What an adapter without a compaction call answers if asked for one: a machine never should."""
+    return ProviderError(ErrorKind.FATAL, Usage(), {"error_class": "NoCompactionCall", "cause": type(adapter).__name__})
+
+
 def malformed_reply(error: Exception, usage: Usage = Usage()) -> ProviderError:
     """A reply the adapter could not read (a 200 whose body is not what the API promises): retryable,
     with whatever usage it carried. Every adapter's normalization ends here instead of raising."""
@@ -215,10 +220,15 @@ class Transcript(Protocol):
         ...
 
 
+NativeCompaction = Literal["inline", "call"]
+"""How a provider compacts natively: inside an action reply (inline), or by a call of its own."""
+
+
 class ProviderAdapter(Protocol):
     """A leaf action: one normalized request to one SDK call, and back."""
 
     transcript: ClassVar[Transcript]
+    native_compaction: ClassVar[NativeCompaction | None]
 
     @classmethod
     def connect(cls, endpoint: Endpoint, settings: RequestSettings) -> ProviderAdapter:
@@ -233,5 +243,10 @@ class ProviderAdapter(Protocol):
     def build_request(self, request: ModelRequest) -> dict[str, Any]: ...
 
     def call(self, request: ModelRequest) -> ModelResponse | ProviderError: ...
+
+    def compact(self, request: ModelRequest) -> ModelResponse | ProviderError:
+        """A compaction call over `request.items`: its native items replace them (native_compaction
+        "call"); an adapter without one answers a fatal error."""
+        ...
 
     def classify(self, error: Exception) -> ProviderError: ...

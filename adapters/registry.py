@@ -58,6 +58,15 @@ ADAPTERS: dict[str, AdapterDescriptor] = {
             review_status="provider_reference",
             strategies=("manual_rolling", "previous_response_id", "continuous_conversation"),
         ),
+        AdapterDescriptor(
+            adapter_id="xai.responses.v1",
+            provider="xai",
+            api_surface="responses",
+            implementation="turnstate.adapters.xai_responses:XaiResponsesAdapter",
+            version="1.0.0",
+            review_status="unreviewed",
+            strategies=("manual_rolling", "continuous_conversation"),
+        ),
     )
 }
 

@@ -27,6 +27,7 @@ from turnstate.adapters.contract import (
     Item,
     ModelRequest,
     ModelResponse,
+    NativeCompaction,
     OptionProblem,
     ProviderError,
     RequestSettings,
@@ -107,6 +108,7 @@ class ResponsesOptions(_Options):
 
 class ResponsesAdapter:
     transcript: ClassVar[Transcript] = ResponsesItems()
+    native_compaction: ClassVar[NativeCompaction | None] = "inline"  # request.options.context_management
 
     def __init__(self, client: openai.OpenAI, settings: RequestSettings) -> None:
         self.client = client
@@ -123,12 +125,7 @@ class ResponsesAdapter:
         try:
             parsed = ResponsesOptions.model_validate(dict(options))
         except ValidationError as error:
-            return [
-                OptionProblem(
-                    ".".join(str(part) for part in item["loc"]), item["msg"], "see the Responses options in README.md"
-                )
-                for item in error.errors()
-            ]
+            return option_problems(error)
         return _strategy_problems(parsed, strategy, compaction)
 
     def build_request(self, request: ModelRequest) -> dict[str, Any]:
@@ -157,6 +154,33 @@ class ResponsesAdapter:
             return self.classify(error)
         except Exception as error:  # the SDK or the reply's shape broke while reading a 200
             return malformed_reply(error, seen.usage)
+
+    def compact(self, request: ModelRequest) -> ModelResponse | ProviderError:
+        """POST /responses/compact over `request.items`; its output (the kept messages and one
+        compaction item) replaces them. Never raises."""
+        seen = UsageSeen()
+        try:
+            items_sent: Any = [
+                dict(item) for item in request.items
+            ]  # replayed as returned; the SDK's types are narrower
+            compacted = self.client.responses.compact(
+                model=self.settings.model, input=items_sent, instructions=request.system
+            )
+            seen.usage = _usage(compacted.usage)
+            # warnings off: the SDK types every output message as an assistant's, user ones included.
+            items = [
+                _replayable(item.model_dump(mode="json", exclude_unset=True, warnings=False))
+                for item in compacted.output
+            ]
+        except openai.APIError as error:
+            return self.classify(error)
+        except Exception as error:  # the SDK or the reply's shape broke while reading a 200
+            return malformed_reply(error, seen.usage)
+        if self.transcript.latest_compaction(items) is None:
+            return malformed_reply(ValueError("a compaction reply without a compaction item"), seen.usage)
+        return ModelResponse(
+            text="", usage=seen.usage, stop_reason="compacted", response_id=compacted.id, native_items=tuple(items)
+        )
 
     def classify(self, error: Exception) -> ProviderError:
         return openai_sdk.classify(error)
@@ -200,6 +224,16 @@ class ResponsesAdapter:
             response_id=response.id,
             native_items=tuple(items),
         )
+
+
+def option_problems(error: ValidationError) -> list[OptionProblem]:
+    """request.options that are not Responses options at all, each where it is."""
+    return [
+        OptionProblem(
+            ".".join(str(part) for part in item["loc"]), item["msg"], "see the Responses options in README.md"
+        )
+        for item in error.errors()
+    ]
 
 
 def _replayable(item: dict[str, Any]) -> dict[str, Any]:

@@ -80,6 +80,8 @@ class AgentConfig(_Section):
 
 class CompactionConfig(_Section):
     strategy: str = "none"  # a compaction machine the strategy accepts (its record says which)
+    # For a native compaction by a call of its own (xAI): compact when the accepted history passes it.
+    trigger_tokens: int | None = Field(default=None, ge=1)
 
 
 class RuntimeConfig(_Section):
@@ -204,12 +206,12 @@ class Profile(_Section):
                 f"{record.name} does not compose with compaction {self.runtime.compaction.strategy!r}",
                 f"use one of: {', '.join(record.compaction)}",
             )
-        option_problems = descriptor.load().check_options(
-            self.request.options, record.name, self.runtime.compaction.strategy
-        )
+        adapter = descriptor.load()
+        option_problems = adapter.check_options(self.request.options, record.name, self.runtime.compaction.strategy)
         if option_problems:
             path, problem, fix = option_problems[0]
             raise _Contradiction(f"request.options.{path}", problem, fix)
+        _check_compaction(self.runtime.compaction, adapter.native_compaction, descriptor.adapter_id, self.agent)
         if self.request.max_output_tokens >= self.agent.max_context_length:
             raise _Contradiction(
                 "request.max_output_tokens",
@@ -251,15 +253,50 @@ class Profile(_Section):
             max_retries=self.agent.max_retries,
             max_context_length=self.agent.max_context_length,
             max_output_tokens=self.request.max_output_tokens,
-            compaction=self.runtime.compaction.strategy,
+            compaction=self.compaction_mode(),
+            compaction_trigger_tokens=self.runtime.compaction.trigger_tokens,
             backoff=self.agent.backoff.settings(),
         )
+
+    def compaction_mode(self) -> str:
+        """none, or native in the adapter's own way: native_inline or native_call."""
+        if self.runtime.compaction.strategy != "native":
+            return self.runtime.compaction.strategy
+        return f"native_{descriptor_for(self.runtime.adapter_id).load().native_compaction}"
 
     def request_settings(self) -> RequestSettings:
         return RequestSettings(**self.request.model_dump())
 
     def prices(self) -> Prices:
         return Prices(input_per_million=self.pricing.input, output_per_million=self.pricing.output)
+
+
+def _check_compaction(compaction: CompactionConfig, native: str | None, adapter_id: str, agent: AgentConfig) -> None:
+    """Native compaction needs an adapter that has one; a trigger is the setting of a compaction by
+    call alone (inline compaction is triggered by the request's own option)."""
+    by_call = compaction.strategy == "native" and native == "call"
+    if compaction.strategy == "native" and native is None:
+        raise _Contradiction(
+            "runtime.compaction.strategy", f"adapter {adapter_id!r} has no native compaction", "set it to none"
+        )
+    if by_call and compaction.trigger_tokens is None:
+        raise _Contradiction(
+            "runtime.compaction.trigger_tokens",
+            f"adapter {adapter_id!r} compacts by a call of its own, made when the history passes this",
+            "set it, below agent.max_context_length",
+        )
+    if not by_call and compaction.trigger_tokens is not None:
+        raise _Contradiction(
+            "runtime.compaction.trigger_tokens",
+            "only a native compaction by a separate call has a trigger here",
+            "remove it (OpenAI's inline compaction is request.options.context_management)",
+        )
+    if by_call and compaction.trigger_tokens is not None and compaction.trigger_tokens >= agent.max_context_length:
+        raise _Contradiction(
+            "runtime.compaction.trigger_tokens",
+            f"{compaction.trigger_tokens} is not below agent.max_context_length {agent.max_context_length}",
+            "lower it, so compaction starts before the context is full",
+        )
 
 
 class _Contradiction(ValueError):

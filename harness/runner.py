@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from turnstate.adapters.contract import Endpoint, ModelResponse, ProviderAdapter, Usage
+from turnstate.adapters.contract import Endpoint, ModelRequest, ModelResponse, ProviderAdapter, Usage
 from turnstate.adapters.registry import descriptor_for
 from turnstate.harness import scaffold
 from turnstate.harness.accounting import Ledger
@@ -38,6 +38,7 @@ from turnstate.strategies.events import (
     ActionAccepted,
     ActionRejected,
     BackoffElapsed,
+    CallCompaction,
     CallProvider,
     FailClosed,
     InputBuffered,
@@ -249,7 +250,9 @@ class _Loop:
         while effects:
             effect = effects.popleft()
             if isinstance(effect, CallProvider):
-                next_event = self._call(effect, attempts)
+                next_event = self._call(effect.request, attempts)
+            elif isinstance(effect, CallCompaction):
+                next_event = self._call(effect.request, attempts, compaction=True)
             elif isinstance(effect, ParseAction):
                 next_event = self._parse(effect.response, attempts[-1])
             elif isinstance(effect, WaitBeforeRetry):
@@ -264,7 +267,7 @@ class _Loop:
                 raise TypeError(f"runner cannot perform effect {effect!r}")
             if next_event is not None:
                 effects.extend(self._fire(next_event))
-        self.failed_attempts += sum(1 for attempt in attempts if attempt.outcome != "accepted")
+        self.failed_attempts += sum(1 for attempt in attempts if attempt.outcome not in ("accepted", "compacted"))
         if action is not None:
             self._write_step(index, action, attempts, fired_before)
         else:
@@ -277,18 +280,20 @@ class _Loop:
         self.writer.log_transition(asdict(fired))
         return effects
 
-    def _call(self, effect: CallProvider, attempts: list[_Attempt]) -> Event:
-        request = effect.request
+    def _call(self, request: ModelRequest, attempts: list[_Attempt], *, compaction: bool = False) -> Event:
+        """One provider call, an action request's or (with `compaction`) a compaction call's; its
+        usage is billed to the turn either way."""
         sent = [{"role": "system", "content": request.system}, *self.adapter.transcript.readable(request.items)]
         started = time.perf_counter()
-        outcome = self.adapter.call(request)
+        outcome = self.adapter.compact(request) if compaction else self.adapter.call(request)
         self.provider_seconds += time.perf_counter() - started
         self.ledger.record_call(outcome.usage)
         if isinstance(outcome, ModelResponse):
-            attempts.append(_Attempt(sent, "replied", outcome.usage, outcome.text, outcome.reasoning_summary))
+            replied = "compacted" if compaction else "replied"
+            attempts.append(_Attempt(sent, replied, outcome.usage, outcome.text, outcome.reasoning_summary))
         else:
             attempts.append(_Attempt(sent, outcome.kind.value, outcome.usage, diagnostics=dict(outcome.diagnostics)))
-        return outcome_event(outcome)
+        return outcome_event(outcome, compaction=compaction)
 
     def _parse(self, response: ModelResponse, attempt: _Attempt) -> Event:
         parsed = scaffold.parse_action(response.text, self.environment.actions)

@@ -153,3 +153,48 @@ def test_the_options_the_strategies_need_pass():
     assert ResponsesAdapter.check_options(CONTINUOUS, "continuous_conversation", "none") == []
     assert ResponsesAdapter.check_options({"store": True}, "previous_response_id", "none") == []
     assert ResponsesAdapter.check_options({}, "manual_rolling", "none") == []
+
+
+def test_a_compaction_call_returns_the_history_as_one_compaction_item_replayable_as_returned():
+    with LocalProvider() as provider:
+        adapter = connect(provider)
+        opening, reply = first_turn(adapter)
+        history = (*opening, *adapter.transcript.reply_items(reply))
+        compacted = adapter.compact(ModelRequest(system="Play.", items=history))
+        assert isinstance(compacted, ModelResponse) and compacted.usage.input_tokens > 0
+        items = adapter.transcript.reply_items(compacted)
+        assert adapter.transcript.latest_compaction(items) == len(items) - 1  # kept user messages, then one compaction
+        assert all("created_by" not in item for item in items)
+        later = "LEVEL 1/1 | STATE NOT_FINISHED\nBEACON (level 1): dark\n#######\n#.@A.B#\n#######\nSTANDING ON: floor"
+        after = adapter.call(ModelRequest(system="Play.", items=(*items, *adapter.transcript.user_items([later]))))
+    assert isinstance(after, ModelResponse) and "door B" in after.text  # the compaction item carried the beacon
+
+
+# fmt: off
+XAI_PROBLEMS = [
+    ({**CONTINUOUS, "context_management": [{"type": "compaction", "compact_threshold": 9}]}, "context_management"),
+    ({"include": ["reasoning.encrypted_content"]}, "store"),
+    ({"store": False}, "include"),
+    ({"store": False, "include": ["reasoning.encrypted_content"], "conversation": "c"}, "conversation"),
+]
+# fmt: on
+
+
+@pytest.mark.parametrize(("options", "path"), XAI_PROBLEMS)
+def test_xai_options_that_break_continuous_conversation_are_named(options, path):
+    from turnstate.adapters.xai_responses import XaiResponsesAdapter
+
+    problems = XaiResponsesAdapter.check_options(options, "continuous_conversation", "native")
+    assert problems and problems[0].path == path
+
+
+def test_xai_compacts_by_a_call_and_openai_inline():
+    from turnstate.adapters.xai_responses import XaiResponsesAdapter
+
+    assert (XaiResponsesAdapter.native_compaction, ResponsesAdapter.native_compaction) == ("call", "inline")
+    assert (
+        XaiResponsesAdapter.check_options(
+            {"store": False, "include": ["reasoning.encrypted_content"]}, "continuous_conversation", "native"
+        )
+        == []
+    )

@@ -64,6 +64,12 @@ REJECTED = [
     ({"environment__options": {"levles": 2}}, "environment", "levles"),
     ({"environment__name": "chess"}, "environment", "unknown environment 'chess'"),
     ({"client__local": {"faults": [{"at": 2, "kind": "empty"}, {"at": 2, "kind": "refusal"}]}}, "client.local.faults", "more than one fault at request 2"),
+    # runtime.compaction: native needs an adapter that compacts; a trigger belongs to compaction by call alone
+    ({"runtime__adapter_id": "openai.responses.v1", "runtime__strategy": "continuous_conversation", "runtime__compaction__strategy": "native", "request__options": {"store": False, "include": ["reasoning.encrypted_content"], "reasoning": {"summary": "auto", "context": "auto"}, "context_management": [{"type": "compaction", "compact_threshold": 900}]}, "runtime__compaction__trigger_tokens": 500}, "runtime.compaction.trigger_tokens", "only a native compaction by a separate call has a trigger here"),
+    ({"runtime__adapter_id": "xai.responses.v1", "runtime__strategy": "continuous_conversation", "runtime__compaction__strategy": "native", "request__options": {"store": False, "include": ["reasoning.encrypted_content"]}}, "runtime.compaction.trigger_tokens", "compacts by a call of its own"),
+    ({"runtime__adapter_id": "xai.responses.v1", "runtime__strategy": "continuous_conversation", "runtime__compaction__strategy": "native", "runtime__compaction__trigger_tokens": 900, "request__options": {"store": False, "include": ["reasoning.encrypted_content"]}}, "runtime.compaction.trigger_tokens", "900 is not below agent.max_context_length 800"),
+    ({"runtime__adapter_id": "xai.responses.v1", "runtime__strategy": "continuous_conversation", "request__options": {"store": False, "include": ["reasoning.encrypted_content"], "context_management": [{"type": "compaction", "compact_threshold": 500}]}}, "request.options.context_management", "xAI compacts by a separate /responses/compact call, not inline"),
+    ({"runtime__compaction__trigger_tokens": 500}, "runtime.compaction.trigger_tokens", "only a native compaction by a separate call has a trigger here"),
     # request.options: the adapter's own settings, checked by the adapter for the strategy
     ({"request__options": {"reasoning": {"effort": "high"}}}, "request.options.reasoning", "Chat Completions takes no request.options"),
     ({"runtime__adapter_id": "openai.responses.v1", "runtime__strategy": "continuous_conversation", "request__options": {"store": True}}, "request.options.store", "continuous conversation is stateless on the server; fix: set store: false"),

@@ -345,13 +345,14 @@ def test_a_run_that_does_not_fail_names_no_failed_turn(tmp_path):
 
 CONTINUOUS = load_profile(PROFILES_DIR / "local-openai-continuous.yaml")
 PREVIOUS_RESPONSE_ID = load_profile(PROFILES_DIR / "local-openai-previous-response-id.yaml")
+XAI_CONTINUOUS = load_profile(PROFILES_DIR / "local-xai-continuous.yaml")
 
 
 def artifact_texts(run_dir: Path) -> dict[str, str]:
     return {path.name: path.read_text() for path in run_dir.iterdir()}
 
 
-@pytest.mark.parametrize("profile", [CONTINUOUS, PREVIOUS_RESPONSE_ID], ids=lambda profile: profile.id)
+@pytest.mark.parametrize("profile", [CONTINUOUS, PREVIOUS_RESPONSE_ID, XAI_CONTINUOUS], ids=lambda profile: profile.id)
 def test_a_responses_profile_wins_and_no_opaque_state_reaches_an_artifact(tmp_path, profile):
     result = Runner(profile, tmp_path).run()
     assert result.outcome == "win" and result.levels_won == 3
@@ -396,3 +397,32 @@ def test_an_expired_handle_fails_the_previous_response_id_run_closed_by_its_name
     assert result.accepted_actions == 2 and result.accepted_state.payload["previous_response_id"]
     record = json.loads((result.artifacts / "failed_turn.json").read_text())
     assert record["attempts"][0]["diagnostics"]["status"] == 404
+
+
+def compaction_steps(run_dir: Path) -> list[dict]:
+    return [step for step in read_steps(run_dir) if any(r["outcome"] == "compacted" for r in step["retries"])]
+
+
+def test_an_xai_run_compacts_by_a_separate_call_billed_to_the_turn_it_belongs_to(tmp_path):
+    result = Runner(XAI_CONTINUOUS, tmp_path).run()
+    assert result.outcome == "win" and result.levels_won == 3
+    steps = compaction_steps(result.artifacts)
+    assert steps, "the history must have passed the trigger at least once"
+    step = steps[0]
+    (compaction,) = step["retries"]
+    assert step["usage"]["input_tokens"] > compaction["usage"]["input_tokens"] > 0  # both calls billed here
+    assert result.failed_attempts == 0  # a compaction call is no failed attempt
+    assert '"trigger": "CompactionReplied"' in (result.artifacts / "transitions.jsonl").read_text()
+
+
+def test_a_rejected_action_after_a_compaction_call_compacts_the_unchanged_history_again(tmp_path):
+    first = Runner(XAI_CONTINUOUS, tmp_path / "first").run()
+    step = compaction_steps(first.artifacts)[0]["step"]
+    action_request = step + 1  # the ordinal of the first compacting turn's action request
+    result = Runner(
+        with_changes(XAI_CONTINUOUS, client=faults((action_request, "malformed"))), tmp_path / "second"
+    ).run()
+    assert result.outcome == "win"
+    attempts = read_steps(result.artifacts)[step - 1]["retries"]
+    assert [attempt["outcome"] for attempt in attempts] == ["compacted", "action_rejected", "compacted"]
+    assert attempts[0]["usage"]["input_tokens"] == attempts[2]["usage"]["input_tokens"]  # the same history again
