@@ -426,3 +426,14 @@ def test_a_rejected_action_after_a_compaction_call_compacts_the_unchanged_histor
     attempts = read_steps(result.artifacts)[step - 1]["retries"]
     assert [attempt["outcome"] for attempt in attempts] == ["compacted", "action_rejected", "compacted"]
     assert attempts[0]["usage"]["input_tokens"] == attempts[2]["usage"]["input_tokens"]  # the same history again
+
+
+def test_a_retry_after_an_invalid_action_resends_exactly_the_accepted_history(tmp_path, monkeypatch):
+    monkeypatch.setenv("TURNSTATE_TEST_KEY", "test-key")
+    with LocalProvider(faults=[Fault(at=3, kind="malformed")]) as provider:
+        remote = {"base_url": provider.openai_base_url, "api_key_env": "TURNSTATE_TEST_KEY"}
+        result = Runner(with_changes(CONTINUOUS, client=remote, agent={"max_actions": 4}), tmp_path).run()
+        rejected_request, retried_request = provider.request_log[2:4]
+    assert result.accepted_actions == 4
+    assert read_steps(result.artifacts)[2]["retries"][0]["outcome"] == "action_rejected"
+    assert retried_request == rejected_request  # no item of the rejected reply reached the retry
