@@ -125,8 +125,30 @@ class ResponsesAdapter:
         try:
             parsed = ResponsesOptions.model_validate(dict(options))
         except ValidationError as error:
-            return option_problems(error)
-        return _strategy_problems(parsed, strategy, compaction)
+            return _not_options(error)
+        return cls.option_rules(parsed, strategy, compaction)
+
+    @classmethod
+    def option_rules(cls, options: ResponsesOptions, strategy: str, compaction: str) -> list[OptionProblem]:
+        """OpenAI's rules beside every Responses surface's (state_problems): reasoning summary and
+        context auto for continuous conversation, and inline compaction (context_management)
+        exactly when compaction is native."""
+        problems = state_problems(options, strategy)
+        if strategy == "continuous_conversation":
+            reasoning = options.reasoning or ReasoningOptions()
+            if reasoning.context != "auto":
+                why = "continuous conversation needs the model's own choice"
+                problems.append(OptionProblem("reasoning.context", why, "set it to auto"))
+            if reasoning.summary != "auto":
+                why = "continuous conversation asks for summaries"
+                problems.append(OptionProblem("reasoning.summary", why, "set it to auto"))
+        if compaction == "native" and not options.context_management:
+            why = "native compaction is the Responses context_management setting"
+            problems.append(OptionProblem("context_management", why, "add [{type: compaction, compact_threshold: N}]"))
+        if compaction != "native" and options.context_management:
+            fix = "remove it, or set runtime.compaction.strategy: native"
+            problems.append(OptionProblem("context_management", f"compaction is {compaction!r}", fix))
+        return problems
 
     def build_request(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -226,7 +248,7 @@ class ResponsesAdapter:
         )
 
 
-def option_problems(error: ValidationError) -> list[OptionProblem]:
+def _not_options(error: ValidationError) -> list[OptionProblem]:
     """request.options that are not Responses options at all, each where it is."""
     return [
         OptionProblem(
@@ -242,61 +264,29 @@ def _replayable(item: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in item.items() if key != dropped}
 
 
-def _strategy_problems(options: ResponsesOptions, strategy: str, compaction: str) -> list[OptionProblem]:
-    problems = []
-    if options.background:
-        problems.append(OptionProblem("background", "background mode cannot hand a reply to the machine", "remove it"))
-    if options.conversation is not None:
-        problems.append(
-            OptionProblem("conversation", "a server conversation replaces the strategy's own state", "remove it")
+def state_problems(options: ResponsesOptions, strategy: str) -> list[OptionProblem]:
+    """The rules of every Responses surface: the strategy owns the conversation state, and continuous
+    conversation is stateless on the server and replays encrypted reasoning."""
+    problems = [
+        OptionProblem(name, why, "remove it")
+        for name, why in (
+            ("background", "background mode cannot hand a reply to the machine"),
+            ("conversation", "a server conversation replaces the strategy's own state"),
+            ("previous_response_id", "the strategy sets the handle, not the profile"),
         )
-    if options.previous_response_id is not None:
-        problems.append(
-            OptionProblem("previous_response_id", "the strategy sets the handle, not the profile", "remove it")
-        )
+        if getattr(options, name)
+    ]
     if strategy == "continuous_conversation":
         if options.store is not False:
             problems.append(
                 OptionProblem("store", "continuous conversation is stateless on the server", "set store: false")
             )
         if ENCRYPTED_REASONING not in options.include:
-            problems.append(
-                OptionProblem(
-                    "include",
-                    "without encrypted reasoning the replay loses the model's reasoning",
-                    f"add {ENCRYPTED_REASONING}",
-                )
-            )
-        reasoning = options.reasoning or ReasoningOptions()
-        if reasoning.context != "auto":
-            problems.append(
-                OptionProblem(
-                    "reasoning.context", "continuous conversation needs the model's own choice", "set it to auto"
-                )
-            )
-        if reasoning.summary != "auto":
-            problems.append(
-                OptionProblem("reasoning.summary", "continuous conversation asks for summaries", "set it to auto")
-            )
+            why = "without encrypted reasoning the replay loses the model's reasoning"
+            problems.append(OptionProblem("include", why, f"add {ENCRYPTED_REASONING}"))
     if strategy == "previous_response_id" and options.store is False:
         problems.append(
             OptionProblem("store", "previous_response_id continues a stored response", "set store: true or remove it")
-        )
-    if compaction == "native" and not options.context_management:
-        problems.append(
-            OptionProblem(
-                "context_management",
-                "native compaction is the Responses context_management setting",
-                "add [{type: compaction, compact_threshold: N}]",
-            )
-        )
-    if compaction != "native" and options.context_management:
-        problems.append(
-            OptionProblem(
-                "context_management",
-                f"compaction is {compaction!r}",
-                "remove it, or set runtime.compaction.strategy: native",
-            )
         )
     return problems
 

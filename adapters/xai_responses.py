@@ -8,49 +8,24 @@ history passes runtime.compaction.trigger_tokens, never OpenAI's inline context_
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, ClassVar
-
-from pydantic import ValidationError
+from typing import ClassVar
 
 from turnstate.adapters.contract import NativeCompaction, OptionProblem
-from turnstate.adapters.responses import ENCRYPTED_REASONING, ResponsesAdapter, ResponsesOptions, option_problems
+from turnstate.adapters.responses import ResponsesAdapter, ResponsesOptions, state_problems
 
 
 class XaiResponsesAdapter(ResponsesAdapter):
     native_compaction: ClassVar[NativeCompaction | None] = "call"
 
     @classmethod
-    def check_options(cls, options: Mapping[str, Any], strategy: str, compaction: str) -> list[OptionProblem]:
-        """xAI's rules: no OpenAI inline compaction, no server-side state beside the strategy's own;
-        continuous conversation is stateless and replays encrypted reasoning."""
-        try:
-            parsed = ResponsesOptions.model_validate(dict(options))
-        except ValidationError as error:
-            return option_problems(error)
-        problems = []
-        if parsed.context_management:
-            problems.append(
-                OptionProblem(
-                    "context_management",
-                    "xAI compacts by a separate /responses/compact call, not inline",
-                    "remove it; set runtime.compaction.strategy: native and runtime.compaction.trigger_tokens",
-                )
+    def option_rules(cls, options: ResponsesOptions, strategy: str, compaction: str) -> list[OptionProblem]:
+        """xAI's rules beside every Responses surface's: no OpenAI inline compaction (xAI compacts by
+        a call the strategy makes when the history passes runtime.compaction.trigger_tokens)."""
+        problems = state_problems(options, strategy)
+        if options.context_management:
+            fix = "remove it; set runtime.compaction.strategy: native and runtime.compaction.trigger_tokens"
+            inline = OptionProblem(
+                "context_management", "xAI compacts by a separate /responses/compact call, not inline", fix
             )
-        for name in ("background", "conversation", "previous_response_id"):
-            if getattr(parsed, name):
-                problems.append(OptionProblem(name, "the strategy owns the conversation state", "remove it"))
-        if strategy == "continuous_conversation":
-            if parsed.store is not False:
-                problems.append(
-                    OptionProblem("store", "continuous conversation is stateless on the server", "set store: false")
-                )
-            if ENCRYPTED_REASONING not in parsed.include:
-                problems.append(
-                    OptionProblem(
-                        "include",
-                        "without encrypted reasoning the replay loses the model's reasoning",
-                        f"add {ENCRYPTED_REASONING}",
-                    )
-                )
+            problems.insert(0, inline)
         return problems
