@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
@@ -23,6 +22,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from turnstate.harness.artifacts import TransitionLogError, read_transition_log
 from turnstate.harness.endpoint import RunSetupError
 from turnstate.harness.profile import DEFAULT_PROFILE, MIN_CONTEXT_TOKENS, Profile, ProfileError, load_profile
 from turnstate.harness.runner import Runner, RunResult, StepProgress
@@ -170,7 +170,12 @@ def diagrams(out_dir: Path, check: bool, run_dir: Path | None) -> None:
         sys.exit(1 if stale else 0)
     try:
         if run_dir is not None:
-            records = _read_transition_log(run_dir / "transitions.jsonl", declared=MACHINES)
+            try:
+                records, warnings = read_transition_log(run_dir / "transitions.jsonl", declared=MACHINES)
+            except TransitionLogError as error:
+                _fail(str(error))
+            for warning in warnings:
+                click.echo(f"warning: {warning}", err=True)
             for name, counts in drawing.run_counts(records).items():
                 spec = MACHINES[name]
                 undrawn = sum(fired for key, fired in counts.items() if key not in _row_keys(spec))
@@ -192,49 +197,8 @@ def diagrams(out_dir: Path, check: bool, run_dir: Path | None) -> None:
         _fail(f"cannot write {error.filename} ({error.strerror}); fix: pass a folder you can write to")
 
 
-TRANSITION_KEYS = ("machine", "source", "trigger", "dest")
-
-
 def _row_keys(spec: MachineSpec) -> set[tuple[str, str, str]]:
-    return {(source, row.trigger, dest) for source, dest, row in spec.rows()}
-
-
-def _read_transition_log(log: Path, declared: Mapping[str, MachineSpec]) -> list[dict[str, str]]:
-    """The run's transition records, or a one-line error saying what is wrong with the log.
-
-    A kill can leave the last record half-written, so a torn last line is skipped with a warning;
-    anywhere else, a line that is not a transition record means the file is not a run's log."""
-    try:
-        lines = log.read_bytes().split(b"\n")
-    except FileNotFoundError:
-        _fail(f"{log}: missing; fix: pass a run folder that `turnstate run` wrote")
-    except OSError as error:
-        _fail(f"{log}: cannot read it ({error.strerror})")
-    torn_tail = lines[-1] != b""  # a complete log ends with a newline
-    records = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            if torn_tail and number == len(lines):
-                click.echo(
-                    f"warning: {log}: line {number} is a half-written last record (a killed run); skipped", err=True
-                )
-                continue
-            _fail(f"{log}: line {number} is not JSON; fix: pass the transitions.jsonl of a run")
-        if not isinstance(record, dict) or not all(isinstance(record.get(key), str) for key in TRANSITION_KEYS):
-            _fail(f"{log}: line {number} is not a transition record (needs {', '.join(TRANSITION_KEYS)} as text)")
-        if record["machine"] not in declared:
-            _fail(
-                f"{log}: line {number} names machine {record['machine']!r}, which is not declared "
-                f"(declared: {', '.join(declared)})"
-            )
-        records.append(record)
-    if not records:
-        _fail(f"{log}: no transitions recorded; nothing to draw")
-    return records
+    return set(spec.declared())
 
 
 @main.command()
