@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from email.message import Message
 from typing import Literal, Protocol, TypeVar, cast
 
 from turnstate.adapters.tokens import BYTES_PER_TOKEN, estimate_text_tokens
@@ -106,6 +107,9 @@ class ProviderState:
 class Responder(Protocol):
     """The HTTP side of one request, as the server implements it."""
 
+    headers: Message
+    """The request's headers (a wire that reads one, e.g. Anthropic's `anthropic-beta`, asks `Exchange.headers`)."""
+
     def write_json(self, status: int, body: Mapping[str, object], headers: Mapping[str, str]) -> None: ...
 
     def write_raw(self, status: int, content_type: str, data: bytes, headers: Mapping[str, str]) -> None: ...
@@ -163,6 +167,11 @@ class Exchange:
         self._responder = responder
         self._api_key = api_key
 
+    @property
+    def headers(self) -> Message:
+        """The request's HTTP headers, for a wire whose protocol carries settings there."""
+        return self._responder.headers
+
     def complete(self, system: str, messages: Sequence[Mapping[str, object]], max_tokens: int | None) -> Completion:
         """The model's reply, cut to the token budget, with this request's content fault applied."""
         text = self._reply(system, messages)
@@ -176,14 +185,19 @@ class Exchange:
         messages: Sequence[Mapping[str, object]],
         memory: Sequence[str],
         max_tokens: int | None,
+        *,
+        thought_in_budget: bool = True,
     ) -> Reasoning:
         """The reasoning model's thought and reply. `max_tokens` bounds both: the thought comes first
-        and is kept whole, and the reply gets what is left of the budget, with the content fault applied."""
+        and is kept whole, and the reply gets what is left of the budget, with the content fault applied.
+        With `thought_in_budget` False (a wire whose thinking is off, so the thought is neither sent
+        nor billed) `max_tokens` bounds the reply alone."""
         thought, text = self._thinker.think(system, messages, memory)
         for name, value in (("thought", thought), ("reply", text)):
             if not isinstance(value, str):
                 raise TypeError(f"the think function returned a {type(value).__name__} {name}, not str")
-        budget = None if max_tokens is None else max(0, max_tokens - estimate_text_tokens(thought))
+        spent = estimate_text_tokens(thought) if thought_in_budget else 0
+        budget = None if max_tokens is None else max(0, max_tokens - spent)
         return Reasoning(thought, self._faulted(_within_budget(text, budget)))
 
     def summarize(self, memory: Sequence[str]) -> str:

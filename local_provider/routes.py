@@ -1,7 +1,8 @@
 """The local provider's endpoints: which wire module answers each (method, path).
 
 Adding a wire is one module beside chat_completions.py and one row here. OpenAI Responses is two
-wires (responses.py, responses_compact.py) that share their replay rules and stored responses.
+wires (responses.py, responses_compact.py) that share their replay rules and stored responses;
+Anthropic Messages (messages.py) carries its key in `x-api-key` (or a Bearer header).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from email.message import Message
 
-from turnstate.local_provider import chat_completions, responses, responses_compact
+from turnstate.local_provider import chat_completions, messages, responses, responses_compact
 from turnstate.local_provider.exchange import Wire
 
 
@@ -20,6 +21,12 @@ def bearer_api_key(headers: Message) -> str | None:
     if scheme.lower() != "bearer":
         return None
     return key.strip() or None
+
+
+def anthropic_api_key(headers: Message) -> str | None:
+    """The key of an `x-api-key: <key>` header, as Anthropic's Messages wire carries it; else of an
+    `Authorization: Bearer <key>` header, which the service also takes and anthropic SDK 2.x sends."""
+    return (headers.get("x-api-key") or "").strip() or bearer_api_key(headers)
 
 
 @dataclass(frozen=True)
@@ -34,4 +41,5 @@ ROUTES: Mapping[tuple[str, str], Route] = {
     ("POST", "/v1/chat/completions"): Route(chat_completions, bearer_api_key),
     ("POST", "/v1/responses"): Route(responses, bearer_api_key),
     ("POST", "/v1/responses/compact"): Route(responses_compact, bearer_api_key),
+    ("POST", "/v1/messages"): Route(messages, anthropic_api_key),
 }

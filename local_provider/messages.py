@@ -1,0 +1,280 @@
+"""The Anthropic Messages wire: `POST /v1/messages`, streamed and not, as a strict counterpart.
+
+It validates a request as the service does (messages_request.py), reads its conversation back under
+the replay rules (messages_conversation.py: signed thinking that chains turn to turn, compaction),
+enforces the context window with the service's own errors, asks the Exchange's reasoning model for
+a private thought and a visible reply, and words them as a `message` or as an event stream.
+
+What a reply holds:
+- a compaction request (`compaction: {type: "summarize"}`, beta compact-2026-09-04): one compaction
+  block {type, content, signature} and stop_reason "compaction". The content is a readable line; the
+  signature seals the model's own summary of its memory, which a later request that replays the
+  block reads back. Nothing is sampled after it. `compaction.instructions` are accepted and ignored.
+- otherwise, with thinking on: a thinking block {type, thinking, signature} first. `thinking` is a
+  readable line (empty with `display: "omitted"`); the thought itself lives only sealed in the
+  signature. Then one text block {type, text, citations: null} with the visible reply.
+  With thinking off, the model still thinks, but the thought is neither sent nor billed.
+- stop_reason: end_turn; max_tokens when the reply was cut by `max_tokens` (which bounds thought and
+  reply together); refusal (with stop_details, and no text block) when the reply was filtered.
+  `stop_sequences` are accepted and never matched.
+
+Context window: a prompt estimate over the window is 400 "prompt is too long: N tokens > M
+maximum"; a prompt that fits but not with `max_tokens` is the service's "input length and
+`max_tokens` exceed context limit" (a compaction request samples nothing and is checked on its
+prompt alone).
+
+Usage: input_tokens (the uncached part), cache_read_input_tokens and cache_creation_input_tokens
+by the caching rules of messages_conversation.py; output_tokens is the reply plus the thought when
+thinking is on; with the thinking-token-count-2026-05-13 beta, output_tokens_details.thinking_tokens
+is the thought. A compaction's usage has iterations [{type: compaction, the prompt's input and cache
+figures, output_tokens: the summary}, {type: message, all 0: nothing was sampled}], and the top-level
+figures are those of the message iteration: a compaction entry is not added to them.
+
+A stream sends `event:` and `data:` lines: message_start (content [], stop_reason null), per block
+content_block_start (an empty thinking/text accumulator; a compaction block arrives whole here),
+thinking_delta or text_delta pieces, then signature_delta for a thinking block, content_block_stop;
+then message_delta (stop_reason, stop_details, the cumulative usage) and message_stop.
+
+Faults, in this wire's words (status faults and html_page are the server's, overloaded is 529
+overloaded_error): refusal is stop_reason "refusal"; truncation half a reply ended by max_tokens;
+empty and malformed an empty or useless reply that ends its turn; leak_key the key in the text;
+stream_cut a stream cut after its first text delta, or after its last block if it has no text (a
+non-streamed request gets no response); garbled a JSON body cut in half, or a data line that is not
+JSON; empty_choices an empty content list; null_message `content: null`; expire_handle changes
+nothing here (nothing is stored).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+
+from turnstate.adapters.tokens import estimate_text_tokens
+from turnstate.local_provider.anthropic_words import InvalidRequest, error_body
+from turnstate.local_provider.anthropic_words import error_reply as error_reply
+from turnstate.local_provider.exchange import Exchange, SseEvent
+from turnstate.local_provider.messages_conversation import (
+    COMPACTION_KIND,
+    THINKING_KIND,
+    Conversation,
+    messages_state,
+    read_conversation,
+    reply_digest,
+)
+from turnstate.local_provider.messages_request import THINKING_TOKENS_BETA, MessagesRequest, parse_request
+from turnstate.local_provider.sealed import Sealer, digest
+
+STOP_REASONS: Mapping[str, str] = {"stop": "end_turn", "length": "max_tokens", "refusal": "refusal"}
+THINKING_SUMMARY = "Compared the frame with what I remember, then chose the next move."
+COMPACTION_CONTENT = "Summary of the conversation so far; what I keep of it is sealed in this block's signature."
+MESSAGE_PREFIX = "msg_"
+STREAM_PIECES = 3  # deltas per streamed text, so a client must reassemble them
+GARBLED_EVENT: SseEvent = {"event": "content_block_delta", "data": '{"type": "content_block_delta", '}
+
+
+def handle(exchange: Exchange) -> None:
+    """Answer one admitted request: a 400 if it is invalid, breaks a replay rule or overflows the
+    window; else the message."""
+    state = messages_state(exchange)
+    try:
+        request = parse_request(exchange.body, exchange.headers)
+        conversation = read_conversation(state.sealer, request)
+    except InvalidRequest as invalid:
+        exchange.send_json(400, error_body(invalid.message))
+        return
+    overflow = context_overflow(conversation.prompt_tokens, request, exchange.context_window)
+    if overflow is not None:
+        exchange.send_json(400, error_body(overflow))
+        return
+    kind = exchange.fault.kind if exchange.fault is not None else None
+    if kind == "stream_cut" and not request.stream:
+        exchange.drop_connection()
+        return
+    read, created = state.cache.read_and_write(request.model, conversation.units)
+    prompt = (conversation.prompt_tokens - read - created, read, created)
+    if request.compaction:
+        message = compaction_message(exchange, request, conversation, state.sealer, prompt)
+    else:
+        message = reply_message(exchange, request, conversation, state.sealer, prompt)
+    if kind == "empty_choices":
+        message["content"] = []
+    elif kind == "null_message":
+        message["content"] = None
+    if not request.stream:
+        if kind == "garbled":
+            data = json.dumps(message).encode("utf-8")
+            exchange.send_raw(200, "application/json", data[: len(data) // 2])
+            return
+        exchange.send_json(200, message)
+        return
+    events = stream_events(message)
+    if kind == "garbled":
+        events = [events[0], GARBLED_EVENT, *events[1:]]
+    exchange.send_sse(events, cut_after=cut_point(events) if kind == "stream_cut" else None)
+
+
+def context_overflow(prompt_tokens: int, request: MessagesRequest, window: int) -> str | None:
+    """The service's message for a request the window cannot hold, or None."""
+    if prompt_tokens > window:
+        return f"prompt is too long: {prompt_tokens} tokens > {window} maximum"
+    if not request.compaction and prompt_tokens + request.max_tokens > window:
+        return (
+            f"input length and `max_tokens` exceed context limit: {prompt_tokens} + {request.max_tokens} > {window}, "
+            "decrease input length or `max_tokens` and try again"
+        )
+    return None
+
+
+def reply_message(
+    exchange: Exchange,
+    request: MessagesRequest,
+    conversation: Conversation,
+    sealer: Sealer,
+    prompt: tuple[int, int, int],
+) -> dict[str, object]:
+    """Think and answer: a signed thinking block (with thinking on), then the text."""
+    token = sealer.new_token()
+    reasoning = exchange.reason(
+        conversation.system,
+        conversation.current,
+        conversation.memory,
+        request.max_tokens,
+        thought_in_budget=request.thinking,
+    )
+    completion = reasoning.completion
+    texts: list[dict[str, object]] = []
+    if completion.ending != "refusal":
+        texts.append({"type": "text", "text": completion.text, "citations": None})
+    blocks: list[dict[str, object]] = []
+    thought_tokens = reasoning.thought_tokens if request.thinking else 0
+    if request.thinking:
+        shown = THINKING_SUMMARY if request.show_thinking else ""
+        sealed = {
+            "kind": THINKING_KIND,
+            "token": token,
+            "after": conversation.last_link,
+            "thought": reasoning.thought,
+            "shown": digest(shown),
+            "reply": reply_digest(texts),
+        }
+        blocks.append({"type": "thinking", "thinking": shown, "signature": sealer.seal(sealed)})
+    usage = usage_object(*prompt, completion.tokens + thought_tokens)
+    if THINKING_TOKENS_BETA in request.betas:
+        usage["output_tokens_details"] = {"thinking_tokens": thought_tokens}
+    message = message_object(token, request, [*blocks, *texts], STOP_REASONS[completion.ending], usage)
+    if completion.ending == "refusal":
+        message["stop_details"] = {"type": "refusal", "category": None, "explanation": None}
+    return message
+
+
+def compaction_message(
+    exchange: Exchange,
+    request: MessagesRequest,
+    conversation: Conversation,
+    sealer: Sealer,
+    prompt: tuple[int, int, int],
+) -> dict[str, object]:
+    """One signed compaction block: the model's summary of its memory, sealed."""
+    token = sealer.new_token()
+    summary = exchange.summarize(conversation.memory)
+    sealed = {
+        "kind": COMPACTION_KIND,
+        "token": token,
+        "after": conversation.last_link,
+        "summary": summary,
+        "shown": digest(COMPACTION_CONTENT),
+    }
+    block = {"type": "compaction", "content": COMPACTION_CONTENT, "signature": sealer.seal(sealed)}
+    compacting = {"type": "compaction", **usage_object(*prompt, estimate_text_tokens(summary))}
+    sampling = {"type": "message", **usage_object(0, 0, 0, 0)}
+    usage = {**usage_object(0, 0, 0, 0), "iterations": [compacting, sampling]}
+    return message_object(token, request, [block], "compaction", usage)
+
+
+def usage_object(input_tokens: int, read: int, created: int, output_tokens: int) -> dict[str, object]:
+    return {
+        "input_tokens": input_tokens,
+        "cache_creation_input_tokens": created,
+        "cache_read_input_tokens": read,
+        "output_tokens": output_tokens,
+    }
+
+
+def message_object(
+    token: str,
+    request: MessagesRequest,
+    content: Sequence[Mapping[str, object]],
+    stop_reason: str,
+    usage: Mapping[str, object],
+) -> dict[str, object]:
+    return {
+        "id": MESSAGE_PREFIX + token,
+        "type": "message",
+        "role": "assistant",
+        "model": request.model,
+        "content": list(content),
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "stop_details": None,
+        "usage": dict(usage),
+    }
+
+
+# --- the event stream ------------------------------------------------------------------------------
+
+
+def stream_events(message: Mapping[str, object]) -> list[SseEvent]:
+    """The events of one message, `message` being what a non-streamed request would get."""
+    content = message["content"]
+    usage = message["usage"]
+    assert isinstance(usage, dict)
+    opening = {**message, "content": [] if content is not None else None, "stop_reason": None, "stop_details": None}
+    opening["usage"] = {**usage, "output_tokens": 0}
+    events: list[dict[str, object]] = [{"type": "message_start", "message": opening}]
+    for index, block in enumerate(content if isinstance(content, list) else []):
+        events += _block_events(index, block)
+    delta = {
+        "stop_reason": message["stop_reason"],
+        "stop_sequence": message["stop_sequence"],
+        "stop_details": message["stop_details"],
+    }
+    events.append({"type": "message_delta", "delta": delta, "usage": usage})
+    events.append({"type": "message_stop"})
+    return [{"event": str(event["type"]), "data": json.dumps(event)} for event in events]
+
+
+def _block_events(index: int, block: Mapping[str, object]) -> list[dict[str, object]]:
+    kind = block["type"]
+    if kind == "compaction":
+        return [
+            {"type": "content_block_start", "index": index, "content_block": dict(block)},
+            {"type": "content_block_stop", "index": index},
+        ]
+    if kind == "thinking":
+        start: dict[str, object] = {"type": "thinking", "thinking": "", "signature": ""}
+        deltas = [{"type": "thinking_delta", "thinking": piece} for piece in _pieces(str(block["thinking"]))]
+        deltas.append({"type": "signature_delta", "signature": str(block["signature"])})
+    else:
+        start = {"type": "text", "text": "", "citations": None}
+        deltas = [{"type": "text_delta", "text": piece} for piece in _pieces(str(block["text"]))]
+    return [
+        {"type": "content_block_start", "index": index, "content_block": start},
+        *({"type": "content_block_delta", "index": index, "delta": delta} for delta in deltas),
+        {"type": "content_block_stop", "index": index},
+    ]
+
+
+def _pieces(text: str) -> list[str]:
+    if not text:
+        return []
+    size = -(-len(text) // STREAM_PIECES)
+    return [text[start : start + size] for start in range(0, len(text), size)]
+
+
+def cut_point(events: Sequence[SseEvent]) -> int:
+    """How many events a cut stream sends: through its first text delta, else through its last block."""
+    stops = [number for number, event in enumerate(events) if event["event"] == "content_block_stop"]
+    for number, event in enumerate(events):
+        if '"text_delta"' in event["data"]:
+            return number + 1
+    return stops[-1] + 1 if stops else 1
