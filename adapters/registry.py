@@ -67,6 +67,15 @@ ADAPTERS: dict[str, AdapterDescriptor] = {
             review_status="unreviewed",
             strategies=("manual_rolling", "continuous_conversation"),
         ),
+        AdapterDescriptor(
+            adapter_id="anthropic.messages.v1",
+            provider="anthropic",
+            api_surface="messages",
+            implementation="turnstate.adapters.anthropic_messages:MessagesAdapter",
+            version="0.1.0",
+            review_status="unreviewed",
+            strategies=("manual_rolling", "continuous_conversation"),
+        ),
     )
 }
 

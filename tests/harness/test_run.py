@@ -346,20 +346,28 @@ def test_a_run_that_does_not_fail_names_no_failed_turn(tmp_path):
 CONTINUOUS = load_profile(PROFILES_DIR / "local-openai-continuous.yaml")
 PREVIOUS_RESPONSE_ID = load_profile(PROFILES_DIR / "local-openai-previous-response-id.yaml")
 XAI_CONTINUOUS = load_profile(PROFILES_DIR / "local-xai-continuous.yaml")
+ANTHROPIC_CONTINUOUS = load_profile(PROFILES_DIR / "local-anthropic-continuous.yaml")
 
 
 def artifact_texts(run_dir: Path) -> dict[str, str]:
     return {path.name: path.read_text() for path in run_dir.iterdir()}
 
 
-@pytest.mark.parametrize("profile", [CONTINUOUS, PREVIOUS_RESPONSE_ID, XAI_CONTINUOUS], ids=lambda profile: profile.id)
-def test_a_responses_profile_wins_and_no_opaque_state_reaches_an_artifact(tmp_path, profile):
+@pytest.mark.parametrize(
+    "profile", [CONTINUOUS, PREVIOUS_RESPONSE_ID, XAI_CONTINUOUS, ANTHROPIC_CONTINUOUS], ids=lambda profile: profile.id
+)
+def test_a_native_state_profile_wins_and_no_opaque_state_reaches_an_artifact(tmp_path, profile):
     result = Runner(profile, tmp_path).run()
     assert result.outcome == "win" and result.levels_won == 3
-    opaque = [item["encrypted_content"] for item in result.accepted_state.items if item.get("encrypted_content")]
+    opaque = [
+        str(part.get("encrypted_content") or part.get("signature"))
+        for item in result.accepted_state.items
+        for part in [item, *(item.get("content") if isinstance(item.get("content"), list) else [])]
+        if part.get("encrypted_content") or part.get("signature")
+    ]
     assert opaque or profile is PREVIOUS_RESPONSE_ID  # continuous carries opaque state in memory ...
     for name, text in artifact_texts(result.artifacts).items():  # ... and never writes it
-        assert '"encrypted_content":' not in text, name  # as a key: the include option names it as a value
+        assert '"encrypted_content":' not in text and '"signature":' not in text, name  # as keys, never
         assert not any(blob in text for blob in opaque), name
 
 
@@ -437,3 +445,11 @@ def test_a_retry_after_an_invalid_action_resends_exactly_the_accepted_history(tm
     assert result.accepted_actions == 4
     assert read_steps(result.artifacts)[2]["retries"][0]["outcome"] == "action_rejected"
     assert retried_request == rejected_request  # no item of the rejected reply reached the retry
+
+
+def test_an_anthropic_run_compacts_on_demand_at_least_twice_and_wins(tmp_path):
+    result = Runner(ANTHROPIC_CONTINUOUS, tmp_path).run()
+    assert result.outcome == "win" and result.levels_won == 3
+    assert len(compaction_steps(result.artifacts)) >= 2
+    first_block = result.accepted_state.items[0]["content"][0]
+    assert first_block["type"] == "compaction" and first_block["signature"]  # the latest one, replayed first
