@@ -24,6 +24,8 @@ from turnstate.local_provider.openai_words import (
     invalid_value,
     missing,
     missing_or_invalid_type,
+    optional_bool,
+    optional_int,
 )
 
 # Every top-level field of the real Chat Completions create request (openai SDK 3.57); any other
@@ -125,10 +127,10 @@ def parse_request(body: Mapping[str, object]) -> ChatRequest:
     _check_known_params(body)
     model = _model(body)
     sent_messages = _messages(body)
-    stream = _optional_bool(body, "stream") or False
+    stream = optional_bool(body, "stream") or False
     for name, (low, high) in DECIMAL_RANGES.items():
         check_decimal(body, name, low, high)
-    choices = _optional_int(body, "n", maximum=MAX_CHOICES) or 1
+    choices = optional_int(body, "n", minimum=1, maximum=MAX_CHOICES) or 1
     _check_tools(body)
     _check_response_format(body)
     max_tokens = _max_tokens(body, model)
@@ -326,8 +328,8 @@ def _check_response_format(body: Mapping[str, object]) -> None:
 
 
 def _max_tokens(body: Mapping[str, object], model: str) -> int | None:
-    max_tokens = _optional_int(body, "max_tokens")
-    max_completion_tokens = _optional_int(body, "max_completion_tokens")
+    max_tokens = optional_int(body, "max_tokens", minimum=1)
+    max_completion_tokens = optional_int(body, "max_completion_tokens", minimum=1)
     if max_tokens is not None and is_reasoning_model(model):
         message = (
             "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead."
@@ -348,29 +350,4 @@ def _include_usage(body: Mapping[str, object], stream: bool) -> bool:
         raise InvalidParam("stream_options", message)
     if not isinstance(options, dict):
         raise invalid_type("stream_options", "an object", options)
-    return _optional_bool(options, "include_usage", prefix="stream_options.") or False
-
-
-def _optional_int(body: Mapping[str, object], name: str, *, maximum: int | None = None) -> int | None:
-    """An optional integer >= 1 (and <= `maximum`, if given)."""
-    value = body.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise invalid_type(name, "an integer", value)
-    if value < 1:
-        message = f"Invalid '{name}': integer below minimum value. Expected a value >= 1, but got {value} instead."
-        raise InvalidParam(name, message, code="integer_below_min_value")
-    if maximum is not None and value > maximum:
-        message = (
-            f"Invalid '{name}': integer above maximum value. Expected a value <= {maximum}, but got {value} instead."
-        )
-        raise InvalidParam(name, message, code="integer_above_max_value")
-    return value
-
-
-def _optional_bool(body: Mapping[str, object], name: str, *, prefix: str = "") -> bool | None:
-    value = body.get(name)
-    if value is not None and not isinstance(value, bool):
-        raise invalid_type(prefix + name, "a boolean", value)
-    return value
+    return optional_bool(options, "include_usage", prefix="stream_options.") or False

@@ -146,3 +146,34 @@ def check_decimal(body: Mapping[str, object], name: str, low: int, high: int) ->
     if value < low:
         message = f"Invalid '{name}': decimal below minimum value. Expected a value >= {low}, but got {value} instead."
         raise InvalidParam(name, message, code="decimal_below_min_value")
+
+
+def optional_bool(body: Mapping[str, object], name: str, *, prefix: str = "") -> bool | None:
+    """An optional boolean; `prefix` is the path of the object that holds it, as the error names it."""
+    value = body.get(name)
+    if value is not None and not isinstance(value, bool):
+        raise invalid_type(prefix + name, "a boolean", value)
+    return value if isinstance(value, bool) else None
+
+
+def optional_int(
+    body: Mapping[str, object], name: str, *, minimum: int, maximum: int | None = None, prefix: str = ""
+) -> int | None:
+    """An optional integer within [minimum, maximum]; `prefix` as for optional_bool."""
+    value = body.get(name)
+    param = prefix + name
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise invalid_type(param, "an integer", value)
+    if value < minimum:
+        message = (
+            f"Invalid '{param}': integer below minimum value. Expected a value >= {minimum}, but got {value} instead."
+        )
+        raise InvalidParam(param, message, code="integer_below_min_value")
+    if maximum is not None and value > maximum:
+        message = (
+            f"Invalid '{param}': integer above maximum value. Expected a value <= {maximum}, but got {value} instead."
+        )
+        raise InvalidParam(param, message, code="integer_above_max_value")
+    return value

@@ -29,6 +29,8 @@ from turnstate.local_provider.openai_words import (
     invalid_value,
     missing,
     missing_or_invalid_type,
+    optional_bool,
+    optional_int,
     unknown,
 )
 
@@ -192,18 +194,18 @@ def parse_create(body: Mapping[str, object]) -> CreateRequest:
         raise missing("input")
     include = _include(body)
     reasoning = _reasoning(body)
-    store = _optional_bool(body, "store")
-    stream = _optional_bool(body, "stream") or False
-    background = _optional_bool(body, "background")
+    store = optional_bool(body, "store")
+    stream = optional_bool(body, "stream") or False
+    background = optional_bool(body, "background")
     if background:
         message = "Background mode is not supported by this endpoint; leave 'background' unset or false."
         raise InvalidParam("background", message, code="unsupported_value")
-    _optional_bool(body, "parallel_tool_calls")
+    optional_bool(body, "parallel_tool_calls")
     for name, (low, high) in DECIMAL_RANGES.items():
         check_decimal(body, name, low, high)
-    max_output_tokens = _optional_int(body, "max_output_tokens", minimum=MIN_OUTPUT_TOKENS)
-    _optional_int(body, "max_tool_calls", minimum=1)
-    _optional_int(body, "top_logprobs", minimum=0, maximum=MAX_TOP_LOGPROBS)
+    max_output_tokens = optional_int(body, "max_output_tokens", minimum=MIN_OUTPUT_TOKENS)
+    optional_int(body, "max_tool_calls", minimum=1)
+    optional_int(body, "top_logprobs", minimum=0, maximum=MAX_TOP_LOGPROBS)
     compaction = _context_management(body)
     truncation = _choice(body, "truncation", TRUNCATION_VALUES) or "disabled"
     _choice(body, "prompt_cache_retention", CACHE_RETENTION_VALUES)
@@ -329,7 +331,7 @@ def _context_management(body: Mapping[str, object]) -> CompactionSetting | None:
             raise missing(f"{param}.type")
         if kind not in CONTEXT_MANAGEMENT_TYPES:
             raise invalid_value(f"{param}.type", kind, CONTEXT_MANAGEMENT_TYPES)
-        setting = CompactionSetting(_optional_int(entry, "compact_threshold", minimum=1, prefix=f"{param}."))
+        setting = CompactionSetting(optional_int(entry, "compact_threshold", minimum=1, prefix=f"{param}."))
     return setting
 
 
@@ -495,13 +497,6 @@ def _optional_str(body: Mapping[str, object], name: str, *, prefix: str = "") ->
     return value if isinstance(value, str) else None
 
 
-def _optional_bool(body: Mapping[str, object], name: str) -> bool | None:
-    value = body.get(name)
-    if value is not None and not isinstance(value, bool):
-        raise invalid_type(name, "a boolean", value)
-    return value if isinstance(value, bool) else None
-
-
 def _optional_object(body: Mapping[str, object], name: str) -> dict[str, object] | None:
     value = body.get(name)
     if value is not None and not isinstance(value, dict):
@@ -514,25 +509,3 @@ def _choice(body: Mapping[str, object], name: str, choices: Sequence[str]) -> st
     if value is not None and value not in choices:
         raise invalid_value(name, value, choices)
     return value if isinstance(value, str) else None
-
-
-def _optional_int(
-    body: Mapping[str, object], name: str, *, minimum: int, maximum: int | None = None, prefix: str = ""
-) -> int | None:
-    value = body.get(name)
-    param = prefix + name
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise invalid_type(param, "an integer", value)
-    if value < minimum:
-        message = (
-            f"Invalid '{param}': integer below minimum value. Expected a value >= {minimum}, but got {value} instead."
-        )
-        raise InvalidParam(param, message, code="integer_below_min_value")
-    if maximum is not None and value > maximum:
-        message = (
-            f"Invalid '{param}': integer above maximum value. Expected a value <= {maximum}, but got {value} instead."
-        )
-        raise InvalidParam(param, message, code="integer_above_max_value")
-    return value
