@@ -37,6 +37,7 @@ from turnstate.adapters.contract import (
     Usage,
     UsageSeen,
     malformed_reply,
+    never_raising,
     retry_after_seconds,
     token_count,
 )
@@ -186,9 +187,9 @@ class MessagesAdapter:
     def _request(self, body: dict[str, Any], *, compaction: bool) -> ModelResponse | ProviderError:
         betas = [*self.options.betas, *([COMPACTION_BETA] if compaction else [])]
         extra = {"extra_body": {"compaction": {"type": "summarize"}}} if compaction else {}
-        seen = UsageSeen()
         messages: Any = self.client.beta.messages  # the body is built as data; the SDK's overloads are narrower
-        try:
+
+        def read(seen: UsageSeen) -> ModelResponse | ProviderError:
             if self.settings.stream:
                 with messages.stream(**body, betas=betas, **extra) as stream:
                     message = stream.get_final_message()
@@ -196,10 +197,8 @@ class MessagesAdapter:
                 message = messages.create(**body, betas=betas, **extra)
             seen.usage = _usage(message.usage)
             return self._normalize(message, seen.usage, compaction=compaction)
-        except anthropic.APIError as error:
-            return self.classify(error)
-        except Exception as error:  # the SDK or the reply's shape broke while reading a 200
-            return malformed_reply(error, seen.usage)
+
+        return never_raising(read, self.classify, anthropic.APIError)
 
     def _normalize(self, message: Any, usage: Usage, *, compaction: bool) -> ModelResponse | ProviderError:
         stop = message.stop_reason

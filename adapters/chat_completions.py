@@ -26,7 +26,7 @@ from turnstate.adapters.contract import (
     Transcript,
     Usage,
     UsageSeen,
-    malformed_reply,
+    never_raising,
     no_compaction_call,
     token_count,
 )
@@ -89,15 +89,13 @@ class ChatCompletionsAdapter:
         """One SDK call; never raises. The SDK does not validate replies, so anything it or the
         normalization cannot read becomes a retryable malformed-reply error with the usage seen."""
         body = self.build_request(request)
-        seen = UsageSeen()
-        try:
-            if self.settings.stream:
-                return self._collect_stream(self.client.chat.completions.create(**body), seen)
-            return self._normalize(self.client.chat.completions.create(**body), seen)
-        except openai.APIError as error:  # a stream cut mid-way arrives as APIConnectionError too
-            return self.classify(error)
-        except Exception as error:  # the SDK or the reply's shape broke while reading a 200
-            return malformed_reply(error, seen.usage)
+        # A stream cut mid-way arrives as APIConnectionError, one of the SDK's errors.
+        return never_raising(lambda seen: self._read(body, seen), self.classify, openai.APIError)
+
+    def _read(self, body: dict[str, Any], seen: UsageSeen) -> ModelResponse | ProviderError:
+        if self.settings.stream:
+            return self._collect_stream(self.client.chat.completions.create(**body), seen)
+        return self._normalize(self.client.chat.completions.create(**body), seen)
 
     def _normalize(self, completion: Any, seen: UsageSeen) -> ModelResponse | ProviderError:
         seen.usage = _usage(completion.usage)

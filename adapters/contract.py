@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
@@ -109,6 +109,24 @@ def token_count(value: object) -> int:
 def no_compaction_call(adapter: object) -> ProviderError:
     """What an adapter without a compaction call answers if asked for one: a machine never should."""
     return ProviderError(ErrorKind.FATAL, Usage(), {"error_class": "NoCompactionCall", "cause": type(adapter).__name__})
+
+
+def never_raising(
+    read: Callable[[UsageSeen], ModelResponse | ProviderError],
+    classify: Callable[[Exception], ProviderError],
+    sdk_error: type[Exception],
+) -> ModelResponse | ProviderError:
+    """Make one SDK call and read its reply with `read`, never raising: the SDK's own errors are
+    classified, and anything else that breaks while reading a 200 (the SDKs do not validate replies)
+    is a malformed reply with the usage `read` had seen. Every adapter's call and compact go through
+    this, so the rule is kept in one place."""
+    seen = UsageSeen()
+    try:
+        return read(seen)
+    except sdk_error as error:
+        return classify(error)
+    except Exception as error:
+        return malformed_reply(error, seen.usage)
 
 
 def malformed_reply(error: Exception, usage: Usage = Usage()) -> ProviderError:

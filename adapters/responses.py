@@ -35,6 +35,7 @@ from turnstate.adapters.contract import (
     Usage,
     UsageSeen,
     malformed_reply,
+    never_raising,
     token_count,
 )
 from turnstate.adapters.tokens import content_text, item_text, item_tokens
@@ -167,37 +168,28 @@ class ResponsesAdapter:
     def call(self, request: ModelRequest) -> ModelResponse | ProviderError:
         """One SDK call; never raises (see the contract's malformed_reply)."""
         body = self.build_request(request)
-        seen = UsageSeen()
-        try:
-            if self.settings.stream:
-                return self._collect_stream(self.client.responses.create(**body, stream=True), seen)
-            return self._normalize(self.client.responses.create(**body), seen)
-        except openai.APIError as error:
-            return self.classify(error)
-        except Exception as error:  # the SDK or the reply's shape broke while reading a 200
-            return malformed_reply(error, seen.usage)
+        return never_raising(lambda seen: self._read(body, seen), self.classify, openai.APIError)
+
+    def _read(self, body: dict[str, Any], seen: UsageSeen) -> ModelResponse | ProviderError:
+        if self.settings.stream:
+            return self._collect_stream(self.client.responses.create(**body, stream=True), seen)
+        return self._normalize(self.client.responses.create(**body), seen)
 
     def compact(self, request: ModelRequest) -> ModelResponse | ProviderError:
         """POST /responses/compact over `request.items`; its output (the kept messages and one
         compaction item) replaces them. Never raises."""
-        seen = UsageSeen()
-        try:
-            items_sent: Any = [
-                dict(item) for item in request.items
-            ]  # replayed as returned; the SDK's types are narrower
-            compacted = self.client.responses.compact(
-                model=self.settings.model, input=items_sent, instructions=request.system
-            )
-            seen.usage = _usage(compacted.usage)
-            # warnings off: the SDK types every output message as an assistant's, user ones included.
-            items = [
-                _replayable(item.model_dump(mode="json", exclude_unset=True, warnings=False))
-                for item in compacted.output
-            ]
-        except openai.APIError as error:
-            return self.classify(error)
-        except Exception as error:  # the SDK or the reply's shape broke while reading a 200
-            return malformed_reply(error, seen.usage)
+        return never_raising(lambda seen: self._read_compaction(request, seen), self.classify, openai.APIError)
+
+    def _read_compaction(self, request: ModelRequest, seen: UsageSeen) -> ModelResponse | ProviderError:
+        items_sent: Any = [dict(item) for item in request.items]  # replayed as returned; the SDK's types are narrower
+        compacted = self.client.responses.compact(
+            model=self.settings.model, input=items_sent, instructions=request.system
+        )
+        seen.usage = _usage(compacted.usage)
+        # warnings off: the SDK types every output message as an assistant's, user ones included.
+        items = [
+            _replayable(item.model_dump(mode="json", exclude_unset=True, warnings=False)) for item in compacted.output
+        ]
         if self.transcript.latest_compaction(items) is None:
             return malformed_reply(ValueError("a compaction reply without a compaction item"), seen.usage)
         return ModelResponse(
