@@ -20,6 +20,7 @@ import enum
 from turnstate.adapters.contract import ModelRequest
 from turnstate.machine.engine import Transition
 from turnstate.strategies.events import ActionAccepted, ContextOverflowed, HandleExpired, ObservationArrived
+from turnstate.strategies.retry import TurnRetries
 from turnstate.strategies.turn import TurnTaking, shared_rows, turn_record, turn_spec
 
 STRATEGY = "previous_response_id"
@@ -59,6 +60,13 @@ class PreviousResponseId(TurnTaking):
 
     strategy = STRATEGY
     overflow_failure = "context overflow: the provider's stored history cannot be trimmed from here"
+
+    def _failure_reason(self, event: object, retries: TurnRetries) -> str:
+        if isinstance(event, HandleExpired):
+            return "the provider no longer knows the response handle the accepted state continues from"
+        if isinstance(event, ActionAccepted):
+            return "the accepted reply carries no response handle to continue from"
+        return super()._failure_reason(event, retries)
 
     def reply_has_handle(self, event: ActionAccepted) -> bool:
         return bool(self._provisional.response_id)

@@ -25,7 +25,6 @@ from turnstate.strategies.events import (
     CallProvider,
     ContextOverflowed,
     FailClosed,
-    HandleExpired,
     InputBuffered,
     ObservationArrived,
     ParseAction,
@@ -155,8 +154,6 @@ class TurnTaking(StrategyModel):
     def _failure_reason(self, event: object, retries: TurnRetries) -> str:
         if isinstance(event, ContextOverflowed):
             return self.overflow_failure
-        if isinstance(event, HandleExpired):
-            return "the provider no longer knows the response handle the accepted state continues from"
         if isinstance(event, ProviderFailed):
             failure = f"{event.error.kind.value} provider failure"
             if event.error.kind not in RETRY_AT_ONCE | RETRY_AFTER_WAIT:
@@ -167,8 +164,6 @@ class TurnTaking(StrategyModel):
             return failure + f", the next wait would pass the turn's {seconds:g} s of waiting"
         if isinstance(event, ActionRejected):
             return f"no valid action, retries exhausted (last: {event.reason})"
-        if isinstance(event, ActionAccepted):
-            return "the accepted reply carries no response handle to continue from"
         return type(event).__name__
 
 
