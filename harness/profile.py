@@ -78,9 +78,15 @@ class AgentConfig(_Section):
     backoff: BackoffConfig = BackoffConfig()
 
 
+DEFAULT_TRIGGER_TOKENS = 175_000
+"""When a compaction by a call of its own starts if the profile does not say: the last accepted
+action's completed context (its reported input plus output tokens) reaching this."""
+
+
 class CompactionConfig(_Section):
     strategy: str = "none"  # a compaction machine the strategy accepts (its record says which)
-    # For a native compaction by a call of its own (xAI): compact when the accepted history passes it.
+    # For a native compaction by a call of its own (xAI, Anthropic): compact when the last accepted
+    # action's completed context reaches it; DEFAULT_TRIGGER_TOKENS when omitted.
     trigger_tokens: int | None = Field(default=None, ge=1)
 
 
@@ -211,7 +217,15 @@ class Profile(_Section):
         if option_problems:
             path, problem, fix = option_problems[0]
             raise _Contradiction(f"request.options.{path}", problem, fix)
-        _check_compaction(self.runtime.compaction, adapter.native_compaction, descriptor.adapter_id, self.agent)
+        _check_compaction(self.runtime.compaction, adapter.native_compaction, descriptor.adapter_id)
+        trigger = self.compaction_trigger_tokens()
+        if trigger is not None and trigger >= self.agent.max_context_length:
+            default = "" if self.runtime.compaction.trigger_tokens is not None else " (its default)"
+            raise _Contradiction(
+                "runtime.compaction.trigger_tokens",
+                f"{trigger}{default} is not below agent.max_context_length {self.agent.max_context_length}",
+                "set it lower, so compaction starts before the context is full",
+            )
         if self.request.max_output_tokens >= self.agent.max_context_length:
             raise _Contradiction(
                 "request.max_output_tokens",
@@ -254,9 +268,26 @@ class Profile(_Section):
             max_context_length=self.agent.max_context_length,
             max_output_tokens=self.request.max_output_tokens,
             compaction=self.compaction_mode(),
-            compaction_trigger_tokens=self.runtime.compaction.trigger_tokens,
+            compaction_trigger_tokens=self.compaction_trigger_tokens(),
             backoff=self.agent.backoff.settings(),
         )
+
+    def compaction_trigger_tokens(self) -> int | None:
+        """The trigger of a compaction by a call of its own, its default filled in; None for any other."""
+        if self.compaction_mode() != "native_call":
+            return None
+        given = self.runtime.compaction.trigger_tokens
+        return given if given is not None else DEFAULT_TRIGGER_TOKENS
+
+    def compaction_policy(self) -> dict[str, Any]:
+        """The validated compaction policy as run_meta.json records it, defaults included."""
+        return {
+            "strategy": self.runtime.compaction.strategy,
+            "mode": self.compaction_mode(),
+            "trigger_tokens": self.compaction_trigger_tokens(),
+            "summary_output_tokens": self.request.max_output_tokens if self.compaction_mode() != "none" else None,
+            "max_context_length": self.agent.max_context_length,
+        }
 
     def compaction_mode(self) -> str:
         """none, or native in the adapter's own way: native_inline or native_call."""
@@ -271,31 +302,19 @@ class Profile(_Section):
         return Prices(input_per_million=self.pricing.input, output_per_million=self.pricing.output)
 
 
-def _check_compaction(compaction: CompactionConfig, native: str | None, adapter_id: str, agent: AgentConfig) -> None:
+def _check_compaction(compaction: CompactionConfig, native: str | None, adapter_id: str) -> None:
     """Native compaction needs an adapter that has one; a trigger is the setting of a compaction by
     call alone (inline compaction is triggered by the request's own option)."""
-    by_call = compaction.strategy == "native" and native == "call"
     if compaction.strategy == "native" and native is None:
         raise _Contradiction(
             "runtime.compaction.strategy", f"adapter {adapter_id!r} has no native compaction", "set it to none"
         )
-    if by_call and compaction.trigger_tokens is None:
-        raise _Contradiction(
-            "runtime.compaction.trigger_tokens",
-            f"adapter {adapter_id!r} compacts by a call of its own, made when the history passes this",
-            "set it, below agent.max_context_length",
-        )
+    by_call = compaction.strategy == "native" and native == "call"
     if not by_call and compaction.trigger_tokens is not None:
         raise _Contradiction(
             "runtime.compaction.trigger_tokens",
             "only a native compaction by a separate call has a trigger here",
             "remove it (OpenAI's inline compaction is request.options.context_management)",
-        )
-    if by_call and compaction.trigger_tokens is not None and compaction.trigger_tokens >= agent.max_context_length:
-        raise _Contradiction(
-            "runtime.compaction.trigger_tokens",
-            f"{compaction.trigger_tokens} is not below agent.max_context_length {agent.max_context_length}",
-            "lower it, so compaction starts before the context is full",
         )
 
 

@@ -12,11 +12,13 @@ Rules
 4. Retries, backoff and buffered inputs are those of every turn-taking strategy (strategies/turn.py).
 5. Native compaction comes in the adapter's own way. Inline (OpenAI): it arrives inside an action
    reply as a compaction item, and committing such a reply keeps only the latest compaction item and
-   everything after it, as one turn. By a call (xAI): when the accepted history passes the trigger,
-   the turn first asks for a compaction of the accepted history alone (the nested compaction_call
-   machine), then sends the action request on the compacted history; the compaction and the action
-   form one provisional turn, committed together only with an accepted action. A rejected action
-   discards both, and the retry compacts the unchanged accepted history again.
+   everything after it, as one turn. By a call (xAI, Anthropic): when the last accepted action's
+   completed context (its reported input plus output tokens) reaches the trigger, the turn first
+   asks for a compaction of the accepted history alone (the nested compaction_call machine), then
+   sends the action request on the compacted history; the compaction and the action form one
+   provisional turn, committed together only with an accepted action. A rejected action discards
+   both, and the retry compacts the unchanged accepted history again. The first observation never
+   compacts: there is no completed history yet.
 6. A context overflow fails closed: opaque turns cannot be dropped or rewritten from here, so only
    compaction can shrink the history.
 """
@@ -95,9 +97,15 @@ class ContinuousConversation(TurnTaking):
         self.compacted: list[Item] | None = None  # the open turn's provisional compaction of the accepted items
 
     def is_over_compaction_trigger(self, event: ObservationArrived) -> bool:
+        """Rule 5: the last accepted action's completed context (its reported input plus output
+        tokens) reached the trigger; the accepted items' estimate stands in when the provider
+        reported no usage. Before the first accepted action there is nothing to compact."""
         if not self.compacts_by_call or self.compaction_trigger_tokens is None or not self.accepted.items:
             return False
-        return self.transcript.estimate_tokens(self.accepted.items, self.system_prompt) > self.compaction_trigger_tokens
+        completed = self.accepted.completed_context_tokens or self.transcript.estimate_tokens(
+            self.accepted.items, self.system_prompt
+        )
+        return completed >= self.compaction_trigger_tokens
 
     def compacted_by_call(self, event: ActionRejected) -> bool:
         return self.compacted is not None
@@ -122,7 +130,13 @@ class ContinuousConversation(TurnTaking):
             items, spans = list(self.compacted), [TurnSpan(start=0, end=len(self.compacted))] if self.compacted else []
         turn_items = [*self._turn.opening, *self.transcript.reply_items(self._provisional)]
         spans.append(TurnSpan(start=len(items), end=len(items) + len(turn_items)))
-        self.accepted = self.accepted.replace(payload={"items": items + turn_items}, turns=spans, pending=())
+        usage = self._provisional.usage
+        self.accepted = self.accepted.replace(
+            payload={"items": items + turn_items},
+            turns=spans,
+            pending=(),
+            completed_context_tokens=usage.input_tokens + usage.output_tokens,
+        )
         self.turn = self.compacted = None
 
     def keep_from_latest_compaction(self, event: ActionAccepted) -> None:

@@ -6,6 +6,9 @@ configured with, that everything is JSON-serializable (so it could be checkpoint
 accepted-turn boundaries are ordered, non-overlapping spans of `payload["items"]`, so that overflow
 recovery and window trimming can unwind whole turns and never half of one.
 
+`completed_context_tokens` is how large the last accepted action's context was, as the provider
+counted it, so that a compaction trigger reads the provider's figure rather than an estimate.
+
 Inputs that arrived without a model call (a GAME_OVER frame, a reset observation) wait in `pending`
 and are replayed, in order, ahead of the next observation.
 
@@ -51,6 +54,10 @@ class RuntimeState(BaseModel):
     payload: dict[str, Any] = Field(default_factory=dict)
     turns: tuple[TurnSpan, ...] = ()
     pending: tuple[str, ...] = ()
+    # The completed context of the last accepted action as the provider reported it: that request's
+    # input plus its reply's output tokens (0: no action yet, or the provider reported none). What a
+    # compaction trigger measures; never cumulative usage, retries or compaction calls.
+    completed_context_tokens: int = Field(default=0, ge=0)
 
     @model_validator(mode="after")
     def _check_envelope(self) -> RuntimeState:

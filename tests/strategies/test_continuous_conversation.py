@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis.stateful import invariant
 
 from turnstate.adapters.contract import ErrorKind, ModelResponse, ProviderError, Usage
 from turnstate.strategies import continuous_conversation as cc
-from turnstate.strategies.continuous_conversation import State
+from turnstate.strategies.continuous_conversation import COMPACTING, State
 from turnstate.strategies.events import (
     ActionAccepted,
     ActionRejected,
@@ -184,6 +186,52 @@ def test_a_failed_action_after_a_compaction_commits_nothing_and_the_retry_compac
     machine.fire(replied("hmm"))
     (closed,) = machine.fire(ActionRejected("no action"))  # max_retries=1: the turn fails closed
     assert isinstance(closed, FailClosed) and machine.model.accepted == before
+
+
+def accepted_with_usage(usage: Usage, *, settings: StrategySettings = BY_CALL):
+    """A machine by call whose one accepted action the provider reported with `usage`."""
+    machine = cc.start(settings, NativeItems())
+    machine.fire(ObservationArrived("f1"))
+    machine.fire(ProviderReplied(replace(native_reply("ACTION: ACTION1 (f1)"), usage=usage)))
+    machine.fire(ActionAccepted("ACTION1"))
+    return machine
+
+
+def test_the_trigger_reads_the_last_accepted_actions_reported_input_plus_output():
+    below = accepted_with_usage(Usage(input_tokens=6, output_tokens=3))  # 9 < 10, though the items estimate more
+    assert NativeItems().estimate_tokens(below.model.accepted.items, "Play.") > BY_CALL.compaction_trigger_tokens
+    assert below.model.accepted.completed_context_tokens == 9
+    assert below.fire(ObservationArrived("f2")) and below.path == "AwaitingReply"
+    at = accepted_with_usage(
+        Usage(input_tokens=6, cached_input_tokens=4, output_tokens=4)
+    )  # 10: cached is part of input
+    at.fire(ObservationArrived("f2"))
+    assert at.path == COMPACTING
+
+
+def test_neither_failed_attempts_nor_the_compaction_call_count_toward_the_trigger():
+    machine = accepted_with_usage(Usage(input_tokens=3, output_tokens=2))
+    machine.fire(ObservationArrived("f2"))
+    machine.fire(ProviderFailed(ProviderError(ErrorKind.REFUSAL, Usage(500, 0, 500))))  # a retry's usage
+    machine.fire(ProviderReplied(replace(native_reply("ACTION: ACTION1 (f2)"), usage=Usage(4, 0, 1))))
+    machine.fire(ActionAccepted("ACTION1"))
+    assert machine.model.accepted.completed_context_tokens == 5
+    machine.fire(ObservationArrived("f3"))
+    assert machine.path == "AwaitingReply"
+
+
+def test_an_action_without_reported_usage_falls_back_to_the_accepted_items_estimate():
+    machine = accepted_with_usage(Usage())
+    assert machine.model.accepted.completed_context_tokens == 0
+    machine.fire(ObservationArrived("f2"))
+    assert machine.path == COMPACTING  # the items' estimate is over the trigger
+
+
+def test_the_first_observation_never_compacts_there_is_no_completed_history():
+    settings = replace(BY_CALL, compaction_trigger_tokens=1)
+    machine = cc.start(settings, NativeItems(), RuntimeState(adapter_id=settings.adapter_id, strategy=cc.STRATEGY))
+    machine.fire(InputBuffered("game over"))
+    assert [type(effect) for effect in machine.fire(ObservationArrived("f1"))] == [CallProvider]
 
 
 def test_every_accepted_item_is_replayed_verbatim_and_in_order_before_the_new_input():
