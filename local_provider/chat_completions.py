@@ -23,7 +23,7 @@ from turnstate.local_provider.exchange import Completion, Exchange, SseEvent
 from turnstate.local_provider.openai_words import PROMPT_CACHING, error_body
 from turnstate.local_provider.openai_words import error_reply as error_reply  # this wire's words for the shared errors
 
-FINISH_REASONS: Mapping[str, str] = {"stop": "stop", "length": "length", "refusal": "content_filter"}
+FINISH_REASONS: Mapping[str, str] = {"stop": "stop", "length": "length", "pause": "length", "refusal": "content_filter"}
 STREAM_PIECES = 3  # content deltas per streamed reply, so a client must reassemble them
 
 

@@ -23,8 +23,9 @@ from turnstate.local_provider.prefix_cache import PrefixCache
 ReplyFn = Callable[[str, Sequence[Mapping[str, object]]], str]
 """(system prompt, non-system messages with text content) -> reply text."""
 
-Ending = Literal["stop", "length", "refusal"]
-"""Why a completion ended, before a wire names it (e.g. Chat Completions: stop, length, content_filter)."""
+Ending = Literal["stop", "length", "refusal", "pause"]
+"""Why a completion ended, before a wire names it (e.g. Chat Completions: stop, length, content_filter;
+a pause, which only Messages has, is a truncation elsewhere)."""
 
 
 class Thinker(Protocol):
@@ -68,6 +69,7 @@ class Completion:
 
     text: str
     ending: Ending
+    withheld: str = ""  # a refusal's text the model had written before the filter stopped it
 
     @property
     def tokens(self) -> int:
@@ -255,7 +257,9 @@ def _within_budget(text: str, max_tokens: int | None) -> Completion:
 
 def _with_content_fault(completion: Completion, kind: FaultKind) -> Completion:
     if kind == "refusal":
-        return Completion("", "refusal")
+        return Completion("", "refusal", withheld=completion.text)
+    if kind == "pause_turn":
+        return Completion(completion.text, "pause")
     if kind == "truncation":
         return Completion(completion.text[: len(completion.text) // 2], "length")
     if kind == "empty":

@@ -12,7 +12,10 @@ What each kind does (each wire words it in its own protocol):
   it, the 429 says `retry-after: 0` and the next request is served.
 - stream_cut: a stream stops after its first event or two without its end; a non-streamed request
   gets its connection closed with no response at all.
-- refusal: an empty reply ended by the content filter.
+- refusal: an empty reply ended by the content filter (Messages shows the text the model had
+  written before the filter stopped it; the OpenAI wires show nothing).
+- pause_turn: the whole reply, naming its action, ended as paused mid-turn (Messages stop_reason
+  pause_turn); a wire that has no pause words it as its truncation.
 - truncation: the first half of the reply, ended as if by the token limit.
 - empty: an empty reply that ends normally.
 - malformed: a fixed reply that is no valid action, ending normally.
@@ -44,6 +47,7 @@ FaultKind = Literal[
     "overloaded",
     "stream_cut",
     "refusal",
+    "pause_turn",
     "truncation",
     "empty",
     "malformed",

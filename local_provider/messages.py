@@ -15,7 +15,9 @@ What a reply holds:
   signature. Then one text block {type, text, citations: null} with the visible reply.
   With thinking off, the model still thinks, but the thought is neither sent nor billed.
 - stop_reason: end_turn; max_tokens when the reply was cut by `max_tokens` (which bounds thought and
-  reply together); refusal (with stop_details, and no text block) when the reply was filtered.
+  reply together); refusal (with stop_details, and a text block only if the model had written
+  something before the filter stopped it) when the reply was filtered; pause_turn when the turn was
+  paused.
   `stop_sequences` are accepted and never matched.
 
 Context window: a prompt estimate over the window is 400 "prompt is too long: N tokens > M
@@ -36,9 +38,12 @@ thinking_delta or text_delta pieces, then signature_delta for a thinking block, 
 then message_delta (stop_reason, stop_details, the cumulative usage) and message_stop.
 
 Faults, in this wire's words (status faults and html_page are the server's, overloaded is 529
-overloaded_error): refusal is stop_reason "refusal"; truncation half a reply ended by max_tokens;
+overloaded_error): refusal is stop_reason "refusal" after the text the model had written (which
+may name an action: a client must not act on it); pause_turn is stop_reason "pause_turn" after the
+whole reply; truncation half a reply ended by max_tokens;
 empty and malformed an empty or useless reply that ends its turn; leak_key the key in the text;
-stream_cut a stream cut after its first text delta, or after its last block if it has no text (a
+a compaction request under refusal, truncation or pause_turn gets no block, only that stop
+reason; stream_cut a stream cut after its first text delta, or after its last block if it has no text (a
 non-streamed request gets no response); garbled a JSON body cut in half, or a data line that is not
 JSON; empty_choices an empty content list; null_message `content: null`; expire_handle changes
 nothing here (nothing is stored).
@@ -64,9 +69,16 @@ from turnstate.local_provider.messages_conversation import (
 from turnstate.local_provider.messages_request import THINKING_TOKENS_BETA, MessagesRequest, parse_request
 from turnstate.local_provider.sealed import Sealer, digest
 
-STOP_REASONS: Mapping[str, str] = {"stop": "end_turn", "length": "max_tokens", "refusal": "refusal"}
+STOP_REASONS: Mapping[str, str] = {
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "pause": "pause_turn",
+    "refusal": "refusal",
+}
 THINKING_SUMMARY = "Compared the frame with what I remember, then chose the next move."
 COMPACTION_CONTENT = "Summary of the conversation so far; what I keep of it is sealed in this block's signature."
+# A compaction the model could not finish: what it stops with instead of a compaction block.
+FAILED_COMPACTIONS: Mapping[str, str] = {"refusal": "refusal", "truncation": "max_tokens", "pause_turn": "pause_turn"}
 MESSAGE_PREFIX = "msg_"
 STREAM_PIECES = 3  # deltas per streamed text, so a client must reassemble them
 GARBLED_EVENT: SseEvent = {"event": "content_block_delta", "data": '{"type": "content_block_delta", '}
@@ -142,9 +154,10 @@ def reply_message(
         thought_in_budget=request.thinking,
     )
     completion = reasoning.completion
-    texts: list[dict[str, object]] = []
-    if completion.ending != "refusal":
-        texts.append({"type": "text", "text": completion.text, "citations": None})
+    # A refusal shows what the model had written before the filter stopped it, if anything.
+    refused = completion.ending == "refusal"
+    text = completion.withheld if refused else completion.text
+    texts: list[dict[str, object]] = [{"type": "text", "text": text, "citations": None}] if text or not refused else []
     blocks: list[dict[str, object]] = []
     thought_tokens = reasoning.thought_tokens if request.thinking else 0
     if request.thinking:
@@ -158,13 +171,10 @@ def reply_message(
             "reply": reply_digest(texts),
         }
         blocks.append({"type": "thinking", "thinking": shown, "signature": sealer.seal(sealed)})
-    usage = usage_object(*prompt, completion.tokens + thought_tokens)
+    usage = usage_object(*prompt, estimate_text_tokens(text) + thought_tokens)
     if THINKING_TOKENS_BETA in request.betas:
         usage["output_tokens_details"] = {"thinking_tokens": thought_tokens}
-    message = message_object(token, request, [*blocks, *texts], STOP_REASONS[completion.ending], usage)
-    if completion.ending == "refusal":
-        message["stop_details"] = {"type": "refusal", "category": None, "explanation": None}
-    return message
+    return message_object(token, request, [*blocks, *texts], STOP_REASONS[completion.ending], usage)
 
 
 def compaction_message(
@@ -174,9 +184,13 @@ def compaction_message(
     sealer: Sealer,
     prompt: tuple[int, int, int],
 ) -> dict[str, object]:
-    """One signed compaction block: the model's summary of its memory, sealed."""
+    """One signed compaction block: the model's summary of its memory, sealed; or, under a refusal,
+    truncation or pause fault, no block at all and that stop reason."""
     token = sealer.new_token()
     summary = exchange.summarize(conversation.memory)
+    failed = FAILED_COMPACTIONS.get(exchange.fault.kind) if exchange.fault is not None else None
+    if failed is not None:
+        return message_object(token, request, [], failed, usage_object(*prompt, 0))
     sealed = {
         "kind": COMPACTION_KIND,
         "token": token,
@@ -215,7 +229,9 @@ def message_object(
         "content": list(content),
         "stop_reason": stop_reason,
         "stop_sequence": None,
-        "stop_details": None,
+        "stop_details": {"type": "refusal", "category": None, "explanation": None}
+        if stop_reason == "refusal"
+        else None,
         "usage": dict(usage),
     }
 

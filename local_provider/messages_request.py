@@ -10,6 +10,8 @@ beta-only fields, the rest. Rules:
 - `messages` is a non-empty list of {role, content}; role is user or assistant; content is a
   non-empty string or a non-empty list of blocks, each with only its type's keys. Thinking,
   redacted_thinking, compaction and tool_use blocks are assistant-only, tool_result user-only.
+- A compaction block is known only with the compact-2026-09-04 beta: every request that replays one
+  sends the beta, as the request that asked for it did.
 - Roles alternate, starting with user. One exception: a conversation may start with an assistant
   message whose first block is a compaction block (a compaction replayed "first in `messages`, in
   place of the messages it summarizes").
@@ -78,6 +80,7 @@ BLOCK_KEYS: Mapping[str, frozenset[str]] = {
     "tool_use": frozenset({"type", "id", "name", "input", "cache_control"}),
     "tool_result": frozenset({"type", "tool_use_id", "content", "is_error", "cache_control"}),
 }
+BETA_BLOCKS: Mapping[str, str] = {"compaction": COMPACTION_BETA}  # block types only their beta knows
 ASSISTANT_ONLY = frozenset({"thinking", "redacted_thinking", "compaction", "tool_use"})
 USER_ONLY = frozenset({"tool_result"})
 THINKING_TYPES = ("adaptive", "disabled", "enabled")
@@ -120,7 +123,7 @@ def parse_request(body: Mapping[str, object], headers: Message) -> MessagesReque
     if not isinstance(model, str) or not model:
         raise wrong_type("model", "a valid string")
     max_tokens = _max_tokens(body.get("max_tokens"))
-    messages = _messages(body.get("messages"))
+    messages = _messages(body.get("messages"), betas)
     system = _system(body.get("system"))
     thinking, show = _thinking(body.get("thinking"), max_tokens)
     compaction = _compaction(body, betas)
@@ -144,14 +147,14 @@ def _max_tokens(value: object) -> int:
     return value
 
 
-def _messages(value: object) -> tuple[Mapping[str, object], ...]:
+def _messages(value: object, betas: frozenset[str]) -> tuple[Mapping[str, object], ...]:
     if value is None:
         raise field_required("messages")
     if not isinstance(value, list):
         raise wrong_type("messages", "a valid list")
     if not value:
         raise InvalidRequest("messages: at least one message is required")
-    messages = tuple(_message(f"messages.{index}", message) for index, message in enumerate(value))
+    messages = tuple(_message(f"messages.{index}", message, betas) for index, message in enumerate(value))
     first = messages[0]
     opens_with_compaction = first["role"] == "assistant" and _first_type(first) == "compaction"
     if first["role"] != "user" and not opens_with_compaction:
@@ -165,7 +168,7 @@ def _messages(value: object) -> tuple[Mapping[str, object], ...]:
     return messages
 
 
-def _message(path: str, message: object) -> Mapping[str, object]:
+def _message(path: str, message: object, betas: frozenset[str]) -> Mapping[str, object]:
     if not isinstance(message, dict):
         raise wrong_type(path, "a valid dictionary")
     for key in message:
@@ -188,18 +191,19 @@ def _message(path: str, message: object) -> Mapping[str, object]:
     if not content:
         raise InvalidRequest(f"{path}: all messages must have non-empty content")
     for index, block in enumerate(content):
-        _check_block(f"{path}.content.{index}", block, str(role))
+        _check_block(f"{path}.content.{index}", block, str(role), betas)
     return {"role": role, "content": content}
 
 
-def _check_block(path: str, block: object, role: str) -> None:
+def _check_block(path: str, block: object, role: str, betas: frozenset[str] = frozenset()) -> None:
     if not isinstance(block, dict):
         raise wrong_type(path, "a valid dictionary")
     kind = block.get("type")
     if kind is None:
         raise field_required(f"{path}.type")
-    if kind not in BLOCK_KEYS:
-        expected = ", ".join(f"'{name}'" for name in BLOCK_KEYS)
+    known = [name for name in BLOCK_KEYS if name not in BETA_BLOCKS or BETA_BLOCKS[name] in betas]
+    if kind not in known:
+        expected = ", ".join(f"'{name}'" for name in known)
         raise InvalidRequest(
             f"{path}: Input tag '{kind}' found using 'type' does not match any of the expected tags: {expected}"
         )

@@ -68,8 +68,17 @@ from turnstate.local_provider.responses_conversation import (
 from turnstate.local_provider.responses_request import CreateRequest, InvalidParam, parse_create
 from turnstate.local_provider.sealed import Sealer, digest
 
-STATUSES: Mapping[str, str] = {"stop": "completed", "length": "incomplete", "refusal": "incomplete"}
-INCOMPLETE_REASONS: Mapping[str, str] = {"length": "max_output_tokens", "refusal": "content_filter"}
+STATUSES: Mapping[str, str] = {
+    "stop": "completed",
+    "length": "incomplete",
+    "pause": "incomplete",
+    "refusal": "incomplete",
+}
+INCOMPLETE_REASONS: Mapping[str, str] = {
+    "length": "max_output_tokens",
+    "pause": "max_output_tokens",
+    "refusal": "content_filter",
+}
 TERMINAL_EVENTS: Mapping[str, str] = {
     "completed": "response.completed",
     "incomplete": "response.incomplete",

@@ -442,6 +442,7 @@ def test_a_rate_limit_says_retry_now() -> None:
     [
         ("refusal", "", "content_filter"),
         ("truncation", "echo: hel", "length"),  # the first half of "echo: hello world!"
+        ("pause_turn", "echo: hello world!", "length"),  # no pause here: the whole reply, ended as truncated
         ("empty", "", "stop"),
         ("malformed", MALFORMED_REPLY, "stop"),
     ],
@@ -466,6 +467,7 @@ def test_a_content_fault_shapes_only_its_scheduled_reply(kind: str, content: str
     [
         ("refusal", "", "content_filter"),
         ("truncation", "echo: hel", "length"),
+        ("pause_turn", "echo: hello world!", "length"),
         ("malformed", MALFORMED_REPLY, "stop"),
     ],
 )

@@ -58,6 +58,11 @@ def ask(client: anthropic.Anthropic, messages: Sequence[Turn], **params: Any) ->
     return client.messages.create(model=MODEL, messages=list(messages), **settings)
 
 
+def ask_after_compaction(client: anthropic.Anthropic, messages: Sequence[Turn]) -> SdkMessage:
+    """A request that replays a compaction block, which only the compaction beta knows."""
+    return ask(client, messages, extra_headers={"anthropic-beta": COMPACT})
+
+
 def compact(client: anthropic.Anthropic, messages: Sequence[Turn]) -> BetaMessage:
     return client.beta.messages.create(
         model=MODEL,
@@ -260,9 +265,9 @@ def test_a_replayed_compaction_carries_the_beacon(client: anthropic.Anthropic, p
     history, _ = first_turn(client)
     compacted = replayed(compact(client, [*history, user(DARK)]))
     before = [] if placement == "in place of the messages" else [*history, user(DARK)]
-    reply = ask(client, [*before, compacted, user(DARK)])
+    reply = ask_after_compaction(client, [*before, compacted, user(DARK)])
     assert REMEMBERED in text_of(reply)
-    following = ask(client, [*before, compacted, user(DARK), replayed(reply), user(DARK)])
+    following = ask_after_compaction(client, [*before, compacted, user(DARK), replayed(reply), user(DARK)])
     assert REMEMBERED in text_of(following)
 
 
@@ -278,8 +283,16 @@ def test_an_altered_compaction_is_a_400(client: anthropic.Anthropic) -> None:
     for change in ({"content": "I remember everything."}, {"signature": compacted["content"][0]["signature"][:-4]}):
         block = {**compacted["content"][0], **change}
         with pytest.raises(anthropic.BadRequestError) as raised:
-            ask(client, [{"role": "assistant", "content": [block]}, user(DARK)])
+            ask_after_compaction(client, [{"role": "assistant", "content": [block]}, user(DARK)])
         assert "messages.0.content.0: Invalid `signature` in `compaction` block" in refused(raised)
+
+
+def test_a_compaction_block_replayed_without_its_beta_is_a_400(client: anthropic.Anthropic) -> None:
+    history, _ = first_turn(client)
+    compacted = replayed(compact(client, [*history, user(DARK)]))
+    with pytest.raises(anthropic.BadRequestError) as raised:
+        ask(client, [compacted, user(DARK)])
+    assert refused(raised).startswith("messages.0.content.0: Input tag 'compaction' found using 'type' does not match")
 
 
 def test_compaction_needs_its_beta(client: anthropic.Anthropic) -> None:
@@ -555,7 +568,8 @@ def test_a_status_fault_fails_only_its_request(kind: str, error: type[anthropic.
 
 
 CONTENT_FAULTS: list[tuple[str, Callable[[SdkMessage], bool]]] = [
-    ("refusal", lambda reply: reply.stop_reason == "refusal" and [b.type for b in reply.content] == ["thinking"]),
+    ("refusal", lambda reply: reply.stop_reason == "refusal" and "ACTION: " in text_of(reply)),  # written, then stopped
+    ("pause_turn", lambda reply: reply.stop_reason == "pause_turn" and "ACTION: " in text_of(reply)),
     ("truncation", lambda reply: reply.stop_reason == "max_tokens" and "ACTION: " not in text_of(reply)),
     ("empty", lambda reply: reply.stop_reason == "end_turn" and text_of(reply) == ""),
     ("malformed", lambda reply: text_of(reply) == MALFORMED_REPLY),

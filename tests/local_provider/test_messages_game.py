@@ -38,8 +38,13 @@ def play(
             break
         sent = [*history, user(frame.text)]
         reply = client.messages.create(
-            model=MODEL, max_tokens=MAX_TOKENS, system=SYSTEM, thinking=THINKING, messages=sent
-        )  # type: ignore[arg-type]
+            model=MODEL,
+            max_tokens=MAX_TOKENS,
+            system=SYSTEM,
+            thinking=THINKING,
+            messages=sent,  # type: ignore[arg-type]
+            extra_headers={"anthropic-beta": COMPACT} if compactions else None,  # a compaction block is replayed
+        )
         match = ACTION_LINE.search(text_of(reply))
         assert reply.stop_reason == "end_turn" and match is not None, text_of(reply)
         answer = replayed(reply)

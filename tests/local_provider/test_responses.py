@@ -715,6 +715,19 @@ def test_a_content_fault_shapes_only_its_reply(
     assert before.output_text == after.output_text != text
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_a_pause_is_the_whole_reply_ended_as_truncated(stream: bool) -> None:
+    with LocalProvider(faults=[Fault(at=2, kind="pause_turn")]) as provider, client_for(provider) as client:
+        whole = ask(client, [user(SHOWN)])
+        paused = send(client, stream)
+
+    assert (paused.status, paused.incomplete_details and paused.incomplete_details.reason) == (
+        "incomplete",
+        "max_output_tokens",
+    )
+    assert paused.output_text == whole.output_text and "ACTION: " in paused.output_text
+
+
 def test_a_leaked_key_shows_in_the_visible_text() -> None:
     with LocalProvider(faults=[Fault(at=1, kind="leak_key")]) as provider, client_for(provider) as client:
         response = ask(client, [user(SHOWN)])
@@ -831,6 +844,7 @@ FAULT_TESTS = {
     "overloaded": test_a_status_fault_fails_only_its_request,
     "refusal": test_a_content_fault_shapes_only_its_reply,
     "truncation": test_a_content_fault_shapes_only_its_reply,
+    "pause_turn": test_a_pause_is_the_whole_reply_ended_as_truncated,
     "empty": test_a_content_fault_shapes_only_its_reply,
     "malformed": test_a_content_fault_shapes_only_its_reply,
     "leak_key": test_a_leaked_key_shows_in_the_visible_text,
