@@ -18,6 +18,7 @@ input = uncached input + cache reads + cache writes, with cache reads as the cac
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, ClassVar, Literal
 
 import anthropic
@@ -44,8 +45,11 @@ from turnstate.adapters.contract import (
 from turnstate.adapters.tokens import MESSAGE_OVERHEAD_TOKENS, estimate_text_tokens
 
 COMPACTION_BETA = "compact-2026-09-04"
+OLD_COMPACTION_BETA = "compact-2026-01-12"  # threshold compaction (context_management edits): refused
 _STOP_ERRORS = {"refusal": ErrorKind.REFUSAL, "max_tokens": ErrorKind.TRUNCATED, "pause_turn": ErrorKind.TRANSIENT}
 _TRANSIENT_STATUS = {408, 409, 429, 529}
+# An error event mid-stream arrives with status 200: its type says whether a retry can help.
+_TRANSIENT_TYPES = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
 
 
 class MessagesItems:
@@ -109,13 +113,39 @@ class ThinkingOptions(_Options):
     display: Literal["summarized", "omitted"] | None = None
 
 
+class OutputConfig(_Options):
+    effort: Literal["low", "medium", "high", "xhigh", "max"] | None = None
+    format: dict[str, Any] | None = None  # structured output: action requests only, never a compaction's
+
+
+class CacheControl(_Options):
+    type: Literal["ephemeral"]
+    ttl: Literal["5m", "1h"] | None = None
+
+
 class MessagesOptions(_Options):
     """`request.options` for Anthropic Messages."""
 
     thinking: ThinkingOptions | None = None
+    output_config: OutputConfig | None = None
     betas: list[str] = Field(default_factory=list)
-    stop_sequences: list[str] = Field(default_factory=list)
-    cache_control: dict[str, Any] | None = None
+    stop_sequences: list[str] = Field(default_factory=list)  # action requests only
+    cache_control: CacheControl | None = None  # automatic caching, on both request kinds; never injected
+
+
+# Options this adapter refuses by name, with why and the fix: compaction is on demand, a request of
+# its own that the harness makes (runtime.compaction), never something an action request does.
+REFUSED_OPTIONS: Mapping[str, tuple[str, str]] = {
+    "context_management": (
+        "threshold compaction (context_management, with or without pause_after_compaction) compacts inside "
+        "an action request, where the newest observation can be summarized away",
+        "remove it; set runtime.compaction.strategy: native for on-demand compaction",
+    ),
+    "compaction": (
+        "the harness sends `compaction` itself, on its compaction requests only",
+        "remove it; set runtime.compaction.strategy: native",
+    ),
+}
 
 
 class MessagesAdapter:
@@ -137,6 +167,18 @@ class MessagesAdapter:
 
     @classmethod
     def check_options(cls, options: Mapping[str, Any], strategy: str, compaction: str) -> list[OptionProblem]:
+        problems = [OptionProblem(key, *REFUSED_OPTIONS[key]) for key in REFUSED_OPTIONS if key in options]
+        betas = options.get("betas")
+        if isinstance(betas, list) and OLD_COMPACTION_BETA in betas:
+            problems.append(
+                OptionProblem(
+                    "betas",
+                    f"{OLD_COMPACTION_BETA} is the beta of threshold compaction, which this adapter does not use",
+                    f"remove it; on-demand compaction ({COMPACTION_BETA}) is sent with every request that needs it",
+                )
+            )
+        if problems:
+            return problems
         try:
             MessagesOptions.model_validate(dict(options))
         except ValidationError as error:
@@ -162,57 +204,79 @@ class MessagesAdapter:
 
     def call(self, request: ModelRequest) -> ModelResponse | ProviderError:
         """One SDK call; never raises (see the contract's malformed_reply)."""
-        return self._request(self.build_request(request), compaction=False)
+        return self._request(self.build_request(request), self._betas(request), compaction=False)
 
     def compact(self, request: ModelRequest) -> ModelResponse | ProviderError:
-        """An on-demand compaction of `request.items`: one signed compaction block replaces them."""
+        """An on-demand compaction of `request.items`: one signed compaction block replaces them. The
+        same model, system prompt, thinking, effort and caching as an action request, with its own
+        output cap (the request's), and without the action's stop sequences or output format."""
         body = self.build_request(request)
         body.pop("stop_sequences", None)
-        return self._request(body, compaction=True)
+        output_config = {key: value for key, value in body.pop("output_config", {}).items() if key != "format"}
+        if output_config:
+            body["output_config"] = output_config
+        return self._request(body, [*self._betas(request), COMPACTION_BETA], compaction=True)
 
     def classify(self, error: Exception) -> ProviderError:
         diagnostics: dict[str, Any] = {"error_class": type(error).__name__}
         if isinstance(error, anthropic.APIStatusError):
             body: Any = error.body if isinstance(error.body, Mapping) else {}
             details: Any = body.get("error") if isinstance(body.get("error"), Mapping) else {}
-            diagnostics |= {
-                "status": error.status_code,
-                "error_type": details.get("type"),
-                "request_id": error.request_id,
-            }
+            error_type = details.get("type") if isinstance(details.get("type"), str) else None
+            diagnostics |= {"status": error.status_code, "error_type": error_type, "request_id": error.request_id}
             wait = retry_after_seconds(error.response.headers)
-            return ProviderError(_status_kind(error), Usage(), diagnostics, retry_after_seconds=wait)
+            return ProviderError(_status_kind(error, error_type), Usage(), diagnostics, retry_after_seconds=wait)
         return ProviderError(ErrorKind.TRANSIENT, Usage(), diagnostics)
 
-    def _request(self, body: dict[str, Any], *, compaction: bool) -> ModelResponse | ProviderError:
-        betas = [*self.options.betas, *([COMPACTION_BETA] if compaction else [])]
+    def _betas(self, request: ModelRequest) -> list[str]:
+        """The profile's betas, and the compaction beta whenever a compaction block is replayed."""
+        replays_compaction = self.transcript.latest_compaction(request.items) is not None
+        return [*self.options.betas, *([COMPACTION_BETA] if replays_compaction else [])]
+
+    def _request(self, body: dict[str, Any], betas: list[str], *, compaction: bool) -> ModelResponse | ProviderError:
+        betas = list(dict.fromkeys(betas))
         extra = {"extra_body": {"compaction": {"type": "summarize"}}} if compaction else {}
         messages: Any = self.client.beta.messages  # the body is built as data; the SDK's overloads are narrower
 
         def read(seen: UsageSeen) -> ModelResponse | ProviderError:
-            if self.settings.stream:
-                with messages.stream(**body, betas=betas, **extra) as stream:
-                    message = stream.get_final_message()
-            else:
+            if not self.settings.stream:
                 message = messages.create(**body, betas=betas, **extra)
+                seen.usage = _usage(message.usage)
+                return self._normalize(message, message.stop_details, seen.usage, compaction=compaction)
+            with messages.stream(**body, betas=betas, **extra) as stream:
+                stop_details, finished = None, False
+                for event in stream:
+                    if event.type in ("message_start", "message_delta"):  # usage so far, kept if the stream breaks
+                        seen.usage = _usage(stream.current_message_snapshot.usage)
+                    if event.type == "message_delta":
+                        stop_details = event.delta.stop_details  # kept ourselves: not every SDK copies it
+                    finished = event.type == "message_stop"
+                if not finished:
+                    return malformed_reply(EOFError("the stream ended before message_stop"), seen.usage)
+                message = stream.get_final_message()
             seen.usage = _usage(message.usage)
-            return self._normalize(message, seen.usage, compaction=compaction)
+            return self._normalize(message, stop_details, seen.usage, compaction=compaction)
 
         return never_raising(read, self.classify, anthropic.APIError)
 
-    def _normalize(self, message: Any, usage: Usage, *, compaction: bool) -> ModelResponse | ProviderError:
+    def _normalize(
+        self, message: Any, stop_details: Any, usage: Usage, *, compaction: bool
+    ) -> ModelResponse | ProviderError:
         stop = message.stop_reason
         blocks = [_replayable(block.model_dump(mode="json", exclude_unset=True)) for block in message.content]
+        kinds = [block.get("type") for block in blocks]
         if compaction:
             signed = [block for block in blocks if block.get("type") == "compaction" and block.get("signature")]
             if stop != "compaction" or len(blocks) != 1 or len(signed) != 1 or not signed[0].get("content"):
                 return malformed_reply(ValueError("a compaction reply is exactly one nonempty signed block"), usage)
         elif stop in _STOP_ERRORS:
-            return ProviderError(_STOP_ERRORS[stop], usage, {"finish_reason": stop})
+            return ProviderError(_STOP_ERRORS[stop], usage, {"finish_reason": stop, **_stop_details(stop_details)})
         elif stop == "model_context_window_exceeded":
             return ProviderError(ErrorKind.CONTEXT_OVERFLOW, usage, {"finish_reason": stop})
-        elif stop not in ("end_turn", "stop_sequence") or not any(block.get("type") == "text" for block in blocks):
+        elif stop not in self._action_stops or "text" not in kinds:
             return malformed_reply(ValueError(f"a reply that cannot carry an action: {stop}"), usage)
+        elif "compaction" in kinds:
+            return malformed_reply(ValueError("an action reply compacted inline"), usage)
         text = "".join(str(block.get("text", "")) for block in blocks if block.get("type") == "text")
         summaries = [str(block.get("thinking", "")) for block in blocks if block.get("type") == "thinking"]
         return ModelResponse(
@@ -224,6 +288,19 @@ class MessagesAdapter:
             native_items=({"role": "assistant", "content": blocks},),
         )
 
+    @property
+    def _action_stops(self) -> tuple[str, ...]:
+        """Only end_turn, or a stop sequence the profile configured, ends a reply that can carry an action."""
+        return ("end_turn", "stop_sequence") if self.options.stop_sequences else ("end_turn",)
+
+
+def _stop_details(details: Any) -> dict[str, Any]:
+    """A refusal's stop_details, sanitized: its type and policy category, never the explanation or
+    the fallback credit token."""
+    if details is None:
+        return {}
+    return {"stop_details": {"type": getattr(details, "type", None), "category": getattr(details, "category", None)}}
+
 
 def _replayable(block: dict[str, Any]) -> dict[str, Any]:
     """A content block as the next request's input: response-only fields dropped, nothing else."""
@@ -234,27 +311,39 @@ def _replayable(block: dict[str, Any]) -> dict[str, Any]:
     return block
 
 
-def _status_kind(error: anthropic.APIStatusError) -> ErrorKind:
+def _status_kind(error: anthropic.APIStatusError, error_type: str | None) -> ErrorKind:
     if error.status_code == 400 and "prompt is too long" in str(error.message):
         return ErrorKind.CONTEXT_OVERFLOW
-    if error.status_code in _TRANSIENT_STATUS or error.status_code >= 500:
+    if error.status_code in _TRANSIENT_STATUS or error.status_code >= 500 or error_type in _TRANSIENT_TYPES:
         return ErrorKind.TRANSIENT
     return ErrorKind.FATAL
 
 
 def _usage(usage: Any) -> Usage:
-    """The iterations when present (compaction included), else the top level; never both."""
-    parts = getattr(usage, "iterations", None) or [usage]
+    """The iterations when present (compaction included), else the top level; never both. Thinking is
+    a breakdown of output: the top level's count covers the non-compaction iterations and is used
+    once (their own counts stand in when it is unreported); a compaction's own count is added once."""
+    iterations = getattr(usage, "iterations", None) or []
     total = Usage()
-    for part in parts:
+    for part in iterations or [usage]:
         uncached = token_count(getattr(part, "input_tokens", None))
         read = token_count(getattr(part, "cache_read_input_tokens", None))
         written = token_count(getattr(part, "cache_creation_input_tokens", None))
-        details = getattr(part, "output_tokens_details", None)
         total += Usage(
             input_tokens=uncached + read + written,
             cached_input_tokens=read,
             output_tokens=token_count(getattr(part, "output_tokens", None)),
-            reasoning_tokens=token_count(getattr(details, "thinking_tokens", None)),
         )
-    return total
+    top = _thinking_tokens(usage)
+    sampled = [part for part in iterations if getattr(part, "type", None) != "compaction"]
+    compacting = [part for part in iterations if getattr(part, "type", None) == "compaction"]
+    thinking = top if top is not None else sum(_thinking_tokens(part) or 0 for part in sampled)
+    thinking += sum(_thinking_tokens(part) or 0 for part in compacting)
+    return replace(total, reasoning_tokens=thinking)
+
+
+def _thinking_tokens(part: Any) -> int | None:
+    """A usage part's reported thinking tokens; None when it reports none."""
+    details = getattr(part, "output_tokens_details", None)
+    value = getattr(details, "thinking_tokens", None)
+    return token_count(value) if value is not None else None

@@ -84,10 +84,13 @@ class ModelResponse:
     native_items: tuple[Item, ...] = ()
 
 
-DIAGNOSTIC_KEYS = frozenset({"error_class", "error_type", "status", "code", "request_id", "finish_reason", "cause"})
+DIAGNOSTIC_KEYS = frozenset(
+    {"error_class", "error_type", "status", "code", "request_id", "finish_reason", "stop_details", "cause"}
+)
 """All a ProviderError's diagnostics may hold: the exception class, the provider's error type and code,
-the HTTP status, the request id, the finish reason, the class of what broke a malformed reply. Never
-the provider's message or body, which may echo the request or a credential."""
+the HTTP status, the request id, the finish reason, a refusal's sanitized stop details (type and
+category), the class of what broke a malformed reply. Never the provider's message or body, which may
+echo the request or a credential."""
 
 
 @dataclass(frozen=True)

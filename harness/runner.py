@@ -95,6 +95,7 @@ class _Attempt:
     problem: str | None = None
     diagnostics: dict[str, Any] = field(default_factory=dict)
     waited_seconds: float = 0.0  # the wait the machine asked for after this attempt, before the next
+    summarized_items: int | None = None  # a compaction call's: how many accepted items it was asked to replace
 
     def record(self) -> dict[str, Any]:
         return {
@@ -149,6 +150,7 @@ class Runner:
             "config_id": self.profile.id,
             # The profile never holds a key, only the name of the variable that does.
             "settings": self.profile.model_dump(mode="json"),
+            "compaction": self.profile.compaction_policy(),
             "endpoint": "local" if endpoint.is_local else endpoint.base_url,
             "implementation_path": descriptor.implementation_path,
             "adapter_version": descriptor.version,
@@ -290,9 +292,11 @@ class _Loop:
         self.ledger.record_call(outcome.usage)
         if isinstance(outcome, ModelResponse):
             replied = "compacted" if compaction else "replied"
-            attempts.append(_Attempt(sent, replied, outcome.usage, outcome.text, outcome.reasoning_summary))
+            attempt = _Attempt(sent, replied, outcome.usage, outcome.text, outcome.reasoning_summary)
         else:
-            attempts.append(_Attempt(sent, outcome.kind.value, outcome.usage, diagnostics=dict(outcome.diagnostics)))
+            attempt = _Attempt(sent, outcome.kind.value, outcome.usage, diagnostics=dict(outcome.diagnostics))
+        attempt.summarized_items = len(request.items) if compaction else None
+        attempts.append(attempt)
         return outcome_event(outcome, compaction=compaction)
 
     def _parse(self, response: ModelResponse, attempt: _Attempt) -> Event:
@@ -317,6 +321,7 @@ class _Loop:
                 "usage": usage.to_dict(),
                 "cost_estimate": self.ledger.cost(usage),
                 "retries": [attempt.record() for attempt in attempts[:-1]],
+                "compaction": _compaction_record(attempts),
                 "transitions": [asdict(fired) for fired in self.machine.fired[fired_before:]],
             },
         )
@@ -339,6 +344,17 @@ class _Loop:
     def _write_meta(self, meta: dict[str, Any], result: RunResult) -> None:
         totals = _totals(result, self.ledger) | {"failed_turn": self.failed_turn_record}
         self.writer.write_json("run_meta.json", meta | totals)
+
+
+def _compaction_record(attempts: list[_Attempt]) -> dict[str, Any] | None:
+    """A step's compaction calls, if it made any: their usage alone (already in the step's usage),
+    and how many accepted items the one that committed replaced. Never the compaction's payload."""
+    calls = [attempt for attempt in attempts if attempt.summarized_items is not None]
+    compacted = [attempt for attempt in calls if attempt.outcome == "compacted"]
+    if not compacted:
+        return None
+    usage = sum((attempt.usage for attempt in calls), Usage())
+    return {"usage": usage.to_dict(), "summarized_items": compacted[-1].summarized_items}
 
 
 def _totals(result: RunResult, ledger: Ledger) -> dict[str, Any]:

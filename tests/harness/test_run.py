@@ -453,3 +453,70 @@ def test_an_anthropic_run_compacts_on_demand_at_least_twice_and_wins(tmp_path):
     assert len(compaction_steps(result.artifacts)) >= 2
     first_block = result.accepted_state.items[0]["content"][0]
     assert first_block["type"] == "compaction" and first_block["signature"]  # the latest one, replayed first
+
+
+def test_an_anthropic_action_that_fails_after_a_compaction_compacts_again_and_every_call_is_billed_once(tmp_path):
+    first = Runner(ANTHROPIC_CONTINUOUS, tmp_path / "first").run()
+    step = compaction_steps(first.artifacts)[0]["step"]
+    result = Runner(
+        with_changes(ANTHROPIC_CONTINUOUS, client=faults((step + 1, "malformed"))), tmp_path / "second"
+    ).run()
+    assert result.outcome == "win"
+    steps = read_steps(result.artifacts)
+    retries = steps[step - 1]["retries"]
+    assert [attempt["outcome"] for attempt in retries] == ["compacted", "action_rejected", "compacted"]
+    # The unchanged accepted history, compacted again (more of it read from the cache the second time).
+    assert retries[0]["usage"]["input_tokens"] == retries[2]["usage"]["input_tokens"]
+    compaction = steps[step - 1]["compaction"]
+    assert compaction["summarized_items"] == 2 * (step - 1)  # every accepted turn's two messages
+    assert (
+        compaction["usage"]["input_tokens"] == retries[0]["usage"]["input_tokens"] + retries[2]["usage"]["input_tokens"]
+    )
+    assert all(
+        s["compaction"] is None
+        for s in steps
+        if s["step"] not in {c["step"] for c in compaction_steps(result.artifacts)}
+    )
+    billed = steps[step - 1]["usage"]["input_tokens"]
+    assert billed > sum(attempt["usage"]["input_tokens"] for attempt in retries) > 0  # and the accepted action
+    meta = read_meta(result.artifacts)
+    assert sum(s["usage"]["total_tokens"] for s in steps) == meta["usage"]["total_tokens"]  # each call once
+    assert meta["provider_calls"] == len(steps) + sum(len(s["retries"]) for s in steps)
+
+
+def test_run_meta_records_the_compaction_policy_with_its_defaults(tmp_path):
+    result = Runner(with_changes(ANTHROPIC_CONTINUOUS, agent={"max_actions": 1}), tmp_path).run()
+    assert read_meta(result.artifacts)["compaction"] == {
+        "strategy": "native",
+        "mode": "native_call",
+        "trigger_tokens": 1500,
+        "summary_output_tokens": 2048,
+        "max_context_length": 8000,
+    }
+
+
+def test_a_refusal_whose_text_names_an_action_executes_nothing(tmp_path, clock):
+    refusals = faults(*[(at, "refusal") for at in (2, 3, 4, 5)])  # every attempt of the second turn
+    result = Runner(with_changes(ANTHROPIC_CONTINUOUS, client=refusals), tmp_path, sleep=clock.sleep).run()
+    assert result.outcome == "failed_closed" and result.accepted_actions == 1
+    assert len(read_steps(result.artifacts)) == 1 and len(result.accepted_state.items) == 2
+    record = json.loads((result.artifacts / "failed_turn.json").read_text())
+    assert [attempt["outcome"] for attempt in record["attempts"]] == ["refusal"] * 4
+    assert {json.dumps(attempt["diagnostics"], sort_keys=True) for attempt in record["attempts"]} == {
+        '{"finish_reason": "refusal", "stop_details": {"category": null, "type": "refusal"}}'
+    }
+    assert "explanation" not in (result.artifacts / "failed_turn.json").read_text()
+
+
+def test_a_stream_cut_after_the_compaction_block_commits_nothing(tmp_path, clock):
+    first = Runner(ANTHROPIC_CONTINUOUS, tmp_path / "first").run()
+    step = compaction_steps(first.artifacts)[0]["step"]
+    cuts = faults(*[(step + n, "stream_cut") for n in range(4)])  # the compaction request and its three retries
+    result = Runner(with_changes(ANTHROPIC_CONTINUOUS, client=cuts), tmp_path / "second", sleep=clock.sleep).run()
+    assert result.outcome == "failed_closed" and result.accepted_actions == step - 1
+    items = result.accepted_state.items
+    assert len(items) == 2 * (step - 1)  # every accepted turn, and no compaction block among them
+    assert all(block["type"] != "compaction" for item in items for block in item["content"])
+    record = json.loads((result.artifacts / "failed_turn.json").read_text())
+    assert [attempt["outcome"] for attempt in record["attempts"]] == ["transient"] * 4
+    assert record["usage"]["input_tokens"] > 0  # what the cut calls reported is kept
