@@ -397,3 +397,13 @@ def test_options_that_break_on_demand_compaction_or_the_api_are_named_with_a_fix
 
 def test_the_opus_profile_options_pass():
     assert MessagesAdapter.check_options(OPUS_OPTIONS, "continuous_conversation", "native") == []
+
+
+def test_a_failed_compaction_request_keeps_allowlisted_diagnostics_only(stream):
+    with LocalProvider(faults=[Fault(at=2, kind="rate_limit")]) as provider:
+        adapter = connect(provider, stream=stream)
+        history, _ = first_turn(adapter)
+        outcome = adapter.compact(request(*history))
+    assert isinstance(outcome, ProviderError) and outcome.kind is ErrorKind.TRANSIENT
+    assert outcome.diagnostics["status"] == 429 and outcome.diagnostics["error_type"] == "rate_limit_error"
+    assert set(outcome.diagnostics) == {"error_class", "status", "error_type", "request_id"}

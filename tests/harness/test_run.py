@@ -13,6 +13,7 @@ from turnstate.harness.profile import DEFAULT_PROFILE, PROFILES_DIR, LocalProvid
 from turnstate.harness.runner import Runner
 from turnstate.local_provider.exchange import MALFORMED_REPLY
 from turnstate.local_provider.faults import Fault
+from turnstate.local_provider.messages import COMPACTION_CONTENT
 from turnstate.local_provider.server import INVALID_API_KEY, LocalProvider
 from turnstate.strategies import manual_rolling
 
@@ -453,6 +454,10 @@ def test_an_anthropic_run_compacts_on_demand_at_least_twice_and_wins(tmp_path):
     assert len(compaction_steps(result.artifacts)) >= 2
     first_block = result.accepted_state.items[0]["content"][0]
     assert first_block["type"] == "compaction" and first_block["signature"]  # the latest one, replayed first
+    step = read_steps(result.artifacts)[compaction_steps(result.artifacts)[0]["step"] - 1]
+    sent = step["messages_sent"]  # the readable projection: the summary, then what came after it
+    assert [message["role"] for message in sent[:3]] == ["system", "assistant", "user"]
+    assert sent[1]["content"] == COMPACTION_CONTENT and len(sent) == 3  # nothing summarized away reappears
 
 
 def test_an_anthropic_action_that_fails_after_a_compaction_compacts_again_and_every_call_is_billed_once(tmp_path):
