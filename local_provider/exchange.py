@@ -160,7 +160,9 @@ class Exchange:
         self.body = body
         self.ordinal = ordinal
         self.fault = fault
-        self.context_window = context_window
+        # A context_overflow fault leaves this one request no window at all, so each wire answers it
+        # with its own overflow error, as it would a prompt too long for the model.
+        self.context_window = 0 if fault is not None and fault.kind == "context_overflow" else context_window
         self.prefix_cache = prefix_cache
         self.state = state
         """What the wires keep between this provider's requests."""

@@ -27,6 +27,8 @@ What each kind does (each wire words it in its own protocol):
 - empty_choices: a well-formed 200 with its usage but an empty `choices` list (every chunk, when streamed).
 - null_message: a well-formed 200 whose choice has `message: null` (`delta: null`, when streamed).
 The last four are replies a client must survive: the SDKs do not validate what a 200 carries.
+- context_overflow: the request gets the wire's own context-length error, as if the model's window
+  could not hold it (the wire's overflow check runs against a window of 0).
 - expire_handle: before serving the request, the provider forgets every response it stored (OpenAI
   Responses with store: true), as a real one does when they expire; a `previous_response_id` then
   gets the 404 an expired handle gets. A wire that stores nothing serves the request as usual.
@@ -57,6 +59,7 @@ FaultKind = Literal[
     "empty_choices",
     "null_message",
     "expire_handle",
+    "context_overflow",
 ]
 FAULT_KINDS: frozenset[str] = frozenset(get_args(FaultKind))
 

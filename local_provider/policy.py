@@ -5,11 +5,15 @@ harness kept in the window: a level's beacon letter appears only in that level's
 survives later turns only if that frame, or a carry-forward `NOTES: level N beacon X` line, is still
 in the messages. Without it the policy guesses door A and fails any level whose beacon is not A.
 
+Asked to summarize the conversation (a harness summary), either model answers with `summarize` of
+everything the request holds, its memory included: one NOTES line per level whose beacon appears.
+
 Over a reasoning wire (OpenAI Responses) the model is `think`: when a frame shows a beacon, it notes
 it in a private thought (`NOTES: level N beacon X`), which the wire seals into encrypted reasoning;
 later thoughts only say that they follow the note, and the visible reply never carries a NOTES line.
-It reads the current turn's messages and its memory: the thoughts of the replayed reasoning, and a
-compaction's summary (`summarize`), but not the text of older frames. So the beacon survives only in
+It reads the current turn's messages and its memory: the thoughts of the replayed reasoning, a
+compaction's summary (`summarize`) and earlier messages it was handed, from all of which it takes
+only NOTES lines, never the beacon line of an older frame. So the beacon survives only in
 the reasoning item of the turn that saw it, and after a compaction in the compaction item: it is
 remembered only if those were replayed faithfully.
 
@@ -33,6 +37,8 @@ GRID_ROW = re.compile(r"^#[#.@A-Z]*#$")
 STANDING_ON_DOOR = re.compile(r"^STANDING ON: door ([A-Z])[ \t]*$", re.MULTILINE)
 
 NOTES_REQUEST = "NOTES:"  # in the system prompt, the harness's carry-forward instruction
+# What a harness says when it asks for a summary of the conversation (strategies/summary.py).
+SUMMARY_REQUEST = re.compile(r"\bsummarize the conversation\b", re.IGNORECASE)
 GUESS_DOOR = "A"
 WALL, PLAYER = "#", "@"
 # Checked in this order, which is the tie-break between equally short paths.
@@ -57,6 +63,8 @@ class SeenFrame:
 
 def reply(system: str, messages: Sequence[Mapping[str, object]]) -> str:
     """The model's answer to one chat request: a summary line, `ACTION: ...`, and NOTES if asked."""
+    if asks_for_summary(messages):
+        return summarize([message_text(message) for message in messages])
     frame = last_frame(messages)
     if frame is None:
         return NO_FRAME_REPLY
@@ -78,11 +86,13 @@ def think(system: str, messages: Sequence[Mapping[str, object]], memory: Sequenc
     line), else says whether the model follows its notes or guesses; the reply is what `reply`
     answers without NOTES, whatever the system prompt asks for.
     """
+    if asks_for_summary(messages):
+        return "Summarizing what the conversation holds.", summarize([*memory, *map(message_text, messages)])
     frame = last_frame(messages)
     if frame is None:
         return "No game frame in this turn.", NO_FRAME_REPLY
     seen = known_beacon(messages, frame.level)
-    noted = known_beacon(remembered_as_messages(memory), frame.level)
+    noted = noted_beacon(memory, frame.level)
     beacon = seen or noted
     if seen:
         thought = notes_line(frame.level, seen)
@@ -95,20 +105,34 @@ def think(system: str, messages: Sequence[Mapping[str, object]], memory: Sequenc
     return thought, "\n".join(decision_lines(frame, beacon))
 
 
-def summarize(memory: Sequence[str]) -> str:
-    """What a compaction keeps of the model's memory: the latest beacon noted for each level, one NOTES
-    line per level in level order (the rest of the memory is not needed to play on)."""
+def summarize(texts: Sequence[str]) -> str:
+    """An honest summary of `texts` (a compaction's memory, or everything a summary request holds):
+    the latest beacon each level's frames or notes give, one NOTES line per level in level order (the
+    rest is not needed to play on). A beacon the texts do not hold is not in the summary."""
     beacons: dict[int, str] = {}
-    for text in memory:
-        for mention in NOTES_MENTION.finditer(text):
+    for text in texts:
+        mentions = sorted([*BEACON_LINE.finditer(text), *NOTES_MENTION.finditer(text)], key=match_start)
+        for mention in mentions:
             beacons[int(mention.group(1))] = mention.group(2)
     if not beacons:
         return "NOTES: nothing to remember yet"
     return "\n".join(notes_line(level, beacons[level]) for level in sorted(beacons))
 
 
-def remembered_as_messages(memory: Sequence[str]) -> list[Mapping[str, object]]:
-    return [{"role": "assistant", "content": text} for text in memory]
+def asks_for_summary(messages: Sequence[Mapping[str, object]]) -> bool:
+    """Whether the last message asks the model to summarize the conversation (a harness summary)."""
+    return bool(messages) and SUMMARY_REQUEST.search(message_text(messages[-1])) is not None
+
+
+def noted_beacon(memory: Sequence[str], level: int) -> str | None:
+    """The latest beacon the memory notes for `level`: NOTES lines only (the model's own thoughts, a
+    compaction's summary, a summary it was handed), never a beacon line of an old frame."""
+    latest = None
+    for text in memory:
+        for mention in NOTES_MENTION.finditer(text):
+            if int(mention.group(1)) == level:
+                latest = mention.group(2)
+    return latest
 
 
 NO_FRAME_REPLY = "I see no game frame, so I take no action."

@@ -194,7 +194,10 @@ def produce(exchange: Exchange, request: CreateRequest, conversation: Conversati
         compaction = compaction_item(sealer, token, summary)
         link, summary_tokens = str(compaction["id"]), estimate_text_tokens(summary)
     reasoning = exchange.reason(
-        conversation.system, conversation.current, conversation.memory, request.max_output_tokens
+        conversation.system,
+        conversation.current,
+        (*conversation.earlier, *conversation.memory),
+        request.max_output_tokens,
     )
     completion = reasoning.completion
     content: list[dict[str, object]] = [

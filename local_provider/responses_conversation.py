@@ -37,7 +37,9 @@ first one broken is the error, in the real service's shape ({"error": {"message"
 What the model reads (the local model does not re-read old frames): the system prompt
 (`instructions` plus system and developer messages from the start on), the current turn (the user
 messages after the last item the model wrote, or all of them on a first turn), and its memory (the
-compaction summary, then the thought of every replayed reasoning item, in order).
+compaction summary, then the thought of every replayed reasoning item, in order); the text of
+earlier user messages is handed to it too, from which it takes only notes (a harness's summary),
+never an old frame's beacon.
 
 Token estimate (billing and the context window): every item the model was sent, those before the
 latest compaction included, costs the per-message overhead plus its text at one token per four
@@ -143,6 +145,9 @@ class Conversation:
     memory: tuple[str, ...]
     last_link: str | None
     """The id of the last chain element (compaction or reasoning item): what new reasoning follows."""
+    earlier: tuple[str, ...] = ()
+    """The text of the user messages before the current turn (after the latest compaction): where a
+    harness's summary of an earlier conversation is handed to the model."""
 
     @property
     def prompt_items(self) -> tuple[Item, ...]:
@@ -227,6 +232,7 @@ def read_conversation(sealer: Sealer, items: Sequence[Item], instructions: str |
         current=_current_turn(read),
         memory=tuple(memory),
         last_link=last_link,
+        earlier=_earlier_user_texts(read),
     )
 
 
@@ -349,6 +355,15 @@ def _system_prompt(instructions: str | None, items: Sequence[Item]) -> str:
         if item.get("type", "message") == "message" and item.get("role") in SYSTEM_ROLES:
             parts.append(content_text(item.get("content")))
     return "\n".join(parts)
+
+
+def _earlier_user_texts(items: Sequence[Item]) -> tuple[str, ...]:
+    last_output = max((index for index, item in enumerate(items) if is_assistant_output(item)), default=-1)
+    return tuple(
+        item_text(item)
+        for item in items[: last_output + 1]
+        if item.get("type", "message") == "message" and item.get("role") == "user"
+    )
 
 
 def _current_turn(items: Sequence[Item]) -> tuple[Mapping[str, object], ...]:

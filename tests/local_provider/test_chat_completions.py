@@ -481,6 +481,15 @@ def test_a_content_fault_shapes_a_streamed_reply(kind: str, content: str, finish
     assert chunks[-1].usage.completion_tokens == estimate_text_tokens(content)
 
 
+def test_a_context_overflow_fault_is_context_length_exceeded_for_that_request_only() -> None:
+    with LocalProvider(faults=[Fault(at=1, kind="context_overflow")], reply=echo_last_message) as provider:
+        with client_for(provider) as client:
+            with pytest.raises(openai.BadRequestError) as raised:
+                ask(client)
+            assert raised.value.code == "context_length_exceeded"
+            assert ask(client).choices[0].message.content == "echo: hello world"
+
+
 def test_a_cut_stream_raises_a_connection_error_after_its_first_chunks() -> None:
     received: list[ChatCompletionChunk] = []
     with LocalProvider(faults=[Fault(at=1, kind="stream_cut")], reply=echo_last_message) as provider:

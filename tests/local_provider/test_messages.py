@@ -643,8 +643,16 @@ def test_a_cut_non_streamed_request_gets_no_response() -> None:
             ask(client, [user(SHOWN)])
 
 
+def test_a_context_overflow_fault_is_the_prompt_too_long_400_for_that_request_only() -> None:
+    with _faulted("context_overflow") as provider, client_for(provider) as client:
+        with pytest.raises(anthropic.BadRequestError) as raised:
+            ask(client, [user(SHOWN)])
+        assert refused(raised).startswith("prompt is too long: ")
+        assert REMEMBERED in text_of(ask(client, [user(SHOWN)]))
+
+
 def test_every_fault_kind_has_a_messages_test() -> None:
-    tested = {"rate_limit", "server_error", "overloaded", "html_page", "garbled", "stream_cut"}
+    tested = {"rate_limit", "server_error", "overloaded", "html_page", "garbled", "stream_cut", "context_overflow"}
     tested |= {kind for kind, _ in CONTENT_FAULTS}
     assert tested == set(FAULT_KINDS)
 

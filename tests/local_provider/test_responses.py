@@ -728,6 +728,14 @@ def test_a_pause_is_the_whole_reply_ended_as_truncated(stream: bool) -> None:
     assert paused.output_text == whole.output_text and "ACTION: " in paused.output_text
 
 
+def test_a_context_overflow_fault_is_context_length_exceeded_for_that_request_only() -> None:
+    with LocalProvider(faults=[Fault(at=1, kind="context_overflow")]) as provider, client_for(provider) as client:
+        with pytest.raises(openai.BadRequestError) as raised:
+            ask(client, [user(SHOWN)])
+        assert refusal(raised)["code"] == "context_length_exceeded"
+        assert ask(client, [user(SHOWN)]).status == "completed"
+
+
 def test_a_leaked_key_shows_in_the_visible_text() -> None:
     with LocalProvider(faults=[Fault(at=1, kind="leak_key")]) as provider, client_for(provider) as client:
         response = ask(client, [user(SHOWN)])
@@ -845,6 +853,7 @@ FAULT_TESTS = {
     "refusal": test_a_content_fault_shapes_only_its_reply,
     "truncation": test_a_content_fault_shapes_only_its_reply,
     "pause_turn": test_a_pause_is_the_whole_reply_ended_as_truncated,
+    "context_overflow": test_a_context_overflow_fault_is_context_length_exceeded_for_that_request_only,
     "empty": test_a_content_fault_shapes_only_its_reply,
     "malformed": test_a_content_fault_shapes_only_its_reply,
     "leak_key": test_a_leaked_key_shows_in_the_visible_text,
