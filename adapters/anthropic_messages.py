@@ -34,6 +34,7 @@ from turnstate.adapters.contract import (
     OptionProblem,
     ProviderError,
     RequestSettings,
+    SummaryCompaction,
     Transcript,
     Usage,
     UsageSeen,
@@ -151,6 +152,9 @@ REFUSED_OPTIONS: Mapping[str, tuple[str, str]] = {
 class MessagesAdapter:
     transcript: ClassVar[Transcript] = MessagesItems()
     native_compaction: ClassVar[NativeCompaction | None] = "call"
+    summary_compaction: ClassVar[SummaryCompaction | None] = (
+        None  # its compaction is native and on demand, never a harness summary
+    )
 
     def __init__(self, client: anthropic.Anthropic, settings: RequestSettings) -> None:
         self.client = client
@@ -193,7 +197,7 @@ class MessagesAdapter:
     def build_request(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.settings.model,
-            "max_tokens": self.settings.max_output_tokens,
+            "max_tokens": request.output_cap(self.settings),
             "system": request.system,
             "messages": [dict(item) for item in request.items],
             **self.options.model_dump(exclude_none=True, exclude_defaults=True, exclude={"betas"}),

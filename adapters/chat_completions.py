@@ -23,6 +23,7 @@ from turnstate.adapters.contract import (
     OptionProblem,
     ProviderError,
     RequestSettings,
+    SummaryCompaction,
     Transcript,
     Usage,
     UsageSeen,
@@ -59,6 +60,7 @@ class ChatMessages:
 class ChatCompletionsAdapter:
     transcript: ClassVar[Transcript] = ChatMessages()
     native_compaction: ClassVar[NativeCompaction | None] = None
+    summary_compaction: ClassVar[SummaryCompaction | None] = None
 
     def __init__(self, client: openai.OpenAI, settings: RequestSettings) -> None:
         self.client = client
@@ -76,7 +78,7 @@ class ChatCompletionsAdapter:
         body: dict[str, Any] = {
             "model": self.settings.model,
             "messages": [{"role": "system", "content": request.system}, *map(dict, request.items)],
-            self.settings.output_limit_param: self.settings.max_output_tokens,
+            self.settings.output_limit_param: request.output_cap(self.settings),
         }
         if self.settings.temperature is not None:
             body["temperature"] = self.settings.temperature

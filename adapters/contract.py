@@ -70,6 +70,11 @@ class ModelRequest:
     items: tuple[Item, ...]
     # A server-side handle to continue from (previous_response_id); None sends the items alone.
     previous_response_id: str | None = None
+    # This request's own output cap (a harness summary's); None is the run's request.max_output_tokens.
+    max_output_tokens: int | None = None
+
+    def output_cap(self, settings: RequestSettings) -> int:
+        return self.max_output_tokens if self.max_output_tokens is not None else settings.max_output_tokens
 
 
 @dataclass(frozen=True)
@@ -245,11 +250,22 @@ NativeCompaction = Literal["inline", "call"]
 """How a provider compacts natively: inside an action reply (inline), or by a call of its own."""
 
 
+@dataclass(frozen=True)
+class SummaryCompaction:
+    """An adapter's capability to continue from a harness-written summary: its state can be rebuilt as
+    one user-role message followed by accepted turns' exact native items, and its summary requests
+    are ordinary calls. `fork` is the adapter's default for forking the latest action request (None:
+    no opinion; the profile's explicit value comes first, and without either it is on)."""
+
+    fork: bool | None = None
+
+
 class ProviderAdapter(Protocol):
     """A leaf action: one normalized request to one SDK call, and back."""
 
     transcript: ClassVar[Transcript]
     native_compaction: ClassVar[NativeCompaction | None]
+    summary_compaction: ClassVar[SummaryCompaction | None]  # None: harness summaries are refused
 
     @classmethod
     def connect(cls, endpoint: Endpoint, settings: RequestSettings) -> ProviderAdapter:

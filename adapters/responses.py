@@ -31,6 +31,7 @@ from turnstate.adapters.contract import (
     OptionProblem,
     ProviderError,
     RequestSettings,
+    SummaryCompaction,
     Transcript,
     Usage,
     UsageSeen,
@@ -110,6 +111,7 @@ class ResponsesOptions(_Options):
 class ResponsesAdapter:
     transcript: ClassVar[Transcript] = ResponsesItems()
     native_compaction: ClassVar[NativeCompaction | None] = "inline"  # request.options.context_management
+    summary_compaction: ClassVar[SummaryCompaction | None] = SummaryCompaction()
 
     def __init__(self, client: openai.OpenAI, settings: RequestSettings) -> None:
         self.client = client
@@ -156,7 +158,7 @@ class ResponsesAdapter:
             "model": self.settings.model,
             "instructions": request.system,
             "input": [dict(item) for item in request.items],
-            "max_output_tokens": self.settings.max_output_tokens,
+            "max_output_tokens": request.output_cap(self.settings),
             **self.options.model_dump(exclude_none=True, exclude_defaults=True),
         }
         if request.previous_response_id is not None:

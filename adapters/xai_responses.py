@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from turnstate.adapters.contract import NativeCompaction, OptionProblem
+from turnstate.adapters.contract import NativeCompaction, OptionProblem, SummaryCompaction
 from turnstate.adapters.responses import ResponsesAdapter, ResponsesOptions, state_problems
 
 
 class XaiResponsesAdapter(ResponsesAdapter):
     native_compaction: ClassVar[NativeCompaction | None] = "call"
+    summary_compaction: ClassVar[SummaryCompaction | None] = None  # its compaction is native, by /responses/compact
 
     @classmethod
     def option_rules(cls, options: ResponsesOptions, strategy: str, compaction: str) -> list[OptionProblem]:

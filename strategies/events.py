@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from turnstate.adapters.contract import ErrorKind, ModelRequest, ModelResponse, ProviderError
 from turnstate.machine.engine import Effect, Event
+from turnstate.strategies.summary import SummaryPass
 
 # Events the conversation machines accept, named as facts.
 
@@ -105,6 +106,29 @@ class CallCompaction(Effect):
     """Ask the provider to compact `request.items` (the accepted history) in a call of its own."""
 
     request: ModelRequest
+
+
+@dataclass(frozen=True)
+class CallSummary(Effect):
+    """Ask the model for a summary of accepted turns (an ordinary call of the adapter): `request` as
+    strategies/summary.py assembled it, `summary_pass` what it summarizes and leaves out."""
+
+    request: ModelRequest
+    summary_pass: SummaryPass
+    summarized_items: int  # the accepted items the summarized turns hold
+
+
+@dataclass(frozen=True)
+class RecordCompaction(Effect):
+    """A harness summary committed with the turn's accepted action: what the runner records of it."""
+
+    summary: str
+    bridge: str  # the exact continuation message sent in its place
+    summary_pass: SummaryPass
+    trigger_tokens: int | None  # the completed context that scheduled it (None on an overflow lane)
+    items_before: int
+    items_after: int
+    overflow_recoveries: int
 
 
 @dataclass(frozen=True)

@@ -28,11 +28,16 @@ class StrategySettings:
     max_retries: int
     max_context_length: int  # the context budget, in estimated tokens
     max_output_tokens: int  # the output allowance of every request
-    # How the strategy compacts: "none", or the adapter's native way, "native_inline" (the provider
-    # compacts inside an action reply) or "native_call" (a separate compaction call, made when the
-    # accepted history passes compaction_trigger_tokens).
+    # How the strategy compacts: "none"; the adapter's native way, "native_inline" (the provider
+    # compacts inside an action reply) or "native_call" (a separate compaction call); or
+    # "harness_summary" (the model's summary, installed by the harness). A compaction by a call of its
+    # own is scheduled when an accepted action's completed context reaches compaction_trigger_tokens.
     compaction: str = "none"
     compaction_trigger_tokens: int | None = None
+    # A harness summary's (compaction "harness_summary"): its output cap (None: max_output_tokens)
+    # and whether it may fork the latest action request (strategies/summary.py).
+    summary_max_output_tokens: int | None = None
+    summary_fork: bool = True
     backoff: Backoff = Backoff()
     random_seed: int | None = None  # for the backoff's jitter; None draws a fresh seed
 

@@ -35,6 +35,7 @@ from turnstate.strategies.events import (
     BackoffElapsed,
     CallCompaction,
     CallProvider,
+    CallSummary,
     CompactionReplied,
     ContextOverflowed,
     FailClosed,
@@ -51,6 +52,9 @@ from turnstate.strategies.state import RuntimeState
 
 # Derandomized so CI is repeatable; explore more widely by hand with a larger max_examples.
 # A subclass's module assigns it: `MyWalk.TestCase.settings = WALK_SETTINGS`.
+# What a machine may ask for first in a turn, and again after a wait: the action, or first a compaction.
+ASKS = (CallProvider, CallCompaction, CallSummary)
+
 WALK_SETTINGS = settings(max_examples=150, stateful_step_count=40, deadline=None, derandomize=True, database=None)
 
 # A context overflow and an expired handle are reported by events of their own.
@@ -125,8 +129,8 @@ class CommitDisciplineWalk(RuleBasedStateMachine):
         self.opening = self.transcript.user_items([*self.accepted.pending, observation])
         self.turn_requests, self.attempts, self.waits = [], 0, []
         effects = self.fire(ObservationArrived(observation))
-        asks = [effect for effect in effects if isinstance(effect, (CallProvider, CallCompaction))]
-        assert asks, "an observation must lead to a request (or first to a compaction call)"
+        asks = [effect for effect in effects if isinstance(effect, ASKS)]
+        assert asks, "an observation must lead to a request (or first to a compaction)"
 
     @accepting(InputBuffered)
     @rule()
@@ -194,7 +198,7 @@ class CommitDisciplineWalk(RuleBasedStateMachine):
     @rule()
     def wait_out(self) -> None:
         effects = self.fire(BackoffElapsed())
-        asks = [effect for effect in effects if isinstance(effect, (CallProvider, CallCompaction))]
+        asks = [effect for effect in effects if isinstance(effect, ASKS)]
         assert asks, "after a wait the machine must ask again"
 
     @accepting(ContextOverflowed)

@@ -33,6 +33,7 @@ from turnstate.strategies.state import RuntimeState, TurnSpan
 
 from .commit_discipline import WALK_SETTINGS, CommitDisciplineWalk
 from .native_items import NativeItems, native_reply
+from .rows import check_row
 
 SETTINGS = StrategySettings(
     "openai.responses.v1", "Play the game.", max_retries=1, max_context_length=4000, max_output_tokens=100
@@ -112,12 +113,7 @@ CASES = {
 
 @pytest.mark.parametrize(("before", "event", "state", "effect_types"), CASES.values(), ids=CASES.keys())
 def test_table(before, event, state, effect_types):
-    machine = start()
-    for earlier in before:
-        machine.fire(earlier)
-    effects = machine.fire(event)
-    assert machine.state is state
-    assert [type(effect) for effect in effects] == effect_types
+    check_row(start(), before, event, state, effect_types)
 
 
 OVERFLOW = ContextOverflowed(ProviderError(ErrorKind.CONTEXT_OVERFLOW))
@@ -140,12 +136,7 @@ CALL_CASES = {
 
 @pytest.mark.parametrize(("before", "event", "path", "effect_types"), CALL_CASES.values(), ids=CALL_CASES.keys())
 def test_compaction_by_call_table(before, event, path, effect_types):
-    machine = start_compacting_by_call()
-    for earlier in before:
-        machine.fire(earlier)
-    effects = machine.fire(event)
-    assert machine.path == path
-    assert [type(effect) for effect in effects] == effect_types
+    check_row(start_compacting_by_call(), before, event, path, effect_types)
 
 
 def test_the_compaction_call_holds_only_the_accepted_history_and_the_action_request_follows_it():

@@ -29,6 +29,8 @@ from turnstate.strategies.record import StrategySettings
 from turnstate.strategies.retry import Backoff
 from turnstate.strategies.state import TurnSpan
 
+from .rows import check_row
+
 ADAPTER = "openai.chat_completions.v1"
 SYSTEM = "Play the game."
 
@@ -89,12 +91,7 @@ CASES = {
 
 @pytest.mark.parametrize(("before", "event", "state", "effect_types"), CASES.values(), ids=CASES.keys())
 def test_table(before, event, state, effect_types):
-    machine = start()
-    for earlier in before:
-        machine.fire(earlier)
-    effects = machine.fire(event)
-    assert machine.state is state
-    assert [type(effect) for effect in effects] == effect_types
+    check_row(start(), before, event, state, effect_types)
 
 
 def test_a_committed_turn_is_one_user_message_and_the_visible_reply():

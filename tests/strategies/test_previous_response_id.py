@@ -29,6 +29,7 @@ from turnstate.strategies.state import RuntimeState
 
 from .commit_discipline import WALK_SETTINGS, CommitDisciplineWalk
 from .native_items import NativeItems, native_reply
+from .rows import check_row
 
 SETTINGS = StrategySettings(
     "openai.responses.v1", "Play the game.", max_retries=1, max_context_length=4000, max_output_tokens=100
@@ -76,12 +77,7 @@ CASES = {
 
 @pytest.mark.parametrize(("before", "event", "state", "effect_types"), CASES.values(), ids=CASES.keys())
 def test_table(before, event, state, effect_types):
-    machine = start()
-    for earlier in before:
-        machine.fire(earlier)
-    effects = machine.fire(event)
-    assert machine.state is state
-    assert [type(effect) for effect in effects] == effect_types
+    check_row(start(), before, event, state, effect_types)
 
 
 def test_each_request_sends_only_the_new_inputs_continuing_from_the_accepted_handle():

@@ -1,0 +1,113 @@
+"""The harness-written summary: how its request is assembled and how its answer rebuilds the state.
+
+A summary replaces the oldest accepted turns with one user-role continuation message (the bridge);
+every turn after them stays, with its exact provider-native items. It is entered from three lanes:
+the turn boundary (the trigger was reached), an action request's overflow, and a summary request's
+own overflow. Every lane builds its request here, through `summary_request`, from a `SummaryPass`
+whose fields are all that may differ between lanes: which lane, how many turns it summarizes, and
+whether it may fork the latest action request.
+
+Two forms. A fork reuses the latest action request exactly (its system prompt and items, which the
+provider may still hold in its prompt cache), followed by what was accepted after it and the summary
+instruction. It is used only where that request carried the accepted history whole (not a lossy
+projection of it, and not an older state since rebuilt) and never on an overflow lane, where the
+provider just rejected that very prefix. The independent form sends the summarized turns as readable
+text under a summarizer's system prompt, re-serialized at full price; opaque reasoning does not
+reach it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from turnstate.adapters.contract import Item, ModelRequest, Transcript
+from turnstate.strategies.state import RuntimeState, TurnSpan
+
+SUMMARY_INSTRUCTION = (
+    "Summarize the conversation so far so that the task can continue in a fresh context. Keep every "
+    "fact, decision and open question that later turns will need, and leave out what they will not. "
+    "Answer with the summary only."
+)
+SUMMARIZER_SYSTEM = "You summarize conversations so that the task they are about can continue in a fresh context."
+BRIDGE = (
+    "Summary of the conversation before this point (where it conflicts with a newer message, the newer "
+    "message is right):\n\n{summary}"
+)
+
+Lane = Literal["trigger", "action_overflow", "summary_overflow"]
+
+
+@dataclass(frozen=True)
+class SummaryPass:
+    """One summary request's settings: all that legitimately differs between lanes."""
+
+    lane: Lane
+    summarized_turns: int  # how many accepted turns, oldest first, the summary replaces
+    total_turns: int  # the accepted turns there were; the rest are kept verbatim after the summary
+    fork: bool  # reuse the latest action request's exact prefix
+
+    @property
+    def excluded_turns(self) -> int:
+        """Recent turns left out of the summary input (kept verbatim after the summary instead)."""
+        return self.total_turns - self.summarized_turns
+
+    def shorter(self) -> SummaryPass:
+        """The next candidate after an overflow: half as many turns summarized, never a fork."""
+        return SummaryPass("summary_overflow", self.summarized_turns // 2, self.total_turns, fork=False)
+
+
+def first_pass(lane: Lane, accepted: RuntimeState, latest: ModelRequest | None, fork_allowed: bool) -> SummaryPass:
+    """A lane's first pass: every accepted turn summarized; a fork only on the trigger lane, when the
+    settings allow it and the latest action request carried the accepted history whole."""
+    turns = len(accepted.turns)
+    fork = fork_allowed and lane == "trigger" and latest is not None and _is_prefix(latest.items, accepted.items)
+    return SummaryPass(lane, turns, turns, fork)
+
+
+def summary_request(
+    summary_pass: SummaryPass,
+    accepted: RuntimeState,
+    transcript: Transcript,
+    latest: ModelRequest | None,
+    max_output_tokens: int | None,
+) -> ModelRequest:
+    """The one assembly of a summary request, for every lane."""
+    history = accepted.items[: summarized_items(accepted.turns, summary_pass.summarized_turns)]
+    instruction = transcript.user_items([SUMMARY_INSTRUCTION])
+    if summary_pass.fork and latest is not None:
+        return ModelRequest(latest.system, (*history, *instruction), max_output_tokens=max_output_tokens)
+    readable = "\n\n".join(f"[{message['role']}]\n{message['content']}" for message in transcript.readable(history))
+    text = f"The conversation so far:\n\n{readable}\n\n{SUMMARY_INSTRUCTION}"
+    return ModelRequest(SUMMARIZER_SYSTEM, tuple(transcript.user_items([text])), max_output_tokens=max_output_tokens)
+
+
+def bridge_text(summary: str) -> str:
+    """The exact continuation message a summary is installed as."""
+    return BRIDGE.format(summary=summary.strip())
+
+
+def rebuilt(
+    summary_pass: SummaryPass, accepted: RuntimeState, transcript: Transcript, summary: str
+) -> tuple[list[Item], list[TurnSpan]]:
+    """The accepted items with the summarized turns replaced by the bridge: the bridge is one turn,
+    then every excluded turn with its exact native items, its boundaries remapped, so a later
+    recovery can unwind them again. Pending inputs are not items and are untouched."""
+    bridge = transcript.user_items([bridge_text(summary)])
+    cut = summarized_items(accepted.turns, summary_pass.summarized_turns)
+    shift = len(bridge) - cut
+    tail = [
+        TurnSpan(start=span.start + shift, end=span.end + shift)
+        for span in accepted.turns[summary_pass.summarized_turns :]
+    ]
+    return [*bridge, *accepted.items[cut:]], [TurnSpan(start=0, end=len(bridge)), *tail]
+
+
+def summarized_items(turns: Sequence[TurnSpan], summarized: int) -> int:
+    """How many items the first `summarized` turns hold: where the summarized turns end."""
+    return turns[summarized - 1].end if summarized else 0
+
+
+def _is_prefix(prefix: Sequence[Item], items: Sequence[Item]) -> bool:
+    return len(prefix) <= len(items) and list(prefix) == list(items[: len(prefix)])
