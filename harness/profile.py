@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from turnstate.adapters.contract import OutputLimitParam, RequestSettings
+from turnstate.adapters.contract import OutputLimitParam, ProviderAdapter, RequestSettings
 from turnstate.adapters.registry import UnknownAdapter, descriptor_for
 from turnstate.harness.accounting import Prices
 from turnstate.local_provider.faults import FaultKind, first_repeated_ordinal
@@ -83,11 +83,24 @@ DEFAULT_TRIGGER_TOKENS = 175_000
 action's completed context (its reported input plus output tokens) reaching this."""
 
 
+DEFAULT_SUMMARY_HEADROOM_TOKENS = 1024
+"""What validation keeps free for a harness summary's request beyond the trigger and the output cap."""
+
+SUMMARY_KEYS = ("summary_input_headroom_tokens", "summary_max_output_tokens", "fork")
+
+
 class CompactionConfig(_Section):
     strategy: str = "none"  # a compaction machine the strategy accepts (its record says which)
-    # For a native compaction by a call of its own (xAI, Anthropic): compact when the last accepted
-    # action's completed context reaches it; DEFAULT_TRIGGER_TOKENS when omitted.
+    # For a compaction by a call of its own (native by xAI or Anthropic, or a harness summary):
+    # compact when the last accepted action's completed context reaches it; DEFAULT_TRIGGER_TOKENS
+    # when omitted.
     trigger_tokens: int | None = Field(default=None, ge=1)
+    # harness_summary only: room kept for the summary request between the trigger plus the output
+    # cap and agent.max_context_length; the summary's own output cap (default: the request's); and
+    # whether it may fork the latest action request (default: the adapter's, else on).
+    summary_input_headroom_tokens: int = Field(default=DEFAULT_SUMMARY_HEADROOM_TOKENS, ge=0)
+    summary_max_output_tokens: int | None = Field(default=None, ge=1)
+    fork: bool | None = None
 
 
 class RuntimeConfig(_Section):
@@ -217,15 +230,8 @@ class Profile(_Section):
         if option_problems:
             path, problem, fix = option_problems[0]
             raise _Contradiction(f"request.options.{path}", problem, fix)
-        _check_compaction(self.runtime.compaction, adapter.native_compaction, descriptor.adapter_id)
-        trigger = self.compaction_trigger_tokens()
-        if trigger is not None and trigger >= self.agent.max_context_length:
-            default = "" if self.runtime.compaction.trigger_tokens is not None else " (its default)"
-            raise _Contradiction(
-                "runtime.compaction.trigger_tokens",
-                f"{trigger}{default} is not below agent.max_context_length {self.agent.max_context_length}",
-                "set it lower, so compaction starts before the context is full",
-            )
+        _check_compaction(self.runtime.compaction, adapter, descriptor.adapter_id)
+        self._check_trigger()
         if self.request.max_output_tokens >= self.agent.max_context_length:
             raise _Contradiction(
                 "request.max_output_tokens",
@@ -269,25 +275,70 @@ class Profile(_Section):
             max_output_tokens=self.request.max_output_tokens,
             compaction=self.compaction_mode(),
             compaction_trigger_tokens=self.compaction_trigger_tokens(),
+            summary_max_output_tokens=self.summary_max_output_tokens(),
+            summary_fork=self.summary_fork(),
             backoff=self.agent.backoff.settings(),
         )
 
     def compaction_trigger_tokens(self) -> int | None:
         """The trigger of a compaction by a call of its own, its default filled in; None for any other."""
-        if self.compaction_mode() != "native_call":
+        if self.compaction_mode() not in ("native_call", "harness_summary"):
             return None
         given = self.runtime.compaction.trigger_tokens
         return given if given is not None else DEFAULT_TRIGGER_TOKENS
 
+    def summary_max_output_tokens(self) -> int | None:
+        """A compaction request's output cap: harness_summary's own if set, else the request's."""
+        if self.compaction_mode() == "none":
+            return None
+        return self.runtime.compaction.summary_max_output_tokens or self.request.max_output_tokens
+
+    def summary_fork(self) -> bool:
+        """Whether a harness summary may fork: the profile's explicit value, the adapter's default, on."""
+        capability = descriptor_for(self.runtime.adapter_id).load().summary_compaction
+        adapter_default = capability.fork if capability is not None else None
+        return next(value for value in (self.runtime.compaction.fork, adapter_default, True) if value is not None)
+
     def compaction_policy(self) -> dict[str, Any]:
         """The validated compaction policy as run_meta.json records it, defaults included."""
+        summary = self.compaction_mode() == "harness_summary"
         return {
             "strategy": self.runtime.compaction.strategy,
             "mode": self.compaction_mode(),
             "trigger_tokens": self.compaction_trigger_tokens(),
-            "summary_output_tokens": self.request.max_output_tokens if self.compaction_mode() != "none" else None,
+            "summary_output_tokens": self.summary_max_output_tokens(),
+            "summary_input_headroom_tokens": self.runtime.compaction.summary_input_headroom_tokens if summary else None,
+            "fork": self.summary_fork() if summary else None,
             "max_context_length": self.agent.max_context_length,
         }
+
+    def _check_trigger(self) -> None:
+        """A trigger (given or its default) leaves room below agent.max_context_length: for a harness
+        summary, room for the output cap and the summary's headroom as well."""
+        trigger = self.compaction_trigger_tokens()
+        if trigger is None:
+            return
+        default = "" if self.runtime.compaction.trigger_tokens is not None else " (its default)"
+        capacity = self.agent.max_context_length
+        if self.compaction_mode() != "harness_summary":
+            if trigger >= capacity:
+                raise _Contradiction(
+                    "runtime.compaction.trigger_tokens",
+                    f"{trigger}{default} is not below agent.max_context_length {capacity}",
+                    "set it lower, so compaction starts before the context is full",
+                )
+            return
+        output, headroom = self.request.max_output_tokens, self.runtime.compaction.summary_input_headroom_tokens
+        if trigger + output + headroom > capacity:
+            raise _Contradiction(
+                "runtime.compaction.trigger_tokens",
+                f"{trigger}{default} + request.max_output_tokens {output} + "
+                f"runtime.compaction.summary_input_headroom_tokens {headroom} = {trigger + output + headroom} "
+                f"exceeds agent.max_context_length {capacity}",
+                f"set it at most {capacity - output - headroom}, or lower the output cap or the headroom"
+                if capacity - output - headroom >= 1
+                else f"raise agent.max_context_length above {output + headroom}, or lower the output cap or the headroom",
+            )
 
     def compaction_mode(self) -> str:
         """none, or native in the adapter's own way: native_inline or native_call."""
@@ -302,20 +353,35 @@ class Profile(_Section):
         return Prices(input_per_million=self.pricing.input, output_per_million=self.pricing.output)
 
 
-def _check_compaction(compaction: CompactionConfig, native: str | None, adapter_id: str) -> None:
-    """Native compaction needs an adapter that has one; a trigger is the setting of a compaction by
-    call alone (inline compaction is triggered by the request's own option)."""
-    if compaction.strategy == "native" and native is None:
+def _check_compaction(compaction: CompactionConfig, adapter: type[ProviderAdapter], adapter_id: str) -> None:
+    """Native compaction needs an adapter that has one, a harness summary one that can continue from
+    it; a trigger is the setting of a compaction by a call of its own alone (inline compaction is
+    triggered by the request's own option), and the summary settings are harness_summary's."""
+    if compaction.strategy == "native" and adapter.native_compaction is None:
         raise _Contradiction(
             "runtime.compaction.strategy", f"adapter {adapter_id!r} has no native compaction", "set it to none"
         )
-    by_call = compaction.strategy == "native" and native == "call"
+    if compaction.strategy == "harness_summary" and adapter.summary_compaction is None:
+        fix = "use native" if adapter.native_compaction is not None else "set it to none"
+        raise _Contradiction(
+            "runtime.compaction.strategy", f"adapter {adapter_id!r} cannot continue from a harness summary", fix
+        )
+    by_call = (compaction.strategy == "native" and adapter.native_compaction == "call") or (
+        compaction.strategy == "harness_summary"
+    )
     if not by_call and compaction.trigger_tokens is not None:
         raise _Contradiction(
             "runtime.compaction.trigger_tokens",
-            "only a native compaction by a separate call has a trigger here",
+            "only a compaction by a call of its own has a trigger here",
             "remove it (OpenAI's inline compaction is request.options.context_management)",
         )
+    if compaction.strategy != "harness_summary":
+        defaults = CompactionConfig()
+        for key in SUMMARY_KEYS:
+            if getattr(compaction, key) != getattr(defaults, key):
+                raise _Contradiction(
+                    f"runtime.compaction.{key}", "only a harness_summary compaction has it", "remove it"
+                )
 
 
 class _Contradiction(ValueError):

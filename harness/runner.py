@@ -19,7 +19,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from turnstate.adapters.contract import Endpoint, ModelRequest, ModelResponse, ProviderAdapter, Usage
+from turnstate.adapters.contract import (
+    Endpoint,
+    ErrorKind,
+    ModelRequest,
+    ModelResponse,
+    ProviderAdapter,
+    ProviderError,
+    Usage,
+)
 from turnstate.adapters.registry import descriptor_for
 from turnstate.harness import scaffold
 from turnstate.harness.accounting import Ledger
@@ -40,10 +48,12 @@ from turnstate.strategies.events import (
     BackoffElapsed,
     CallCompaction,
     CallProvider,
+    CallSummary,
     FailClosed,
     InputBuffered,
     ObservationArrived,
     ParseAction,
+    RecordCompaction,
     SubmitAction,
     WaitBeforeRetry,
     outcome_event,
@@ -96,10 +106,14 @@ class _Attempt:
     diagnostics: dict[str, Any] = field(default_factory=dict)
     waited_seconds: float = 0.0  # the wait the machine asked for after this attempt, before the next
     summarized_items: int | None = None  # a compaction call's: how many accepted items it was asked to replace
+    # A harness summary's input, told before the call (its lane and form, how many turns it summarizes
+    # and how many recent ones it left out to fit), so the record of a failed attempt keeps it too.
+    summary_input: dict[str, Any] | None = None
 
     def record(self) -> dict[str, Any]:
         return {
             "outcome": self.outcome,
+            **({"summary_input": self.summary_input} if self.summary_input is not None else {}),
             "problem": self.problem,
             "diagnostics": self.diagnostics,
             "usage": self.usage.to_dict(),
@@ -187,6 +201,8 @@ class _Loop:
         self.failed_attempts = 0
         self.turns = self.accepted = self.levels_won = 0
         self.failed_turn_record: str | None = None
+        self.compactions = 0  # harness summaries committed, numbering compaction_NNN.json
+        self.continuation: dict[str, Any] | None = None  # the summary the step being written committed
 
     def play(self, meta: dict[str, Any]) -> RunResult:
         """Play until a win, the action budget or a failed-closed turn. run_meta.json is written
@@ -255,6 +271,11 @@ class _Loop:
                 next_event = self._call(effect.request, attempts)
             elif isinstance(effect, CallCompaction):
                 next_event = self._call(effect.request, attempts, compaction=True)
+            elif isinstance(effect, CallSummary):
+                next_event = self._summarize(effect, attempts)
+            elif isinstance(effect, RecordCompaction):
+                self._write_compaction(effect, attempts)
+                next_event = None
             elif isinstance(effect, ParseAction):
                 next_event = self._parse(effect.response, attempts[-1])
             elif isinstance(effect, WaitBeforeRetry):
@@ -282,12 +303,25 @@ class _Loop:
         self.writer.log_transition(asdict(fired))
         return effects
 
-    def _call(self, request: ModelRequest, attempts: list[_Attempt], *, compaction: bool = False) -> Event:
-        """One provider call, an action request's or (with `compaction`) a compaction call's; its
-        usage is billed to the turn either way."""
+    def _call(
+        self,
+        request: ModelRequest,
+        attempts: list[_Attempt],
+        *,
+        compaction: bool = False,
+        summary: CallSummary | None = None,
+    ) -> Event:
+        """One provider call: an action request's, a native compaction call's (`compaction`) or a
+        harness summary's (`summary`, an ordinary call); its usage is billed to the turn either way."""
         sent = [{"role": "system", "content": request.system}, *self.adapter.transcript.readable(request.items)]
         started = time.perf_counter()
-        outcome = self.adapter.compact(request) if compaction else self.adapter.call(request)
+        outcome: ModelResponse | ProviderError
+        if summary is not None and self.adapter.summary_compaction is None:
+            outcome = _no_summary_compaction(self.adapter)  # refused before any call
+        elif compaction and summary is None:
+            outcome = self.adapter.compact(request)
+        else:
+            outcome = self.adapter.call(request)
         self.provider_seconds += time.perf_counter() - started
         self.ledger.record_call(outcome.usage)
         if isinstance(outcome, ModelResponse):
@@ -295,9 +329,46 @@ class _Loop:
             attempt = _Attempt(sent, replied, outcome.usage, outcome.text, outcome.reasoning_summary)
         else:
             attempt = _Attempt(sent, outcome.kind.value, outcome.usage, diagnostics=dict(outcome.diagnostics))
-        attempt.summarized_items = len(request.items) if compaction else None
+        if compaction:
+            attempt.summarized_items = len(request.items)
+        if summary is not None:
+            summarized = summary.summary_pass
+            attempt.summarized_items = summary.summarized_items
+            attempt.summary_input = {
+                "lane": summarized.lane,
+                "form": "fork" if summarized.fork else "independent",
+                "summarized_turns": summarized.summarized_turns,
+                "excluded_turns": summarized.excluded_turns,
+            }
         attempts.append(attempt)
         return outcome_event(outcome, compaction=compaction)
+
+    def _summarize(self, effect: CallSummary, attempts: list[_Attempt]) -> Event:
+        return self._call(effect.request, attempts, compaction=True, summary=effect)
+
+    def _write_compaction(self, record: RecordCompaction, attempts: list[_Attempt]) -> None:
+        """compaction_NNN.json for a harness summary that committed with this turn's action, and the
+        continuation the step records; no opaque provider state is in either."""
+        self.compactions += 1
+        calls = [attempt for attempt in attempts if attempt.summary_input is not None]
+        summarized = record.summary_pass
+        self.writer.write_json(
+            f"compaction_{self.compactions:03d}.json",
+            {
+                "compaction": self.compactions,
+                "lane": summarized.lane,
+                "trigger_tokens": record.trigger_tokens,
+                "summary": record.summary,
+                "items_before": record.items_before,
+                "items_after": record.items_after,
+                "summarized_turns": summarized.summarized_turns,
+                "excluded_turns": summarized.excluded_turns,
+                "overflow_recoveries": record.overflow_recoveries,
+                "attempts": [attempt.record() for attempt in calls],
+                "usage": sum((attempt.usage for attempt in calls), Usage()).to_dict(),
+            },
+        )
+        self.continuation = {"compaction": self.compactions, "summary": record.summary, "bridge": record.bridge}
 
     def _parse(self, response: ModelResponse, attempt: _Attempt) -> Event:
         parsed = scaffold.parse_action(response.text, self.environment.actions)
@@ -322,9 +393,11 @@ class _Loop:
                 "cost_estimate": self.ledger.cost(usage),
                 "retries": [attempt.record() for attempt in attempts[:-1]],
                 "compaction": _compaction_record(attempts),
+                **({"continuation": self.continuation} if self.continuation is not None else {}),
                 "transitions": [asdict(fired) for fired in self.machine.fired[fired_before:]],
             },
         )
+        self.continuation = None
 
     def _write_failed_turn(self, index: int, failure: str | None, attempts: list[_Attempt], fired_before: int) -> None:
         """Why the turn failed closed, attempt by attempt (allowlisted diagnostics only), in a record of its own."""
@@ -344,6 +417,14 @@ class _Loop:
     def _write_meta(self, meta: dict[str, Any], result: RunResult) -> None:
         totals = _totals(result, self.ledger) | {"failed_turn": self.failed_turn_record}
         self.writer.write_json("run_meta.json", meta | totals)
+
+
+def _no_summary_compaction(adapter: ProviderAdapter) -> ProviderError:
+    """What the runner answers, without a call, when a machine asks an adapter that cannot continue
+    from a harness summary for one (validation refuses such a profile first)."""
+    return ProviderError(
+        ErrorKind.FATAL, Usage(), {"error_class": "NoSummaryCompaction", "cause": type(adapter).__name__}
+    )
 
 
 def _compaction_record(attempts: list[_Attempt]) -> dict[str, Any] | None:

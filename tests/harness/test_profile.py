@@ -17,6 +17,17 @@ from turnstate.local_provider.faults import Fault
 from turnstate.strategies.record import Backoff
 
 BASE = yaml.safe_load(DEFAULT_PROFILE.read_text())
+# continuous_conversation over Responses with harness summaries (the changes of one test case)
+SUMMARY = {
+    "runtime__adapter_id": "openai.responses.v1",
+    "runtime__strategy": "continuous_conversation",
+    "runtime__compaction__strategy": "harness_summary",
+    "request__options": {
+        "store": False,
+        "include": ["reasoning.encrypted_content"],
+        "reasoning": {"summary": "auto", "context": "auto"},
+    },
+}
 
 
 def profile_text(**sections) -> str:
@@ -46,7 +57,7 @@ def test_every_shipped_profile_is_valid(path):
 # fmt: off
 REJECTED = [
     ({"agent__max_retrys": 3}, "agent.max_retrys", "remove it or correct the spelling (allowed here: backoff, max_actions, max_context_length, max_retries)"),
-    ({"runtime__compaction__trigger": 5}, "runtime.compaction.trigger", "allowed here: strategy"),
+    ({"runtime__compaction__trigger": 5}, "runtime.compaction.trigger", "allowed here: fork, strategy, summary_input_headroom_tokens"),
     ({"colour": "blue"}, "colour", "allowed here: agent, client, environment, id, pricing, request, runtime"),
     ({"agent__max_retries": "three"}, "agent.max_retries", "use a whole number"),
     ({"request__stream": "maybe"}, "request.stream", "use true or false"),
@@ -66,11 +77,16 @@ REJECTED = [
     ({"client__local": {"faults": [{"at": 2, "kind": "empty"}, {"at": 2, "kind": "refusal"}]}}, "client.local.faults", "more than one fault at request 2"),
     # runtime.compaction: native needs an adapter that compacts; a trigger belongs to compaction by call alone,
     # and its default (175,000) must be below the context budget too
-    ({"runtime__adapter_id": "openai.responses.v1", "runtime__strategy": "continuous_conversation", "runtime__compaction__strategy": "native", "request__options": {"store": False, "include": ["reasoning.encrypted_content"], "reasoning": {"summary": "auto", "context": "auto"}, "context_management": [{"type": "compaction", "compact_threshold": 900}]}, "runtime__compaction__trigger_tokens": 500}, "runtime.compaction.trigger_tokens", "only a native compaction by a separate call has a trigger here"),
+    ({"runtime__adapter_id": "openai.responses.v1", "runtime__strategy": "continuous_conversation", "runtime__compaction__strategy": "native", "request__options": {"store": False, "include": ["reasoning.encrypted_content"], "reasoning": {"summary": "auto", "context": "auto"}, "context_management": [{"type": "compaction", "compact_threshold": 900}]}, "runtime__compaction__trigger_tokens": 500}, "runtime.compaction.trigger_tokens", "only a compaction by a call of its own has a trigger here"),
     ({"runtime__adapter_id": "xai.responses.v1", "runtime__strategy": "continuous_conversation", "runtime__compaction__strategy": "native", "request__options": {"store": False, "include": ["reasoning.encrypted_content"]}}, "runtime.compaction.trigger_tokens", "175000 (its default) is not below agent.max_context_length 800"),
     ({"runtime__adapter_id": "xai.responses.v1", "runtime__strategy": "continuous_conversation", "runtime__compaction__strategy": "native", "runtime__compaction__trigger_tokens": 900, "request__options": {"store": False, "include": ["reasoning.encrypted_content"]}}, "runtime.compaction.trigger_tokens", "900 is not below agent.max_context_length 800"),
     ({"runtime__adapter_id": "xai.responses.v1", "runtime__strategy": "continuous_conversation", "request__options": {"store": False, "include": ["reasoning.encrypted_content"], "context_management": [{"type": "compaction", "compact_threshold": 500}]}}, "request.options.context_management", "xAI compacts by a separate /responses/compact call, not inline"),
-    ({"runtime__compaction__trigger_tokens": 500}, "runtime.compaction.trigger_tokens", "only a native compaction by a separate call has a trigger here"),
+    ({"runtime__compaction__trigger_tokens": 500}, "runtime.compaction.trigger_tokens", "only a compaction by a call of its own has a trigger here"),
+    # harness_summary: an adapter that can continue from it; room for the output cap and the headroom
+    ({"runtime__adapter_id": "anthropic.messages.v1", "runtime__strategy": "continuous_conversation", "runtime__compaction__strategy": "harness_summary"}, "runtime.compaction.strategy", "adapter 'anthropic.messages.v1' cannot continue from a harness summary; fix: use native"),
+    ({**SUMMARY, "runtime__compaction__trigger_tokens": 300}, "runtime.compaction.trigger_tokens", "300 + request.max_output_tokens 128 + runtime.compaction.summary_input_headroom_tokens 1024 = 1452 exceeds agent.max_context_length 800; fix: raise agent.max_context_length above 1152"),
+    ({**SUMMARY, "runtime__compaction__trigger_tokens": 300, "runtime__compaction__summary_input_headroom_tokens": 500}, "runtime.compaction.trigger_tokens", "= 928 exceeds agent.max_context_length 800; fix: set it at most 172"),
+    ({"runtime__adapter_id": "xai.responses.v1", "runtime__strategy": "continuous_conversation", "runtime__compaction__strategy": "native", "runtime__compaction__trigger_tokens": 500, "runtime__compaction__fork": False, "request__options": {"store": False, "include": ["reasoning.encrypted_content"]}}, "runtime.compaction.fork", "only a harness_summary compaction has it"),
     # request.options: the adapter's own settings, checked by the adapter for the strategy
     ({"request__options": {"reasoning": {"effort": "high"}}}, "request.options.reasoning", "Chat Completions takes no request.options"),
     ({"runtime__adapter_id": "openai.responses.v1", "runtime__strategy": "continuous_conversation", "request__options": {"store": True}}, "request.options.store", "continuous conversation is stateless on the server; fix: set store: false"),

@@ -16,6 +16,7 @@ from turnstate.local_provider.faults import Fault
 from turnstate.local_provider.messages import COMPACTION_CONTENT
 from turnstate.local_provider.server import INVALID_API_KEY, LocalProvider
 from turnstate.strategies import manual_rolling
+from turnstate.strategies.summary import SUMMARY_INSTRUCTION, bridge_text
 
 DEFAULT = load_profile(DEFAULT_PROFILE)
 
@@ -348,6 +349,7 @@ CONTINUOUS = load_profile(PROFILES_DIR / "local-openai-continuous.yaml")
 PREVIOUS_RESPONSE_ID = load_profile(PROFILES_DIR / "local-openai-previous-response-id.yaml")
 XAI_CONTINUOUS = load_profile(PROFILES_DIR / "local-xai-continuous.yaml")
 ANTHROPIC_CONTINUOUS = load_profile(PROFILES_DIR / "local-anthropic-continuous.yaml")
+HARNESS_SUMMARY = load_profile(PROFILES_DIR / "local-openai-harness-summary.yaml")
 
 
 def artifact_texts(run_dir: Path) -> dict[str, str]:
@@ -355,7 +357,9 @@ def artifact_texts(run_dir: Path) -> dict[str, str]:
 
 
 @pytest.mark.parametrize(
-    "profile", [CONTINUOUS, PREVIOUS_RESPONSE_ID, XAI_CONTINUOUS, ANTHROPIC_CONTINUOUS], ids=lambda profile: profile.id
+    "profile",
+    [CONTINUOUS, PREVIOUS_RESPONSE_ID, XAI_CONTINUOUS, ANTHROPIC_CONTINUOUS, HARNESS_SUMMARY],
+    ids=lambda profile: profile.id,
 )
 def test_a_native_state_profile_wins_and_no_opaque_state_reaches_an_artifact(tmp_path, profile):
     result = Runner(profile, tmp_path).run()
@@ -496,6 +500,8 @@ def test_run_meta_records_the_compaction_policy_with_its_defaults(tmp_path):
         "mode": "native_call",
         "trigger_tokens": 1500,
         "summary_output_tokens": 2048,
+        "summary_input_headroom_tokens": None,  # harness_summary's alone
+        "fork": None,
         "max_context_length": 8000,
     }
 
@@ -525,3 +531,90 @@ def test_a_stream_cut_after_the_compaction_block_commits_nothing(tmp_path, clock
     record = json.loads((result.artifacts / "failed_turn.json").read_text())
     assert [attempt["outcome"] for attempt in record["attempts"]] == ["transient"] * 4
     assert record["usage"]["input_tokens"] > 0  # what the cut calls reported is kept
+
+
+# Harness summaries (continuous_conversation with runtime.compaction.strategy: harness_summary).
+
+
+def read_compactions(run_dir: Path) -> list[dict]:
+    return [json.loads(path.read_text()) for path in sorted(run_dir.glob("compaction_*.json"))]
+
+
+def test_a_harness_summary_run_compacts_at_least_twice_wins_and_records_each_compaction_once(tmp_path):
+    result = Runner(HARNESS_SUMMARY, tmp_path).run()
+    assert result.outcome == "win" and result.levels_won == 3
+    compactions, steps = read_compactions(result.artifacts), read_steps(result.artifacts)
+    assert len(compactions) >= 2
+    continued = [step for step in steps if "continuation" in step]
+    assert [step["continuation"]["compaction"] for step in continued] == [c["compaction"] for c in compactions]
+    for step, compaction in zip(continued, compactions, strict=True):
+        assert step["continuation"]["bridge"] == bridge_text(compaction["summary"])
+        assert step["messages_sent"][1]["content"] == step["continuation"]["bridge"]  # the exact bridge sent
+        assert "NOTES: level" in compaction["summary"] and compaction["lane"] == "trigger"
+        assert compaction["trigger_tokens"] >= 1500 and compaction["items_after"] == 1
+        assert step["compaction"]["usage"] == compaction["usage"]  # the breakdown kept on the action's step ...
+        assert step["usage"]["input_tokens"] > compaction["usage"]["input_tokens"] > 0  # ... inside its usage
+        (attempt,) = compaction["attempts"]
+        assert attempt["summary_input"]["form"] == "fork" and compaction["usage"]["cached_input_tokens"] > 0
+    meta = read_meta(result.artifacts)
+    assert sum(step["usage"]["total_tokens"] for step in steps) == meta["usage"]["total_tokens"]  # each call once
+    assert meta["compaction"]["mode"] == "harness_summary" and meta["compaction"]["fork"] is True
+
+
+def test_the_fork_sends_the_latest_action_requests_exact_prefix(tmp_path, monkeypatch):
+    monkeypatch.setenv("TURNSTATE_TEST_KEY", "test-key")
+    with LocalProvider() as provider:
+        remote = {"base_url": provider.openai_base_url, "api_key_env": "TURNSTATE_TEST_KEY"}
+        Runner(with_changes(HARNESS_SUMMARY, client=remote, agent={"max_actions": 10}), tmp_path).run()
+        log = list(provider.request_log)
+    (at,) = [n for n, body in enumerate(log) if SUMMARY_INSTRUCTION in json.dumps(body["input"][-1])][:1]
+    action, summary = log[at - 1], log[at]
+    assert summary["instructions"] == action["instructions"]
+    assert summary["input"][: len(action["input"])] == action["input"]  # byte for byte, so the cache serves it
+
+
+def test_an_action_overflow_summarizes_and_sends_the_action_once_more(tmp_path):
+    result = Runner(with_changes(HARNESS_SUMMARY, client=faults((5, "context_overflow"))), tmp_path).run()
+    assert result.outcome == "win"
+    assert [retry["outcome"] for retry in read_steps(result.artifacts)[4]["retries"]] == [
+        "context_overflow",
+        "compacted",
+    ]
+    first = read_compactions(result.artifacts)[0]
+    assert first["lane"] == "action_overflow" and first["trigger_tokens"] is None
+    assert first["attempts"][0]["summary_input"]["form"] == "independent"  # the overflow lanes never fork
+
+
+def test_a_second_action_overflow_fails_closed_and_nothing_is_committed(tmp_path):
+    overflows = faults((5, "context_overflow"), (7, "context_overflow"))  # the action, then its one retry
+    result = Runner(with_changes(HARNESS_SUMMARY, client=overflows), tmp_path).run()
+    assert result.outcome == "failed_closed" and result.accepted_actions == 4
+    record = json.loads((result.artifacts / "failed_turn.json").read_text())
+    assert [attempt["outcome"] for attempt in record["attempts"]] == [
+        "context_overflow",
+        "compacted",
+        "context_overflow",
+    ]
+    assert not read_compactions(result.artifacts) and len(result.accepted_state.turns) == 4
+
+
+def test_a_summary_overflow_recovers_with_fewer_turns_and_keeps_the_rest_verbatim(tmp_path):
+    overflows = faults((9, "context_overflow"), (10, "context_overflow"))  # the summary, then half of it
+    result = Runner(with_changes(HARNESS_SUMMARY, client=overflows), tmp_path).run()
+    assert result.outcome == "win"  # the kept turns' encrypted reasoning replayed as issued
+    first = read_compactions(result.artifacts)[0]
+    assert (first["lane"], first["summarized_turns"], first["excluded_turns"]) == ("summary_overflow", 2, 6)
+    assert first["overflow_recoveries"] == 2 and first["items_after"] == 1 + 6 * 3
+    inputs = [attempt["summary_input"] for attempt in first["attempts"]]
+    assert [entry["summarized_turns"] for entry in inputs] == [8, 4, 2]  # disclosed on the failed attempts too
+
+
+def test_a_failed_summary_commits_nothing_and_fails_closed(tmp_path, clock):
+    refusals = faults(*[(at, "refusal") for at in (9, 10, 11, 12)])  # every attempt of the first summary
+    result = Runner(with_changes(HARNESS_SUMMARY, client=refusals), tmp_path, sleep=clock.sleep).run()
+    assert result.outcome == "failed_closed" and result.accepted_actions == 8
+    state = result.accepted_state
+    assert len(state.turns) == 8 and "Summary of the conversation" not in json.dumps(state.items)
+    assert not read_compactions(result.artifacts)
+    meta = read_meta(result.artifacts)
+    assert meta["unattributed_usage"]["input_tokens"] > 0  # the refused summaries are billed
