@@ -61,6 +61,9 @@ class ChatCompletionsAdapter:
     transcript: ClassVar[Transcript] = ChatMessages()
     native_compaction: ClassVar[NativeCompaction | None] = None
     summary_compaction: ClassVar[SummaryCompaction | None] = None
+    # Where a server returns an answer's reasoning string, read from the reply and replayed with the
+    # answer under each of these names; none here: OpenAI's models do not show their reasoning.
+    reasoning_aliases: tuple[str, ...] = ()
 
     def __init__(self, client: openai.OpenAI, settings: RequestSettings) -> None:
         self.client = client
@@ -102,10 +105,12 @@ class ChatCompletionsAdapter:
     def _normalize(self, completion: Any, seen: UsageSeen) -> ModelResponse | ProviderError:
         seen.usage = _usage(completion.usage)
         choice = completion.choices[0]
-        return _finish(choice.message.content or "", choice.finish_reason, seen.usage, completion.id)
+        reasoning = self._reasoning_of(choice.message)
+        return self._finish(choice.message.content or "", reasoning, choice.finish_reason, seen.usage, completion.id)
 
     def _collect_stream(self, stream: Any, seen: UsageSeen) -> ModelResponse | ProviderError:
         parts: list[str] = []
+        thought: list[str] = []
         finish_reason = None
         response_id = None
         with stream:
@@ -115,30 +120,42 @@ class ChatCompletionsAdapter:
                     seen.usage = _usage(chunk.usage)
                 for choice in chunk.choices:
                     parts.append(choice.delta.content or "")
+                    thought.append(self._reasoning_of(choice.delta) or "")
                     finish_reason = choice.finish_reason or finish_reason
         if finish_reason is None:
             # The stream ended without saying how: treat like a cut connection.
             return ProviderError(ErrorKind.TRANSIENT, seen.usage, {"error_class": "IncompleteStream"})
-        return _finish("".join(parts), finish_reason, seen.usage, response_id)
+        reasoning = "".join(thought) if any(thought) else None
+        return self._finish("".join(parts), reasoning, finish_reason, seen.usage, response_id)
+
+    def _reasoning_of(self, message: Any) -> str | None:
+        """A message's (or a delta's) reasoning string under the first configured alias that has one;
+        the SDK has no typed field for it, so it is read from the extra fields."""
+        extra = getattr(message, "model_extra", None) or {}
+        found = [extra[alias] for alias in self.reasoning_aliases if isinstance(extra.get(alias), str)]
+        return found[0] if found else None
+
+    def _finish(
+        self, text: str, reasoning: str | None, finish_reason: str, usage: Usage, response_id: str | None
+    ) -> ModelResponse | ProviderError:
+        kind = _FINISH_ERRORS.get(finish_reason)
+        if kind is not None:
+            return ProviderError(kind, usage, {"finish_reason": finish_reason})
+        replayed = {alias: reasoning for alias in self.reasoning_aliases} if reasoning is not None else {}
+        return ModelResponse(
+            text=text,
+            usage=usage,
+            stop_reason=finish_reason,
+            reasoning_summary=reasoning,
+            response_id=response_id,
+            native_items=({"role": "assistant", "content": text, **replayed},),
+        )
 
     def compact(self, request: ModelRequest) -> ModelResponse | ProviderError:
         return no_compaction_call(self)
 
     def classify(self, error: Exception) -> ProviderError:
         return openai_sdk.classify(error)
-
-
-def _finish(text: str, finish_reason: str, usage: Usage, response_id: str | None) -> ModelResponse | ProviderError:
-    kind = _FINISH_ERRORS.get(finish_reason)
-    if kind is not None:
-        return ProviderError(kind, usage, {"finish_reason": finish_reason})
-    return ModelResponse(
-        text=text,
-        usage=usage,
-        stop_reason=finish_reason,
-        response_id=response_id,
-        native_items=({"role": "assistant", "content": text},),
-    )
 
 
 def _usage(usage: Any) -> Usage:

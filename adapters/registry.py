@@ -76,6 +76,15 @@ ADAPTERS: dict[str, AdapterDescriptor] = {
             review_status="unreviewed",
             strategies=("manual_rolling", "continuous_conversation"),
         ),
+        AdapterDescriptor(
+            adapter_id="open_source.chat_completions.v1",
+            provider="open_source",
+            api_surface="chat_completions",
+            implementation="turnstate.adapters.open_source_chat:OpenSourceChatAdapter",
+            version="0.1.0",
+            review_status="unreviewed",
+            strategies=("manual_rolling", "continuous_conversation"),
+        ),
     )
 }
 

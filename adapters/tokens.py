@@ -19,11 +19,15 @@ def estimate_text_tokens(text: str) -> int:
     return -(-len(text.encode("utf-8")) // BYTES_PER_TOKEN)
 
 
+# Where open-weight servers (vLLM, SGLang, DeepSeek) put an assistant message's reasoning string;
+# a replayed one is part of the prompt, so it is counted, under every alias it is sent under.
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+
 def estimate_message_tokens(message: Mapping[str, object]) -> int:
-    """Tokens for one chat message {role, content}: its text plus the per-message overhead."""
-    content = message.get("content")
-    text = content if isinstance(content, str) else ""
-    return MESSAGE_OVERHEAD_TOKENS + estimate_text_tokens(text)
+    """Tokens for one chat message {role, content, reasoning?}: its text plus the per-message overhead."""
+    texts = [message.get(name) for name in ("content", *REASONING_FIELDS)]
+    return MESSAGE_OVERHEAD_TOKENS + sum(estimate_text_tokens(text) for text in texts if isinstance(text, str))
 
 
 def estimate_messages_tokens(messages: Iterable[Mapping[str, object]]) -> int:

@@ -1,5 +1,12 @@
 """The Chat Completions wire: `POST /v1/chat/completions`, as strict as the real service.
 
+Two servers speak it. OPENAI is api.openai.com's: its model does not show reasoning, and an
+assistant message with a field the API does not know is a 400. OPEN_WEIGHT is an open-weight
+server's (vLLM, SGLang), served at `/open-weight/v1/chat/completions`: its model thinks before it
+answers, returns the thought under `reasoning_content` and `reasoning` (chat_reasoning.py states how
+it holds a replay of them), bills it as completion tokens (`completion_tokens_details.
+reasoning_tokens`) and streams it as reasoning deltas before the content.
+
 It only translates. It validates a request as OpenAI does (chat_completions_request.py: 400 naming
 the offending param), enforces the context window with OpenAI's own error, asks the server's Exchange
 for the model's Completion, and words it as a `chat.completion` object or a `chat.completion.chunk`
@@ -16,12 +23,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
-from turnstate.adapters.tokens import estimate_messages_tokens
+from turnstate.adapters.tokens import estimate_messages_tokens, estimate_text_tokens
 from turnstate.local_provider.chat_completions_request import SYSTEM_ROLES, InvalidParam, parse_request
-from turnstate.local_provider.exchange import Completion, Exchange, SseEvent
-from turnstate.local_provider.openai_words import PROMPT_CACHING, error_body
-from turnstate.local_provider.openai_words import error_reply as error_reply  # this wire's words for the shared errors
+from turnstate.local_provider.chat_reasoning import REASONING_FIELDS, issued_reasoning, read_conversation
+from turnstate.local_provider.chat_reasoning import Conversation as ReasoningConversation
+from turnstate.local_provider.exchange import Completion, Exchange, SharedError, SseEvent
+from turnstate.local_provider.openai_words import PROMPT_CACHING, error_body, error_reply
 
 FINISH_REASONS: Mapping[str, str] = {"stop": "stop", "length": "length", "pause": "length", "refusal": "content_filter"}
 STREAM_PIECES = 3  # content deltas per streamed reply, so a client must reassemble them
@@ -36,44 +45,76 @@ def context_length_body(window: int, prompt_tokens: int, max_tokens: int) -> dic
     return error_body(message, param="messages", code="context_length_exceeded")
 
 
-def handle(exchange: Exchange) -> None:
-    """Answer one admitted request: 400 if invalid or over the window, else the completion."""
-    try:
-        request = parse_request(exchange.body)
-    except InvalidParam as invalid:
-        exchange.send_json(400, error_body(invalid.message, param=invalid.param, code=invalid.code))
-        return
-    prompt_tokens = estimate_messages_tokens(request.messages)
-    completion_budget = request.max_tokens or 0
-    if prompt_tokens + completion_budget > exchange.context_window:
-        exchange.send_json(400, context_length_body(exchange.context_window, prompt_tokens, completion_budget))
-        return
-    stream_cut = exchange.fault is not None and exchange.fault.kind == "stream_cut"
-    if stream_cut and not request.stream:
-        exchange.drop_connection()
-        return
+@dataclass(frozen=True)
+class ChatWire:
+    """One server's Chat Completions: the fields it returns and reads reasoning under (none: OpenAI)."""
 
-    system, messages = system_prompt(request.messages), conversation(request.messages)
-    # The model is deterministic, so every one of the n choices is the same completion.
-    completion = exchange.complete(system, messages, request.max_tokens)
-    matched_messages = exchange.prefix_cache.match_and_record(request.model, request.sent_messages)
-    cached_tokens = PROMPT_CACHING.reported(estimate_messages_tokens(request.messages[:matched_messages]))
-    usage = usage_object(prompt_tokens, cached_tokens, completion.tokens * request.choices)
-    head = {"id": f"chatcmpl-local-{exchange.ordinal}", "created": int(time.time()), "model": request.model}
-    broken = exchange.fault.kind if exchange.fault is not None and exchange.fault.kind in BROKEN_REPLIES else None
-    if not request.stream:
-        body = completion_object(head, completion, request.choices, usage)
-        if broken == "garbled":
-            data = json.dumps(body).encode("utf-8")
-            exchange.send_raw(200, "application/json", data[: len(data) // 2])
+    reasoning_fields: tuple[str, ...] = ()
+
+    def error_reply(self, kind: SharedError, detail: str = "") -> tuple[int, dict[str, object]]:
+        return error_reply(kind, detail)
+
+    def handle(self, exchange: Exchange) -> None:
+        """Answer one admitted request: 400 if invalid, breaking a replay rule or over the window, else
+        the completion."""
+        try:
+            request = parse_request(exchange.body, self.reasoning_fields)
+            system, messages = system_prompt(request.messages), conversation(request.messages)
+            read = read_conversation(issued_reasoning(exchange), messages) if self.reasoning_fields else None
+        except InvalidParam as invalid:
+            exchange.send_json(400, error_body(invalid.message, param=invalid.param, code=invalid.code))
             return
-        exchange.send_json(200, _broken_object(body, broken) if broken else body)
-        return
-    events = chunk_events(head, completion, request.choices, usage if request.include_usage else None)
-    if broken:
-        events = _broken_events(events, broken)
-    # A cut stream shows the role chunk and the first piece of text, if any, but never its end.
-    exchange.send_sse(events, cut_after=(2 if completion.text else 1) if stream_cut else None)
+        prompt_tokens = estimate_messages_tokens(request.messages)
+        completion_budget = request.max_tokens or 0
+        if prompt_tokens + completion_budget > exchange.context_window:
+            exchange.send_json(400, context_length_body(exchange.context_window, prompt_tokens, completion_budget))
+            return
+        stream_cut = exchange.fault is not None and exchange.fault.kind == "stream_cut"
+        if stream_cut and not request.stream:
+            exchange.drop_connection()
+            return
+        thought, completion = _answer(exchange, system, messages, read, request.max_tokens)
+        reasoning = {name: thought for name in self.reasoning_fields} if thought is not None else {}
+        if thought is not None:
+            issued_reasoning(exchange).issue(completion.text, thought)
+        matched_messages = exchange.prefix_cache.match_and_record(request.model, request.sent_messages)
+        cached_tokens = PROMPT_CACHING.reported(estimate_messages_tokens(request.messages[:matched_messages]))
+        thought_tokens = estimate_text_tokens(thought) if thought is not None else 0
+        usage = usage_object(prompt_tokens, cached_tokens, (completion.tokens + thought_tokens) * request.choices)
+        usage["completion_tokens_details"] = {"reasoning_tokens": thought_tokens * request.choices}
+        head = {"id": f"chatcmpl-local-{exchange.ordinal}", "created": int(time.time()), "model": request.model}
+        broken = exchange.fault.kind if exchange.fault is not None and exchange.fault.kind in BROKEN_REPLIES else None
+        if not request.stream:
+            body = completion_object(head, completion, request.choices, usage, reasoning)
+            if broken == "garbled":
+                data = json.dumps(body).encode("utf-8")
+                exchange.send_raw(200, "application/json", data[: len(data) // 2])
+                return
+            exchange.send_json(200, _broken_object(body, broken) if broken else body)
+            return
+        events = chunk_events(head, completion, request.choices, usage if request.include_usage else None, reasoning)
+        if broken:
+            events = _broken_events(events, broken)
+        # A cut stream shows the role chunk and the first piece of text, if any, but never its end.
+        exchange.send_sse(events, cut_after=(2 if completion.text else 1) if stream_cut else None)
+
+
+def _answer(
+    exchange: Exchange,
+    system: str,
+    messages: Sequence[Mapping[str, object]],
+    read: ReasoningConversation | None,
+    max_tokens: int | None,
+) -> tuple[str | None, Completion]:
+    """(the thought, the completion): a server without reasoning fields shows no thought."""
+    if read is None:
+        return None, exchange.complete(system, messages, max_tokens)
+    reasoning = exchange.reason(system, read.current, read.memory, max_tokens)
+    return reasoning.thought, reasoning.completion
+
+
+OPENAI = ChatWire()
+OPEN_WEIGHT = ChatWire(reasoning_fields=REASONING_FIELDS)
 
 
 BROKEN_REPLIES = frozenset({"garbled", "empty_choices", "null_message"})
@@ -125,9 +166,13 @@ def usage_object(prompt_tokens: int, cached_tokens: int, completion_tokens: int)
 
 
 def completion_object(
-    head: Mapping[str, object], completion: Completion, choices: int, usage: Mapping[str, object]
+    head: Mapping[str, object],
+    completion: Completion,
+    choices: int,
+    usage: Mapping[str, object],
+    reasoning: Mapping[str, str] | None = None,
 ) -> dict[str, object]:
-    message = {"role": "assistant", "content": completion.text}
+    message = {"role": "assistant", "content": completion.text, **(reasoning or {})}
     finish_reason = FINISH_REASONS[completion.ending]
     listed = [
         {"index": index, "message": message, "finish_reason": finish_reason, "logprobs": None}
@@ -137,13 +182,20 @@ def completion_object(
 
 
 def chunk_events(
-    head: Mapping[str, object], completion: Completion, choices: int, usage: Mapping[str, object] | None
+    head: Mapping[str, object],
+    completion: Completion,
+    choices: int,
+    usage: Mapping[str, object] | None,
+    reasoning: Mapping[str, str] | None = None,
 ) -> Sequence[SseEvent]:
-    """Per choice: role chunk, content chunks, finish chunk; then (if asked) a usage chunk without
-    choices, then [DONE]."""
+    """Per choice: role chunk, reasoning chunks, content chunks, finish chunk; then (if asked) a usage
+    chunk without choices, then [DONE]."""
     chunks = []
+    thought = next(iter((reasoning or {}).values()), "")
     for index in range(choices):
         chunks.append(_chunk(head, index, {"role": "assistant", "content": ""}))
+        for piece in _pieces(thought, STREAM_PIECES) if thought else []:
+            chunks.append(_chunk(head, index, {name: piece for name in reasoning or {}}))
         chunks += [_chunk(head, index, {"content": piece}) for piece in _pieces(completion.text, STREAM_PIECES)]
         chunks.append(_chunk(head, index, {}, FINISH_REASONS[completion.ending]))
     if usage is not None:

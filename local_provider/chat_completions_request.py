@@ -122,11 +122,12 @@ class ChatRequest:
     include_usage: bool
 
 
-def parse_request(body: Mapping[str, object]) -> ChatRequest:
-    """Validate `body` in the module's order; the first offending field raises InvalidParam."""
+def parse_request(body: Mapping[str, object], reasoning_fields: Sequence[str] = ()) -> ChatRequest:
+    """Validate `body` in the module's order; the first offending field raises InvalidParam. An
+    open-weight server also takes an assistant message's reasoning under `reasoning_fields`."""
     _check_known_params(body)
     model = _model(body)
-    sent_messages = _messages(body)
+    sent_messages = _messages(body, reasoning_fields)
     stream = optional_bool(body, "stream") or False
     for name, (low, high) in DECIMAL_RANGES.items():
         check_decimal(body, name, low, high)
@@ -167,7 +168,7 @@ def _model(body: Mapping[str, object]) -> str:
 # --- messages --------------------------------------------------------------------------------------
 
 
-def _messages(body: Mapping[str, object]) -> tuple[Mapping[str, object], ...]:
+def _messages(body: Mapping[str, object], reasoning_fields: Sequence[str]) -> tuple[Mapping[str, object], ...]:
     messages = body.get("messages")
     if messages is None:
         raise missing("messages")
@@ -176,11 +177,11 @@ def _messages(body: Mapping[str, object]) -> tuple[Mapping[str, object], ...]:
     if not messages:
         raise empty_array("messages")
     for index, message in enumerate(messages):
-        _check_message(index, message)
+        _check_message(index, message, reasoning_fields)
     return tuple(messages)
 
 
-def _check_message(index: int, message: object) -> None:
+def _check_message(index: int, message: object, reasoning_fields: Sequence[str]) -> None:
     param = f"messages[{index}]"
     if not isinstance(message, dict):
         raise invalid_type(param, "an object", message)
@@ -189,7 +190,8 @@ def _check_message(index: int, message: object) -> None:
         raise missing(f"{param}.role")
     if role not in ROLES:
         raise invalid_value(f"{param}.role", role, ROLES)
-    unexpected = [key for key in message if key not in MESSAGE_KEYS[role]]
+    allowed = MESSAGE_KEYS[role] | (frozenset(reasoning_fields) if role == "assistant" else frozenset())
+    unexpected = [key for key in message if key not in allowed]
     if unexpected:
         names = ", ".join(f"'{key}'" for key in unexpected)
         verb = "was" if len(unexpected) == 1 else "were"
@@ -197,6 +199,9 @@ def _check_message(index: int, message: object) -> None:
         raise InvalidParam(None, message_text, code=None)
     if role == "assistant":
         _check_assistant(index, message)
+        for field in reasoning_fields:
+            if field in message and not isinstance(message[field], str):
+                raise invalid_type(f"{param}.{field}", "a string", message[field])
     elif role == "function":
         _check_function(param, message)
     else:

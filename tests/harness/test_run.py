@@ -350,6 +350,7 @@ PREVIOUS_RESPONSE_ID = load_profile(PROFILES_DIR / "local-openai-previous-respon
 XAI_CONTINUOUS = load_profile(PROFILES_DIR / "local-xai-continuous.yaml")
 ANTHROPIC_CONTINUOUS = load_profile(PROFILES_DIR / "local-anthropic-continuous.yaml")
 HARNESS_SUMMARY = load_profile(PROFILES_DIR / "local-openai-harness-summary.yaml")
+OPEN_SOURCE = load_profile(PROFILES_DIR / "local-open-source-continuous.yaml")
 
 
 def artifact_texts(run_dir: Path) -> dict[str, str]:
@@ -540,8 +541,9 @@ def read_compactions(run_dir: Path) -> list[dict]:
     return [json.loads(path.read_text()) for path in sorted(run_dir.glob("compaction_*.json"))]
 
 
-def test_a_harness_summary_run_compacts_at_least_twice_wins_and_records_each_compaction_once(tmp_path):
-    result = Runner(HARNESS_SUMMARY, tmp_path).run()
+@pytest.mark.parametrize("profile", [HARNESS_SUMMARY, OPEN_SOURCE], ids=lambda profile: profile.id)
+def test_a_harness_summary_run_compacts_at_least_twice_wins_and_records_each_compaction_once(tmp_path, profile):
+    result = Runner(profile, tmp_path).run()
     assert result.outcome == "win" and result.levels_won == 3
     compactions, steps = read_compactions(result.artifacts), read_steps(result.artifacts)
     assert len(compactions) >= 2
@@ -551,7 +553,8 @@ def test_a_harness_summary_run_compacts_at_least_twice_wins_and_records_each_com
         assert step["continuation"]["bridge"] == bridge_text(compaction["summary"])
         assert step["messages_sent"][1]["content"] == step["continuation"]["bridge"]  # the exact bridge sent
         assert "NOTES: level" in compaction["summary"] and compaction["lane"] == "trigger"
-        assert compaction["trigger_tokens"] >= 1500 and compaction["items_after"] == 1
+        assert compaction["trigger_tokens"] >= profile.runtime.compaction.trigger_tokens
+        assert compaction["items_after"] == 1
         assert step["compaction"]["usage"] == compaction["usage"]  # the breakdown kept on the action's step ...
         assert step["usage"]["input_tokens"] > compaction["usage"]["input_tokens"] > 0  # ... inside its usage
         (attempt,) = compaction["attempts"]
@@ -618,3 +621,18 @@ def test_a_failed_summary_commits_nothing_and_fails_closed(tmp_path, clock):
     assert not read_compactions(result.artifacts)
     meta = read_meta(result.artifacts)
     assert meta["unattributed_usage"]["input_tokens"] > 0  # the refused summaries are billed
+
+
+def test_an_open_weight_replay_that_drops_the_reasoning_strings_is_refused(tmp_path, monkeypatch):
+    from turnstate.adapters.chat_completions import ChatMessages
+
+    keep_all = ChatMessages.reply_items
+    monkeypatch.setattr(
+        ChatMessages,
+        "reply_items",
+        lambda self, response: [{"role": "assistant", "content": item["content"]} for item in keep_all(self, response)],
+    )
+    result = Runner(OPEN_SOURCE, tmp_path).run()
+    assert result.outcome == "failed_closed" and result.accepted_actions == 1
+    record = json.loads((result.artifacts / "failed_turn.json").read_text())
+    assert record["attempts"][0]["diagnostics"]["status"] == 400

@@ -1,0 +1,68 @@
+"""open_source.chat_completions.v1: OpenAI-compatible open-weight servers (vLLM, SGLang and the like)
+whose models return a reasoning string beside each answer.
+
+A leaf action, Chat Completions through the openai SDK (adapters/chat_completions.py) with one
+difference: every accepted answer is replayed with its exact reasoning string, under the alias or
+aliases the profile selects in `request.options.reasoning_field` (`reasoning_content`, `reasoning`,
+or `both`), as the model server's chat template reads it. The reasoning is never turned into visible
+text, and no tools are sent: actions are plain text. A stream asks for usage in its last chunk,
+which accounting and usage-triggered compaction need. Harness summaries can continue from it.
+
+On the embedded local provider it speaks to the open-weight server at `/open-weight/v1`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal
+
+import openai
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from turnstate.adapters import openai_sdk
+from turnstate.adapters.chat_completions import ChatCompletionsAdapter
+from turnstate.adapters.contract import Endpoint, OptionProblem, RequestSettings, SummaryCompaction
+
+LOCAL_PREFIX = "/open-weight/v1"
+ALIASES: Mapping[str, tuple[str, ...]] = {
+    "reasoning_content": ("reasoning_content",),
+    "reasoning": ("reasoning",),
+    "both": ("reasoning_content", "reasoning"),
+}
+
+
+class OpenSourceOptions(BaseModel):
+    """`request.options` for an open-weight server."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    # Where the server returns the reasoning and its chat template reads it back; servers differ
+    # (SGLang and DeepSeek: reasoning_content; recent vLLM: reasoning), so continuous conversation
+    # needs it said. Unset, reasoning is neither read nor replayed.
+    reasoning_field: Literal["reasoning_content", "reasoning", "both"] | None = None
+
+
+class OpenSourceChatAdapter(ChatCompletionsAdapter):
+    summary_compaction: ClassVar[SummaryCompaction | None] = SummaryCompaction()
+
+    def __init__(self, client: openai.OpenAI, settings: RequestSettings) -> None:
+        super().__init__(client, settings)
+        field = OpenSourceOptions.model_validate(dict(settings.options)).reasoning_field
+        self.reasoning_aliases = ALIASES[field] if field is not None else ()
+
+    @classmethod
+    def connect(cls, endpoint: Endpoint, settings: RequestSettings) -> OpenSourceChatAdapter:
+        return cls(openai_sdk.client_for(endpoint, LOCAL_PREFIX), settings)
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any], strategy: str, compaction: str) -> list[OptionProblem]:
+        fix = "set reasoning_field to reasoning_content, reasoning or both, as the server's chat template reads it"
+        try:
+            parsed = OpenSourceOptions.model_validate(dict(options))
+        except ValidationError as error:
+            return [
+                OptionProblem(".".join(str(part) for part in item["loc"]), item["msg"], fix) for item in error.errors()
+            ]
+        if strategy == "continuous_conversation" and parsed.reasoning_field is None:
+            return [OptionProblem("reasoning_field", "continuous conversation replays each answer's reasoning", fix)]
+        return []
