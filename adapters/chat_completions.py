@@ -51,10 +51,20 @@ class ChatMessages:
         return estimate_messages_tokens([*head, *items])
 
     def readable(self, items: Sequence[Item]) -> list[dict[str, str]]:
-        return [{"role": str(item["role"]), "content": str(item["content"])} for item in items]
+        return [{"role": str(item["role"]), "content": _readable_content(item)} for item in items]
 
     def latest_compaction(self, items: Sequence[Item]) -> int | None:
         return None  # Chat Completions has no compaction items
+
+
+def _readable_content(message: Item) -> str:
+    """A message's text, and the tool calls it made as `name(arguments)` lines (never its reasoning)."""
+    calls = [
+        f"{call['function']['name']}({call['function']['arguments']})"
+        for call in message.get("tool_calls") or []
+        if isinstance(call, Mapping) and isinstance(call.get("function"), Mapping)
+    ]
+    return "\n".join(part for part in [str(message.get("content") or ""), *calls] if part)
 
 
 class ChatCompletionsAdapter:
@@ -105,12 +115,15 @@ class ChatCompletionsAdapter:
     def _normalize(self, completion: Any, seen: UsageSeen) -> ModelResponse | ProviderError:
         seen.usage = _usage(completion.usage)
         choice = completion.choices[0]
-        reasoning = self._reasoning_of(choice.message)
-        return self._finish(choice.message.content or "", reasoning, choice.finish_reason, seen.usage, completion.id)
+        message = choice.message
+        reasoning = self._reasoning_of(message)
+        calls = [call.model_dump(mode="json", exclude_unset=True) for call in message.tool_calls or []]
+        return self._finish(message.content or "", reasoning, calls, choice.finish_reason, seen.usage, completion.id)
 
     def _collect_stream(self, stream: Any, seen: UsageSeen) -> ModelResponse | ProviderError:
         parts: list[str] = []
         thought: list[str] = []
+        calls: dict[int, dict[str, Any]] = {}
         finish_reason = None
         response_id = None
         with stream:
@@ -121,12 +134,15 @@ class ChatCompletionsAdapter:
                 for choice in chunk.choices:
                     parts.append(choice.delta.content or "")
                     thought.append(self._reasoning_of(choice.delta) or "")
+                    for piece in choice.delta.tool_calls or []:
+                        _gather_call(calls.setdefault(piece.index, {}), piece)
                     finish_reason = choice.finish_reason or finish_reason
         if finish_reason is None:
             # The stream ended without saying how: treat like a cut connection.
             return ProviderError(ErrorKind.TRANSIENT, seen.usage, {"error_class": "IncompleteStream"})
         reasoning = "".join(thought) if any(thought) else None
-        return self._finish("".join(parts), reasoning, finish_reason, seen.usage, response_id)
+        gathered = [calls[index] for index in sorted(calls)]
+        return self._finish("".join(parts), reasoning, gathered, finish_reason, seen.usage, response_id)
 
     def _reasoning_of(self, message: Any) -> str | None:
         """A message's (or a delta's) reasoning string under the first configured alias that has one;
@@ -136,7 +152,13 @@ class ChatCompletionsAdapter:
         return found[0] if found else None
 
     def _finish(
-        self, text: str, reasoning: str | None, finish_reason: str, usage: Usage, response_id: str | None
+        self,
+        text: str,
+        reasoning: str | None,
+        calls: list[dict[str, Any]],
+        finish_reason: str,
+        usage: Usage,
+        response_id: str | None,
     ) -> ModelResponse | ProviderError:
         kind = _FINISH_ERRORS.get(finish_reason)
         if kind is not None:
@@ -148,14 +170,34 @@ class ChatCompletionsAdapter:
             stop_reason=finish_reason,
             reasoning_summary=reasoning,
             response_id=response_id,
-            native_items=({"role": "assistant", "content": text, **replayed},),
+            native_items=self._reply_items({"role": "assistant", "content": text, **replayed}, calls),
+            tool_actions=self._tool_actions(calls),
         )
+
+    def _reply_items(self, answer: dict[str, Any], calls: list[dict[str, Any]]) -> tuple[Item, ...]:
+        """The accepted reply's items: here the answer alone (no tools were offered, none are kept)."""
+        return (answer,)
+
+    def _tool_actions(self, calls: list[dict[str, Any]]) -> tuple[str, ...] | None:
+        """The actions given through the adapter's tool; None: this adapter reads them from text."""
+        return None
 
     def compact(self, request: ModelRequest) -> ModelResponse | ProviderError:
         return no_compaction_call(self)
 
     def classify(self, error: Exception) -> ProviderError:
         return openai_sdk.classify(error)
+
+
+def _gather_call(call: dict[str, Any], piece: Any) -> None:
+    """Add one streamed piece of a tool call (its id, type and name come once, its arguments in parts)."""
+    for key in ("id", "type"):
+        if getattr(piece, key, None):
+            call[key] = getattr(piece, key)
+    function = call.setdefault("function", {"name": "", "arguments": ""})
+    if piece.function is not None:
+        function["name"] = piece.function.name or function["name"]
+        function["arguments"] += piece.function.arguments or ""
 
 
 def _usage(usage: Any) -> Usage:

@@ -87,6 +87,9 @@ class ModelResponse:
     # Adapter-owned items to replay in the next request once the reply is accepted; may hold opaque
     # provider state, so they live in memory only and are never written to an artifact as they are.
     native_items: tuple[Item, ...] = ()
+    # The actions the model gave through the adapter's own action tool, for an adapter that asks for
+    # them that way (the runner then requires exactly one); None: the action is read from `text`.
+    tool_actions: tuple[str, ...] | None = None
 
 
 DIAGNOSTIC_KEYS = frozenset(

@@ -77,6 +77,15 @@ ADAPTERS: dict[str, AdapterDescriptor] = {
             strategies=("manual_rolling", "continuous_conversation"),
         ),
         AdapterDescriptor(
+            adapter_id="deepseek.chat_completions.v1",
+            provider="deepseek",
+            api_surface="chat_completions",
+            implementation="turnstate.adapters.deepseek_chat:DeepSeekChatAdapter",
+            version="0.1.0",
+            review_status="unreviewed",
+            strategies=("manual_rolling", "continuous_conversation"),
+        ),
+        AdapterDescriptor(
             adapter_id="open_source.chat_completions.v1",
             provider="open_source",
             api_surface="chat_completions",

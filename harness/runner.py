@@ -371,7 +371,7 @@ class _Loop:
         self.continuation = {"compaction": self.compactions, "summary": record.summary, "bridge": record.bridge}
 
     def _parse(self, response: ModelResponse, attempt: _Attempt) -> Event:
-        parsed = scaffold.parse_action(response.text, self.environment.actions)
+        parsed = scaffold.parse_action(response.text, self.environment.actions, response.tool_actions)
         if parsed.action is None:
             attempt.outcome, attempt.problem = "action_rejected", parsed.problem
             return ActionRejected(parsed.problem or "invalid action")

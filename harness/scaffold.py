@@ -33,11 +33,17 @@ class ParsedAction:
     problem: str | None = None
 
 
-def parse_action(text: str, allowed: Sequence[str]) -> ParsedAction:
-    """Exactly one 'ACTION: <name>' line naming an allowed action; anything else is rejected."""
-    names = _ACTION_LINE.findall(text)
+def parse_action(text: str, allowed: Sequence[str], tool_actions: Sequence[str] | None = None) -> ParsedAction:
+    """Exactly one 'ACTION: <name>' line naming an allowed action, or, for an adapter that asks for the
+    action through a tool, exactly one call of it naming one; anything else is rejected."""
+    if tool_actions is not None:
+        return _one_allowed(list(tool_actions), allowed, "the reply made no call of the action tool")
+    return _one_allowed(_ACTION_LINE.findall(text), allowed, "the reply has no 'ACTION: <name>' line")
+
+
+def _one_allowed(names: list[str], allowed: Sequence[str], none_given: str) -> ParsedAction:
     if not names:
-        return ParsedAction(None, "the reply has no 'ACTION: <name>' line")
+        return ParsedAction(None, none_given)
     if len(names) > 1:
         return ParsedAction(None, f"the reply names {len(names)} actions; exactly one is allowed")
     if names[0] not in allowed:

@@ -31,8 +31,14 @@ from turnstate.local_provider.chat_reasoning import REASONING_FIELDS, issued_rea
 from turnstate.local_provider.chat_reasoning import Conversation as ReasoningConversation
 from turnstate.local_provider.exchange import Completion, Exchange, SharedError, SseEvent
 from turnstate.local_provider.openai_words import PROMPT_CACHING, error_body, error_reply
+from turnstate.local_provider.policy import split_action
 
-FINISH_REASONS: Mapping[str, str] = {"stop": "stop", "length": "length", "pause": "length", "refusal": "content_filter"}
+FINISH_REASONS: Mapping[str, str] = {
+    "stop": "stop",
+    "length": "length",
+    "pause": "length",
+    "refusal": "content_filter",
+}
 STREAM_PIECES = 3  # content deltas per streamed reply, so a client must reassemble them
 
 
@@ -47,9 +53,11 @@ def context_length_body(window: int, prompt_tokens: int, max_tokens: int) -> dic
 
 @dataclass(frozen=True)
 class ChatWire:
-    """One server's Chat Completions: the fields it returns and reads reasoning under (none: OpenAI)."""
+    """One server's Chat Completions: the fields it returns and reads reasoning under (none: OpenAI),
+    and whether its model acts through a tool it is offered (DeepSeek's thinking mode)."""
 
     reasoning_fields: tuple[str, ...] = ()
+    calls_action_tool: bool = False
 
     def error_reply(self, kind: SharedError, detail: str = "") -> tuple[int, dict[str, object]]:
         return error_reply(kind, detail)
@@ -74,6 +82,9 @@ class ChatWire:
             exchange.drop_connection()
             return
         thought, completion = _answer(exchange, system, messages, read, request.max_tokens)
+        call = action_call(completion, request.tools, exchange.ordinal) if self.calls_action_tool else None
+        if call is not None:
+            completion = Completion(call.content, completion.ending)
         reasoning = {name: thought for name in self.reasoning_fields} if thought is not None else {}
         if thought is not None:
             issued_reasoning(exchange).issue(completion.text, thought)
@@ -85,14 +96,15 @@ class ChatWire:
         head = {"id": f"chatcmpl-local-{exchange.ordinal}", "created": int(time.time()), "model": request.model}
         broken = exchange.fault.kind if exchange.fault is not None and exchange.fault.kind in BROKEN_REPLIES else None
         if not request.stream:
-            body = completion_object(head, completion, request.choices, usage, reasoning)
+            body = completion_object(head, completion, request.choices, usage, reasoning, call)
             if broken == "garbled":
                 data = json.dumps(body).encode("utf-8")
                 exchange.send_raw(200, "application/json", data[: len(data) // 2])
                 return
             exchange.send_json(200, _broken_object(body, broken) if broken else body)
             return
-        events = chunk_events(head, completion, request.choices, usage if request.include_usage else None, reasoning)
+        included = usage if request.include_usage else None
+        events = chunk_events(head, completion, request.choices, included, reasoning, call)
         if broken:
             events = _broken_events(events, broken)
         # A cut stream shows the role chunk and the first piece of text, if any, but never its end.
@@ -115,6 +127,34 @@ def _answer(
 
 OPENAI = ChatWire()
 OPEN_WEIGHT = ChatWire(reasoning_fields=REASONING_FIELDS)
+DEEPSEEK = ChatWire(reasoning_fields=("reasoning_content",), calls_action_tool=True)
+
+
+@dataclass(frozen=True)
+class ActionCall:
+    """The model's reply as one call of the function tool it was offered: the text left, the call."""
+
+    content: str
+    call: Mapping[str, object]
+
+
+def action_call(completion: Completion, tools: Sequence[Mapping[str, object]], ordinal: int) -> ActionCall | None:
+    """A completed reply that names an action, given exactly one function tool, as a call of it with
+    the action as its first required argument; else None (the reply stays text)."""
+    functions = [tool["function"] for tool in tools if tool.get("type") == "function"]
+    if completion.ending != "stop" or len(functions) != 1 or not isinstance(functions[0], Mapping):
+        return None
+    required = (functions[0].get("parameters") or {}).get("required") or []
+    content, action = split_action(completion.text)
+    if action is None or not required:
+        return None
+    arguments = json.dumps({str(required[0]): action})
+    call = {
+        "id": f"call_{ordinal}",
+        "type": "function",
+        "function": {"name": functions[0]["name"], "arguments": arguments},
+    }
+    return ActionCall(content, call)
 
 
 BROKEN_REPLIES = frozenset({"garbled", "empty_choices", "null_message"})
@@ -171,9 +211,11 @@ def completion_object(
     choices: int,
     usage: Mapping[str, object],
     reasoning: Mapping[str, str] | None = None,
+    call: ActionCall | None = None,
 ) -> dict[str, object]:
-    message = {"role": "assistant", "content": completion.text, **(reasoning or {})}
-    finish_reason = FINISH_REASONS[completion.ending]
+    called = {"tool_calls": [call.call]} if call is not None else {}
+    message = {"role": "assistant", "content": completion.text, **(reasoning or {}), **called}
+    finish_reason = "tool_calls" if call is not None else FINISH_REASONS[completion.ending]
     listed = [
         {"index": index, "message": message, "finish_reason": finish_reason, "logprobs": None}
         for index in range(choices)
@@ -187,9 +229,10 @@ def chunk_events(
     choices: int,
     usage: Mapping[str, object] | None,
     reasoning: Mapping[str, str] | None = None,
+    call: ActionCall | None = None,
 ) -> Sequence[SseEvent]:
-    """Per choice: role chunk, reasoning chunks, content chunks, finish chunk; then (if asked) a usage
-    chunk without choices, then [DONE]."""
+    """Per choice: role chunk, reasoning chunks, content chunks, the tool call (its arguments in
+    pieces), finish chunk; then (if asked) a usage chunk without choices, then [DONE]."""
     chunks = []
     thought = next(iter((reasoning or {}).values()), "")
     for index in range(choices):
@@ -197,10 +240,22 @@ def chunk_events(
         for piece in _pieces(thought, STREAM_PIECES) if thought else []:
             chunks.append(_chunk(head, index, {name: piece for name in reasoning or {}}))
         chunks += [_chunk(head, index, {"content": piece}) for piece in _pieces(completion.text, STREAM_PIECES)]
-        chunks.append(_chunk(head, index, {}, FINISH_REASONS[completion.ending]))
+        chunks += _call_chunks(head, index, call) if call is not None else []
+        chunks.append(_chunk(head, index, {}, "tool_calls" if call is not None else FINISH_REASONS[completion.ending]))
     if usage is not None:
         chunks.append({**head, "object": "chat.completion.chunk", "choices": [], "usage": usage})
     return [{"data": json.dumps(chunk)} for chunk in chunks] + [{"data": "[DONE]"}]
+
+
+def _call_chunks(head: Mapping[str, object], index: int, call: ActionCall) -> list[dict[str, object]]:
+    function = call.call["function"]
+    assert isinstance(function, Mapping)
+    opening = {**call.call, "index": 0, "function": {"name": function["name"], "arguments": ""}}
+    pieces = _pieces(str(function["arguments"]), STREAM_PIECES)
+    return [
+        _chunk(head, index, {"tool_calls": [opening]}),
+        *(_chunk(head, index, {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}) for piece in pieces),
+    ]
 
 
 def _chunk(

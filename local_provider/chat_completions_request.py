@@ -120,6 +120,7 @@ class ChatRequest:
     choices: int
     stream: bool
     include_usage: bool
+    tools: tuple[Mapping[str, object], ...] = ()
 
 
 def parse_request(body: Mapping[str, object], reasoning_fields: Sequence[str] = ()) -> ChatRequest:
@@ -132,7 +133,7 @@ def parse_request(body: Mapping[str, object], reasoning_fields: Sequence[str] = 
     for name, (low, high) in DECIMAL_RANGES.items():
         check_decimal(body, name, low, high)
     choices = optional_int(body, "n", minimum=1, maximum=MAX_CHOICES) or 1
-    _check_tools(body)
+    tools = _tools(body)
     _check_response_format(body)
     max_tokens = _max_tokens(body, model)
     return ChatRequest(
@@ -143,6 +144,7 @@ def parse_request(body: Mapping[str, object], reasoning_fields: Sequence[str] = 
         choices=choices,
         stream=stream,
         include_usage=_include_usage(body, stream),
+        tools=tools,
     )
 
 
@@ -178,7 +180,38 @@ def _messages(body: Mapping[str, object], reasoning_fields: Sequence[str]) -> tu
         raise empty_array("messages")
     for index, message in enumerate(messages):
         _check_message(index, message, reasoning_fields)
+    _check_tool_results(messages)
     return tuple(messages)
+
+
+def _check_tool_results(messages: Sequence[Mapping[str, object]]) -> None:
+    """Every tool call is answered by a tool message right after its assistant message, and a tool
+    message answers a call of the assistant message before it."""
+    caller = 0
+    awaiting: list[str] = []
+    for index, message in enumerate(messages):
+        if message["role"] == "tool":
+            if message["tool_call_id"] not in awaiting:
+                text = (
+                    "Invalid parameter: messages with role 'tool' must be a response to a preceeding message "
+                    "with 'tool_calls'."
+                )
+                raise InvalidParam(f"messages.[{index}].role", text, code=None)
+            awaiting.remove(str(message["tool_call_id"]))
+            continue
+        _check_answered(caller, awaiting)
+        calls = message.get("tool_calls") if message["role"] == "assistant" else None
+        caller, awaiting = index, [str(call["id"]) for call in calls] if isinstance(calls, list) else []
+    _check_answered(caller, awaiting)
+
+
+def _check_answered(caller: int, awaiting: Sequence[str]) -> None:
+    if awaiting:
+        text = (
+            "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
+            f"'tool_call_id'. The following tool_call_ids did not have response messages: {', '.join(awaiting)}"
+        )
+        raise InvalidParam(f"messages.[{caller}].role", text, code=None)
 
 
 def _check_message(index: int, message: object, reasoning_fields: Sequence[str]) -> None:
@@ -287,16 +320,15 @@ def _flattened(message: Mapping[str, object]) -> dict[str, object]:
 # --- other parameters ------------------------------------------------------------------------------
 
 
-def _check_tools(body: Mapping[str, object]) -> None:
+def _tools(body: Mapping[str, object]) -> tuple[Mapping[str, object], ...]:
     tools = body.get("tools")
     if tools is None:
-        return
+        return ()
     if not isinstance(tools, list):
         raise invalid_type("tools", "an array", tools)
     if not tools:
         raise empty_array("tools")
-    for index, tool in enumerate(tools):
-        _typed_object(f"tools[{index}]", tool, TOOL_TYPES)
+    return tuple(_typed_object(f"tools[{index}]", tool, TOOL_TYPES) for index, tool in enumerate(tools))
 
 
 def _typed_object(param: str, value: object, types: Sequence[str]) -> dict[str, object]:

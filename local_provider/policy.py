@@ -154,6 +154,18 @@ def decision_lines(frame: SeenFrame, beacon: str | None) -> list[str]:
     return [summary, f"ACTION: {action}"]
 
 
+ACTION_LINE = re.compile(r"^ACTION: (\S+)[ \t]*$", re.MULTILINE)
+
+
+def split_action(reply: str) -> tuple[str, str | None]:
+    """A reply as a model that acts through a tool gives it: the text without its `ACTION:` line, and
+    the action it names (None when the reply names none, or more than one)."""
+    actions = ACTION_LINE.findall(reply)
+    if len(actions) != 1:
+        return reply, None
+    return ACTION_LINE.sub("", reply).strip(), actions[0]
+
+
 def notes_line(level: int, beacon: str | None) -> str:
     return f"NOTES: level {level} beacon {beacon or 'unknown'}"
 

@@ -40,6 +40,7 @@ class Route:
 ROUTES: Mapping[tuple[str, str], Route] = {
     ("POST", "/v1/chat/completions"): Route(chat_completions.OPENAI, bearer_api_key),
     ("POST", "/open-weight/v1/chat/completions"): Route(chat_completions.OPEN_WEIGHT, bearer_api_key),
+    ("POST", "/deepseek/v1/chat/completions"): Route(chat_completions.DEEPSEEK, bearer_api_key),
     ("POST", "/v1/responses"): Route(responses, bearer_api_key),
     ("POST", "/v1/responses/compact"): Route(responses_compact, bearer_api_key),
     ("POST", "/v1/messages"): Route(messages, anthropic_api_key),

@@ -351,6 +351,7 @@ XAI_CONTINUOUS = load_profile(PROFILES_DIR / "local-xai-continuous.yaml")
 ANTHROPIC_CONTINUOUS = load_profile(PROFILES_DIR / "local-anthropic-continuous.yaml")
 HARNESS_SUMMARY = load_profile(PROFILES_DIR / "local-openai-harness-summary.yaml")
 OPEN_SOURCE = load_profile(PROFILES_DIR / "local-open-source-continuous.yaml")
+DEEPSEEK = load_profile(PROFILES_DIR / "local-deepseek-continuous.yaml")
 
 
 def artifact_texts(run_dir: Path) -> dict[str, str]:
@@ -541,7 +542,7 @@ def read_compactions(run_dir: Path) -> list[dict]:
     return [json.loads(path.read_text()) for path in sorted(run_dir.glob("compaction_*.json"))]
 
 
-@pytest.mark.parametrize("profile", [HARNESS_SUMMARY, OPEN_SOURCE], ids=lambda profile: profile.id)
+@pytest.mark.parametrize("profile", [HARNESS_SUMMARY, OPEN_SOURCE, DEEPSEEK], ids=lambda profile: profile.id)
 def test_a_harness_summary_run_compacts_at_least_twice_wins_and_records_each_compaction_once(tmp_path, profile):
     result = Runner(profile, tmp_path).run()
     assert result.outcome == "win" and result.levels_won == 3
@@ -558,7 +559,9 @@ def test_a_harness_summary_run_compacts_at_least_twice_wins_and_records_each_com
         assert step["compaction"]["usage"] == compaction["usage"]  # the breakdown kept on the action's step ...
         assert step["usage"]["input_tokens"] > compaction["usage"]["input_tokens"] > 0  # ... inside its usage
         (attempt,) = compaction["attempts"]
-        assert attempt["summary_input"]["form"] == "fork" and compaction["usage"]["cached_input_tokens"] > 0
+        assert attempt["summary_input"]["form"] == "fork"
+    # The fork's prefix is served from the provider's cache (once it is past the caching minimum).
+    assert any(compaction["usage"]["cached_input_tokens"] > 0 for compaction in compactions)
     meta = read_meta(result.artifacts)
     assert sum(step["usage"]["total_tokens"] for step in steps) == meta["usage"]["total_tokens"]  # each call once
     assert meta["compaction"]["mode"] == "harness_summary" and meta["compaction"]["fork"] is True

@@ -1,8 +1,10 @@
-"""The open-weight Chat Completions server (`/open-weight/v1`): reasoning strings returned, billed,
-streamed, and held to the replay rules of chat_reasoning.py, through the real openai SDK."""
+"""The open-weight Chat Completions servers (`/open-weight/v1`, and DeepSeek's `/deepseek/v1`, whose
+model acts through a tool): reasoning strings returned, billed, streamed, and held to the replay rules
+of chat_reasoning.py, through the real openai SDK."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -98,3 +100,53 @@ def test_openais_own_server_refuses_a_reasoning_field():
         with pytest.raises(openai.BadRequestError) as raised:
             ask(client, [user(SHOWN), {"role": "assistant", "content": "x", "reasoning_content": "y"}, user(DARK)])
     assert "'reasoning_content' was unexpected" in str(raised.value.message)
+
+
+# DeepSeek's thinking mode (`/deepseek/v1`): reasoning_content only, and actions as tool calls.
+
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "submit_action",
+        "parameters": {"type": "object", "properties": {"action": {"type": "string"}}, "required": ["action"]},
+    },
+}
+
+
+@pytest.fixture
+def deepseek() -> Iterator[openai.OpenAI]:
+    with LocalProvider() as provider:
+        yield openai.OpenAI(base_url=f"{provider.base_url}/deepseek/v1", api_key="test-key", max_retries=0)
+
+
+def test_offered_one_function_the_model_acts_by_calling_it(deepseek):
+    reply = ask(deepseek, [user(SHOWN)], tools=[TOOL])
+    choice = reply.choices[0]
+    (call,) = choice.message.tool_calls
+    assert choice.finish_reason == "tool_calls" and call.function.name == "submit_action"
+    assert json.loads(call.function.arguments)["action"].startswith("ACTION")
+    assert "ACTION:" not in choice.message.content and choice.message.model_extra == {"reasoning_content": THOUGHT}
+
+
+def test_a_streamed_tool_call_arrives_in_pieces_that_add_up(deepseek):
+    whole = ask(deepseek, [user(SHOWN)], tools=[TOOL]).choices[0].message.tool_calls[0]
+    chunks = list(ask(deepseek, [user(SHOWN)], tools=[TOOL], stream=True))
+    pieces = [call for chunk in chunks if chunk.choices for call in chunk.choices[0].delta.tool_calls or []]
+    assert pieces[0].id.startswith("call_") and pieces[0].function.name == "submit_action"
+    assert "".join(piece.function.arguments or "" for piece in pieces) == whole.function.arguments
+    assert [chunk.choices[0].finish_reason for chunk in chunks if chunk.choices][-1] == "tool_calls"
+
+
+def test_a_tool_call_must_be_answered_and_a_tool_result_must_answer_one(deepseek):
+    reply = ask(deepseek, [user(SHOWN)], tools=[TOOL]).choices[0].message
+    answer = {"role": "assistant", "content": reply.content, "reasoning_content": THOUGHT}
+    called = {**answer, "tool_calls": [call.model_dump() for call in reply.tool_calls]}
+    result = {"role": "tool", "tool_call_id": reply.tool_calls[0].id, "content": "ok"}
+    with pytest.raises(openai.BadRequestError) as unanswered:
+        ask(deepseek, [user(SHOWN), called, user(DARK)], tools=[TOOL])
+    assert "did not have response messages" in str(unanswered.value.message)
+    with pytest.raises(openai.BadRequestError) as orphan:
+        ask(deepseek, [user(SHOWN), answer, result, user(DARK)], tools=[TOOL])
+    assert "must be a response to a preceeding message with 'tool_calls'" in str(orphan.value.message)
+    later = ask(deepseek, [user(SHOWN), called, result, user(DARK)], tools=[TOOL])
+    assert "(beacon seen)" in later.choices[0].message.content  # the beacon came back with the reasoning
