@@ -1,0 +1,276 @@
+"""Gemini Interactions request validation: the first offending field wins, named by its path.
+
+`parse_request` accepts a `POST /{v1,v1beta}/interactions` body or raises InvalidRequest in the
+words of Google's JSON front end (google_words.py), e.g. `Invalid JSON payload received. Unknown
+name "temperature": Cannot find field.` or `Invalid value at 'input[2].type', "function_call" ...`.
+The checks run in this order: unknown top-level fields, agent fields, model, background, store,
+previous_interaction_id, continuation_token, stream, input (step by step, content by content),
+system_instruction, generation_config. Rules:
+
+- The fields are those of the SDK's create request (google-genai 3.6: CreateModelInteractionParam
+  and CreateAgentInteractionParam). This endpoint serves models only: `agent` and `agent_config` are
+  refused, and `model` (a non-empty string) is required.
+- `background: true` is refused: nothing here runs in the background (the SDK would then poll).
+- `store` defaults to true, but nothing is ever stored: `previous_interaction_id` is a 400 with
+  `store: false` (there is nothing to continue from) and a 404 otherwise (as for an interaction that
+  expired). A `continuation_token` is never issued, so any is a 400.
+- `input` is required: a non-empty string, one content object, a list of contents (one user turn),
+  or a list of steps. Steps are user_input {type, content}, thought {type, signature, summary} and
+  model_output {type, content, error}; this model declares no tools, so a function_call or any
+  other step type is refused. Contents are text {type, text, annotations}, image, document, audio
+  and video, each with only its SDK keys; a thought's summary holds text and image contents.
+- `system_instruction` is a string.
+- `generation_config` holds only the SDK's keys: max_output_tokens an integer >= 1 (it bounds
+  thought and output together), temperature in [0, 2], top_p in [0, 1], seed an integer,
+  stop_sequences a list of strings (never matched), thinking_summaries "auto" or "none" (the
+  default: no summary), thinking_level minimal, low, medium, high or xhigh (the model thinks the
+  same at every level); the media and tool-choice settings are accepted and ignored.
+- Every other known field (tools, safety_settings, response_format ...) is accepted and ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from turnstate.local_provider.google_words import InvalidRequest, field_required, invalid_value, unknown_field
+
+Step = Mapping[str, object]
+
+# Every top-level field of the create request (google-genai 3.6: CreateModelInteractionParam and
+# CreateAgentInteractionParam); any other is "Unknown name".
+REQUEST_FIELDS: frozenset[str] = frozenset(
+    {
+        "agent",
+        "agent_config",
+        "background",
+        "cached_content",
+        "continuation_token",
+        "environment",
+        "generation_config",
+        "input",
+        "labels",
+        "model",
+        "previous_interaction_id",
+        "response_format",
+        "response_mime_type",
+        "response_modalities",
+        "safety_settings",
+        "service_tier",
+        "store",
+        "stream",
+        "system_instruction",
+        "tools",
+        "webhook_config",
+    }
+)
+AGENT_FIELDS = ("agent", "agent_config")
+GENERATION_FIELDS: frozenset[str] = frozenset(
+    {
+        "image_config",
+        "max_output_tokens",
+        "seed",
+        "speech_config",
+        "stop_sequences",
+        "temperature",
+        "thinking_level",
+        "thinking_summaries",
+        "tool_choice",
+        "top_p",
+        "transcription_config",
+        "video_config",
+    }
+)
+STEP_KEYS: Mapping[str, frozenset[str]] = {
+    "user_input": frozenset({"type", "content"}),
+    "thought": frozenset({"type", "signature", "summary"}),
+    "model_output": frozenset({"type", "content", "error"}),
+}
+CONTENT_KEYS: Mapping[str, frozenset[str]] = {
+    "text": frozenset({"type", "text", "annotations"}),
+    "image": frozenset({"type", "data", "mime_type", "resolution", "uri"}),
+    "document": frozenset({"type", "data", "mime_type", "processing", "resolution", "uri"}),
+    "audio": frozenset({"type", "channels", "data", "mime_type", "processing", "sample_rate", "uri"}),
+    "video": frozenset({"type", "data", "mime_type", "name", "processing", "resolution", "uri"}),
+}
+SUMMARY_KEYS: Mapping[str, frozenset[str]] = {name: CONTENT_KEYS[name] for name in ("text", "image")}
+THINKING_SUMMARIES = ("auto", "none")
+THINKING_LEVELS = ("minimal", "low", "medium", "high", "xhigh")
+# (key, lowest, highest) of the sampling numbers the service range-checks.
+SAMPLING_RANGES: tuple[tuple[str, float, float], ...] = (("temperature", 0.0, 2.0), ("top_p", 0.0, 1.0))
+
+
+@dataclass(frozen=True)
+class InteractionRequest:
+    """An accepted request; `steps` is the input as steps (a string or contents is one user_input step)."""
+
+    model: str
+    steps: tuple[Step, ...]
+    system: str
+    stream: bool
+    max_output_tokens: int | None
+    show_summary: bool
+
+
+def parse_request(body: Mapping[str, object]) -> InteractionRequest:
+    for name in body:
+        if name not in REQUEST_FIELDS:
+            raise unknown_field(name)
+    for name in AGENT_FIELDS:
+        if name in body:
+            raise InvalidRequest(f"Invalid value at '{name}': this endpoint serves models, not agents; send `model`.")
+    model = _string(body, "model")
+    if not model:
+        raise field_required("model")
+    if _boolean(body, "background", default=False):
+        raise InvalidRequest("Invalid value at 'background': background interactions are not supported; send false.")
+    _check_continuation(body, store=_boolean(body, "store", default=True))
+    stream = _boolean(body, "stream", default=False)
+    steps = _input(body.get("input"))
+    system = _string(body, "system_instruction") or ""
+    max_output_tokens, show_summary = _generation_config(body.get("generation_config"))
+    return InteractionRequest(model, steps, system, stream, max_output_tokens, show_summary)
+
+
+def text_of(content: object, separator: str = "\n") -> str:
+    """The readable text of a content list: its text contents, one per line (other media read as nothing)."""
+    if not isinstance(content, list):
+        return ""
+    return separator.join(str(part.get("text", "")) for part in content if part.get("type") == "text")
+
+
+# --- the fields ------------------------------------------------------------------------------------
+
+
+def _string(body: Mapping[str, object], name: str) -> str | None:
+    value = body.get(name)
+    if value is not None and not isinstance(value, str):
+        raise invalid_value(name, "TYPE_STRING", value)
+    return value
+
+
+def _boolean(body: Mapping[str, object], name: str, *, default: bool) -> bool:
+    value = body.get(name, default)
+    if not isinstance(value, bool):
+        raise invalid_value(name, "TYPE_BOOL", value)
+    return value
+
+
+def _check_continuation(body: Mapping[str, object], *, store: bool) -> None:
+    previous = _string(body, "previous_interaction_id")
+    if previous is not None and not store:
+        raise InvalidRequest(
+            "Invalid value at 'previous_interaction_id': with store=false no interaction is kept to continue from; "
+            "send the whole conversation as `input` instead."
+        )
+    if previous is not None:
+        raise InvalidRequest(f"Interaction '{previous}' was not found.", status=404)
+    if body.get("continuation_token") is not None:
+        raise InvalidRequest("Invalid value at 'continuation_token': not a token this service issued.")
+
+
+def _input(value: object) -> tuple[Step, ...]:
+    if value is None:
+        raise field_required("input")
+    if isinstance(value, str) and value:
+        return (_user_turn([{"type": "text", "text": value}]),)
+    if isinstance(value, dict):
+        _check_content("input", value, CONTENT_KEYS)
+        return (_user_turn([value]),)
+    if not isinstance(value, list) or not value:
+        raise invalid_value("input", "a non-empty string, content, or list of steps or contents", value)
+    if all(isinstance(item, dict) and item.get("type") in CONTENT_KEYS for item in value):
+        _check_contents("input", value, CONTENT_KEYS)
+        return (_user_turn(value),)
+    return tuple(_step(f"input[{index}]", item) for index, item in enumerate(value))
+
+
+def _user_turn(content: list[object]) -> Step:
+    return {"type": "user_input", "content": content}
+
+
+def _step(path: str, step: object) -> Step:
+    expected = f"this model declares no tools; its steps are {', '.join(STEP_KEYS)}"
+    step = _typed(path, step, STEP_KEYS, expected)
+    if step["type"] == "thought":
+        signature = step.get("signature")
+        if signature is not None and not isinstance(signature, str):
+            raise invalid_value(f"{path}.signature", "TYPE_BYTES", signature)
+        _check_contents(f"{path}.summary", step.get("summary", []), SUMMARY_KEYS)
+    else:
+        _check_contents(f"{path}.content", step.get("content", []), CONTENT_KEYS)
+    if "error" in step and not isinstance(step["error"], dict):
+        raise invalid_value(f"{path}.error", "TYPE_MESSAGE", step["error"])
+    return step
+
+
+def _check_contents(path: str, value: object, types: Mapping[str, frozenset[str]]) -> None:
+    if not isinstance(value, list):
+        raise invalid_value(path, "a list of contents", value)
+    for index, content in enumerate(value):
+        _check_content(f"{path}[{index}]", content, types)
+
+
+def _check_content(path: str, content: object, types: Mapping[str, frozenset[str]]) -> None:
+    content = _typed(path, content, types, f"one of {', '.join(types)}")
+    if content["type"] == "text" and not isinstance(content.get("text"), str):
+        raise field_required(f"{path}.text")
+
+
+def _typed(path: str, value: object, shapes: Mapping[str, frozenset[str]], expected: str) -> Mapping[str, object]:
+    """The step or content at `path`, once it is an object of one of `shapes`' types holding only
+    that type's keys."""
+    if not isinstance(value, dict):
+        raise invalid_value(path, "TYPE_MESSAGE", value)
+    kind = value.get("type")
+    if kind is None:
+        raise field_required(f"{path}.type")
+    if kind not in shapes:
+        raise invalid_value(f"{path}.type", expected, kind)
+    for key in value:
+        if key not in shapes[kind]:
+            raise unknown_field(key, path)
+    return value
+
+
+def _generation_config(value: object) -> tuple[int | None, bool]:
+    """(max_output_tokens, whether the thought's summary is shown)."""
+    if value is None:
+        return None, False
+    if not isinstance(value, dict):
+        raise invalid_value("generation_config", "TYPE_MESSAGE", value)
+    for key in value:
+        if key not in GENERATION_FIELDS:
+            raise unknown_field(key, "generation_config")
+    max_output_tokens = _integer(value, "max_output_tokens", minimum=1)
+    _integer(value, "seed")
+    for key, lowest, highest in SAMPLING_RANGES:
+        number = value.get(key)
+        if number is not None and (isinstance(number, bool) or not isinstance(number, (int, float))):
+            raise invalid_value(f"generation_config.{key}", "TYPE_FLOAT", number)
+        if number is not None and not lowest <= number <= highest:
+            raise invalid_value(f"generation_config.{key}", f"must be between {lowest} and {highest}", number)
+    stops = value.get("stop_sequences")
+    if stops is not None and not (isinstance(stops, list) and all(isinstance(stop, str) for stop in stops)):
+        raise invalid_value("generation_config.stop_sequences", "a list of strings", stops)
+    summaries = _enum(value, "thinking_summaries", THINKING_SUMMARIES)
+    _enum(value, "thinking_level", THINKING_LEVELS)
+    return max_output_tokens, summaries == "auto"
+
+
+def _integer(config: Mapping[str, object], key: str, *, minimum: int | None = None) -> int | None:
+    value = config.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise invalid_value(f"generation_config.{key}", "TYPE_INT32", value)
+    if minimum is not None and value < minimum:
+        raise invalid_value(f"generation_config.{key}", f"must be at least {minimum}", value)
+    return value
+
+
+def _enum(config: Mapping[str, object], key: str, allowed: Sequence[str]) -> object:
+    value = config.get(key)
+    if value is not None and value not in allowed:
+        raise invalid_value(f"generation_config.{key}", f"TYPE_ENUM: one of {', '.join(allowed)}", value)
+    return value

@@ -1,0 +1,98 @@
+"""Whole games of beacon_grid over the Gemini Interactions wire, through the real google-genai SDK.
+
+The policy notes a level's beacon only in the thought of the turn that saw it, sealed in that
+thought step's signature, so the game is won only by a client that replays its thought steps
+faithfully (with store=false, every step of every turn); a lossy client loses a level whose beacon
+is not the guessed door A, and one that drops thought steps is refused.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from google import genai
+from google.genai import _interactions
+
+from turnstate.harness.environments import GameState, make_environment
+from turnstate.local_provider.server import LocalProvider
+
+from .test_interactions import Step, accumulated, ask, client_for, replayed, user
+from .test_policy import LOST_MEMORY_SEEDS
+
+MAX_STEPS = 300
+ACTION_LINE = re.compile(r"^ACTION: (\S+)$", re.MULTILINE)
+SEEDS = LOST_MEMORY_SEEDS[:2]
+
+Keep = Callable[[list[Step]], list[Step]]
+
+
+def everything(history: list[Step]) -> list[Step]:
+    return history
+
+
+def without_thoughts(history: list[Step]) -> list[Step]:
+    return [step for step in history if step["type"] != "thought"]
+
+
+def latest_turn_only(history: list[Step]) -> list[Step]:
+    """The last user input and the model's answer to it: whole earlier turns dropped."""
+    last_user = max(index for index, step in enumerate(history) if step["type"] == "user_input")
+    return history[last_user:]
+
+
+def answered(client: genai.Client, sent: list[Step], stream: bool) -> tuple[list[Step], str]:
+    """(the model's steps for this turn, its visible text), from a plain reply or a rebuilt stream."""
+    if stream:
+        steps = accumulated(list(ask(client, sent, stream=True)))
+    else:
+        reply = ask(client, sent)
+        assert reply.status == "completed", reply
+        steps = replayed(reply)
+    text = "".join(part["text"] for step in steps if step["type"] == "model_output" for part in step["content"])
+    return steps, text
+
+
+def play(client: genai.Client, seed: int, keep: Keep = everything, **params: Any) -> GameState:
+    """Play one game, sending the kept history and the new frame each turn; its final state."""
+    env = make_environment("beacon_grid", seed)
+    frame = env.reset()
+    history: list[Step] = []
+    for _ in range(MAX_STEPS):
+        if frame.state is not GameState.NOT_FINISHED:
+            break
+        sent = [*history, user(frame.text)]
+        steps, text = answered(client, sent, **params)
+        match = ACTION_LINE.search(text)
+        assert match is not None, text
+        history = keep([*sent, *steps])
+        frame = env.step(match.group(1))
+    return frame.state
+
+
+@pytest.fixture
+def client() -> Iterator[genai.Client]:
+    with LocalProvider() as provider, client_for(provider) as sdk_client:
+        yield sdk_client
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_faithful_replay_wins(client: genai.Client, seed: int) -> None:
+    assert play(client, seed, stream=False) is GameState.WIN
+
+
+def test_a_faithful_replay_of_streamed_replies_wins(client: genai.Client) -> None:
+    assert play(client, SEEDS[0], stream=True) is GameState.WIN
+
+
+def test_a_replay_that_drops_thought_steps_is_refused(client: genai.Client) -> None:
+    with pytest.raises(_interactions.BadRequestError) as raised:
+        play(client, SEEDS[0], without_thoughts, stream=False)
+    assert "comes without the thought step it was generated with" in str(raised.value)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_replay_that_keeps_only_the_latest_turn_loses(client: genai.Client, seed: int) -> None:
+    assert play(client, seed, latest_turn_only, stream=False) is GameState.GAME_OVER
