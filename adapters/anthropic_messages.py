@@ -40,7 +40,9 @@ from turnstate.adapters.contract import (
     UsageSeen,
     malformed_reply,
     never_raising,
+    refused_options,
     retry_after_seconds,
+    schema_problems,
     token_count,
 )
 from turnstate.adapters.tokens import MESSAGE_OVERHEAD_TOKENS, estimate_text_tokens
@@ -171,7 +173,7 @@ class MessagesAdapter:
 
     @classmethod
     def check_options(cls, options: Mapping[str, Any], strategy: str, compaction: str) -> list[OptionProblem]:
-        problems = [OptionProblem(key, *REFUSED_OPTIONS[key]) for key in REFUSED_OPTIONS if key in options]
+        problems = refused_options(options, REFUSED_OPTIONS)
         betas = options.get("betas")
         if isinstance(betas, list) and OLD_COMPACTION_BETA in betas:
             problems.append(
@@ -186,12 +188,7 @@ class MessagesAdapter:
         try:
             MessagesOptions.model_validate(dict(options))
         except ValidationError as error:
-            return [
-                OptionProblem(
-                    ".".join(str(part) for part in item["loc"]), item["msg"], "see the Messages options in README.md"
-                )
-                for item in error.errors()
-            ]
+            return schema_problems(error.errors(), "see the Messages options in README.md")
         return []
 
     def build_request(self, request: ModelRequest) -> dict[str, Any]:

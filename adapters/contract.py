@@ -211,6 +211,17 @@ class OptionProblem(NamedTuple):
     fix: str
 
 
+def refused_options(options: Mapping[str, Any], refused: Mapping[str, tuple[str, str]]) -> list[OptionProblem]:
+    """The options an adapter refuses by name (key -> (problem, fix)) that `options` sets."""
+    return [OptionProblem(key, *refused[key]) for key in refused if key in options]
+
+
+def schema_problems(errors: Sequence[Mapping[str, Any]], fix: str) -> list[OptionProblem]:
+    """A schema validator's errors (pydantic's `ValidationError.errors()`) as option problems, each
+    named by its key path."""
+    return [OptionProblem(".".join(str(part) for part in item["loc"]), str(item["msg"]), fix) for item in errors]
+
+
 @dataclass
 class UsageSeen:
     """What a call has read so far, so that a reply that breaks mid-way still reports its usage."""

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from turnstate.adapters import openai_sdk
 from turnstate.adapters.chat_completions import ChatCompletionsAdapter
-from turnstate.adapters.contract import Endpoint, OptionProblem, RequestSettings, SummaryCompaction
+from turnstate.adapters.contract import Endpoint, OptionProblem, RequestSettings, SummaryCompaction, schema_problems
 
 LOCAL_PREFIX = "/open-weight/v1"
 ALIASES: Mapping[str, tuple[str, ...]] = {
@@ -60,9 +60,7 @@ class OpenSourceChatAdapter(ChatCompletionsAdapter):
         try:
             parsed = OpenSourceOptions.model_validate(dict(options))
         except ValidationError as error:
-            return [
-                OptionProblem(".".join(str(part) for part in item["loc"]), item["msg"], fix) for item in error.errors()
-            ]
+            return schema_problems(error.errors(), fix)
         if strategy == "continuous_conversation" and parsed.reasoning_field is None:
             return [OptionProblem("reasoning_field", "continuous conversation replays each answer's reasoning", fix)]
         return []

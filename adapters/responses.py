@@ -37,6 +37,7 @@ from turnstate.adapters.contract import (
     UsageSeen,
     malformed_reply,
     never_raising,
+    schema_problems,
     token_count,
 )
 from turnstate.adapters.tokens import content_text, item_text, item_tokens
@@ -128,7 +129,7 @@ class ResponsesAdapter:
         try:
             parsed = ResponsesOptions.model_validate(dict(options))
         except ValidationError as error:
-            return _not_options(error)
+            return schema_problems(error.errors(), "see the Responses options in README.md")
         return cls.option_rules(parsed, strategy, compaction)
 
     @classmethod
@@ -240,16 +241,6 @@ class ResponsesAdapter:
             response_id=response.id,
             native_items=tuple(items),
         )
-
-
-def _not_options(error: ValidationError) -> list[OptionProblem]:
-    """request.options that are not Responses options at all, each where it is."""
-    return [
-        OptionProblem(
-            ".".join(str(part) for part in item["loc"]), item["msg"], "see the Responses options in README.md"
-        )
-        for item in error.errors()
-    ]
 
 
 def _replayable(item: dict[str, Any]) -> dict[str, Any]:
