@@ -77,6 +77,15 @@ ADAPTERS: dict[str, AdapterDescriptor] = {
             strategies=("manual_rolling", "continuous_conversation"),
         ),
         AdapterDescriptor(
+            adapter_id="google.interactions.v1",
+            provider="google",
+            api_surface="interactions",
+            implementation="turnstate.adapters.gemini_interactions:InteractionsAdapter",
+            version="0.1.0",
+            review_status="unreviewed",
+            strategies=("manual_rolling", "continuous_conversation"),
+        ),
+        AdapterDescriptor(
             adapter_id="deepseek.chat_completions.v1",
             provider="deepseek",
             api_surface="chat_completions",

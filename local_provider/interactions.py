@@ -40,7 +40,7 @@ whole reply, incomplete; empty and malformed an empty or useless reply that comp
 key in the text; stream_cut a stream cut after its first text delta, or after its last step if it
 has no text (a non-streamed request gets no response); garbled a JSON body cut in half, or a data
 line that is not JSON; empty_choices an interaction with no steps; null_message a model_output step
-without content; expire_handle changes nothing here (nothing is stored).
+whose content is null; expire_handle changes nothing here (nothing is stored).
 """
 
 from __future__ import annotations
@@ -105,7 +105,8 @@ def handle(exchange: Exchange) -> None:
         interaction["steps"] = []
     elif kind == "null_message":
         interaction["steps"] = [
-            step if step["type"] == "thought" else {"type": "model_output"} for step in _steps(interaction)
+            step if step["type"] == "thought" else {"type": "model_output", "content": None}
+            for step in _steps(interaction)
         ]
     if not request.stream:
         data = json.dumps(interaction).encode("utf-8")
@@ -202,7 +203,8 @@ def _step_events(index: int, step: Mapping[str, object]) -> list[Event]:
         deltas: list[Event] = [{"type": "thought_summary", "content": part} for part in _list(step.get("summary"))]
         deltas.append({"type": "thought_signature", "signature": step["signature"]})
     else:
-        start = {key: value for key, value in step.items() if key != "content"}
+        # Its text comes in deltas; a null content (the null_message fault) is said at the start.
+        start = {key: value for key, value in step.items() if key != "content" or value is None}
         texts = [str(part.get("text", "")) for part in _list(step.get("content"))]
         deltas = [{"type": "text", "text": piece} for text in texts for piece in _pieces(text)]
     return [

@@ -1,0 +1,283 @@
+"""google.interactions.v1: Gemini's Interactions API through the google-genai SDK, replaying every step.
+
+A leaf action. With `store: false` nothing stays on the server, so continuous conversation carries
+the steps in memory: each accepted user input, then every step the model generated, exactly as
+returned (a thought step's signature verbatim, its readable summary, the model output). Readable
+thought summaries are the reply's reasoning summary; the profile must ask for them
+(`generation_config.thinking_summaries: auto`) and may not use `previous_interaction_id` or
+background mode. Harness summaries can continue from it.
+
+Status `completed` carries an action; `incomplete` is a safety stop (a step's error with reason
+SAFETY: a refusal) or a cut reply (truncated); anything else cannot be read. Usage: input is
+`total_input_tokens` (with `total_cached_tokens` the cached part); output is the visible output plus
+the thought, `total_thought_tokens` being the reasoning breakdown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Literal
+
+from google import genai
+from google.genai import _interactions, types
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from turnstate.adapters.contract import (
+    Endpoint,
+    ErrorKind,
+    Item,
+    ModelRequest,
+    ModelResponse,
+    NativeCompaction,
+    OptionProblem,
+    ProviderError,
+    RequestSettings,
+    SummaryCompaction,
+    Transcript,
+    Usage,
+    UsageSeen,
+    malformed_reply,
+    never_raising,
+    no_compaction_call,
+    refused_options,
+    retry_after_seconds,
+    schema_problems,
+    token_count,
+)
+from turnstate.adapters.tokens import MESSAGE_OVERHEAD_TOKENS, estimate_text_tokens
+
+API_VERSION = "v1beta"
+MODEL_STEPS = ("thought", "model_output")
+_TRANSIENT_STATUS = {408, 409, 429}
+_CONTEXT_OVERFLOW = "exceeds the maximum number of tokens allowed"
+
+
+class InteractionSteps:
+    """The Interactions transcript: a turn opens with one user_input step holding its inputs; a reply
+    is every step the model generated, replay-ready."""
+
+    def user_items(self, inputs: Sequence[str]) -> list[Item]:
+        return [{"type": "user_input", "content": [{"type": "text", "text": "\n\n".join(inputs)}]}]
+
+    def reply_items(self, response: ModelResponse) -> list[Item]:
+        return [dict(item) for item in response.native_items]
+
+    def estimate_tokens(self, items: Sequence[Item], system: str = "") -> int:
+        head = MESSAGE_OVERHEAD_TOKENS + estimate_text_tokens(system) if system else 0
+        return head + sum(
+            MESSAGE_OVERHEAD_TOKENS + estimate_text_tokens(_step_text(item, opaque=True)) for item in items
+        )
+
+    def readable(self, items: Sequence[Item]) -> list[dict[str, str]]:
+        roles = {"user_input": "user", "thought": "thought summary", "model_output": "model"}
+        return [
+            {"role": roles.get(str(item.get("type")), str(item.get("type"))), "content": _step_text(item, opaque=False)}
+            for item in items
+        ]
+
+    def latest_compaction(self, items: Sequence[Item]) -> int | None:
+        return None  # the Interactions API has no compaction steps
+
+
+def _texts(contents: object) -> list[str]:
+    parts = contents if isinstance(contents, list) else []
+    return [str(part.get("text", "")) for part in parts if isinstance(part, Mapping) and part.get("type") == "text"]
+
+
+def _step_text(step: Item, *, opaque: bool) -> str:
+    """A step's readable text (a user input's, an output's, a thought's summary); with `opaque`, a
+    thought's signature too, as it is billed."""
+    texts = _texts(step.get("summary") if step.get("type") == "thought" else step.get("content"))
+    if opaque and step.get("type") == "thought":
+        texts.append(str(step.get("signature") or ""))
+    return "\n".join(text for text in texts if text)
+
+
+class GenerationConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    thinking_summaries: Literal["auto", "none"] | None = None
+    thinking_level: Literal["minimal", "low", "medium", "high"] | None = None
+    temperature: float | None = None
+
+
+class GeminiOptions(BaseModel):
+    """`request.options` for Gemini Interactions."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    store: Literal[False] = False  # sent always: nothing is kept on the server
+    generation_config: GenerationConfig = GenerationConfig()
+
+
+REFUSED_OPTIONS: Mapping[str, tuple[str, str]] = {
+    "previous_interaction_id": (
+        "the harness carries the conversation's steps itself (store: false)",
+        "remove it",
+    ),
+    "background": ("a background interaction returns before its steps exist", "remove it"),
+}
+
+
+class InteractionsAdapter:
+    transcript: ClassVar[Transcript] = InteractionSteps()
+    native_compaction: ClassVar[NativeCompaction | None] = None
+    summary_compaction: ClassVar[SummaryCompaction | None] = SummaryCompaction()
+
+    def __init__(self, client: genai.Client, settings: RequestSettings) -> None:
+        self.client = client
+        self.settings = settings
+        self.options = GeminiOptions.model_validate(dict(settings.options))
+
+    @classmethod
+    def connect(cls, endpoint: Endpoint, settings: RequestSettings) -> InteractionsAdapter:
+        # The SDK's own retries are off (one attempt): the harness owns them. Its timeout is in ms.
+        options = types.HttpOptions(
+            base_url=endpoint.base_url,
+            api_version=API_VERSION,
+            timeout=int(endpoint.timeout_seconds * 1000),
+            retry_options=types.HttpRetryOptions(attempts=1),
+        )
+        return cls(genai.Client(api_key=endpoint.api_key, http_options=options), settings)
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any], strategy: str, compaction: str) -> list[OptionProblem]:
+        problems = refused_options(options, REFUSED_OPTIONS)
+        if problems:
+            return problems
+        try:
+            parsed = GeminiOptions.model_validate(dict(options))
+        except ValidationError as error:
+            return schema_problems(error.errors(), "see the Gemini options in README.md")
+        if strategy == "continuous_conversation" and parsed.generation_config.thinking_summaries != "auto":
+            return [
+                OptionProblem(
+                    "generation_config.thinking_summaries",
+                    "continuous conversation maps the thought summaries to the reply's reasoning",
+                    "set it to auto",
+                )
+            ]
+        return []
+
+    def build_request(self, request: ModelRequest) -> dict[str, Any]:
+        config = self.options.generation_config.model_dump(exclude_none=True)
+        if self.settings.temperature is not None:
+            config["temperature"] = self.settings.temperature
+        return {
+            "model": self.settings.model,
+            "input": [dict(item) for item in request.items],
+            "system_instruction": request.system,
+            "store": False,
+            "generation_config": {**config, "max_output_tokens": request.output_cap(self.settings)},
+        }
+
+    def call(self, request: ModelRequest) -> ModelResponse | ProviderError:
+        """One SDK call; never raises (see the contract's malformed_reply)."""
+        body = self.build_request(request)
+
+        def read(seen: UsageSeen) -> ModelResponse | ProviderError:
+            if not self.settings.stream:
+                interaction = self.client.interactions.create(**body)
+                seen.usage = _usage(interaction.usage)
+                steps = [step.model_dump(mode="json", exclude_unset=True) for step in interaction.steps or []]
+                return _normalize(interaction.status, steps, seen.usage, interaction.id)
+            return _collect_stream(self.client.interactions.create(**body, stream=True), seen)
+
+        return never_raising(read, self.classify, _interactions.APIError)
+
+    def compact(self, request: ModelRequest) -> ModelResponse | ProviderError:
+        return no_compaction_call(self)
+
+    def classify(self, error: Exception) -> ProviderError:
+        diagnostics: dict[str, Any] = {"error_class": type(error).__name__}
+        if not isinstance(error, _interactions.APIStatusError):
+            return ProviderError(ErrorKind.TRANSIENT, Usage(), diagnostics)  # a connection cut or timed out
+        body: Any = error.body if isinstance(error.body, Mapping) else {}
+        details: Any = body.get("error") if isinstance(body.get("error"), Mapping) else {}
+        status_name = details.get("status") if isinstance(details.get("status"), str) else None
+        code = error.status_code or 0
+        diagnostics |= {"status": code, "error_type": status_name}
+        wait = retry_after_seconds(error.response.headers)
+        if code == 400 and _CONTEXT_OVERFLOW in str(details.get("message", "")):
+            kind = ErrorKind.CONTEXT_OVERFLOW
+        elif code in _TRANSIENT_STATUS or code >= 500:
+            kind = ErrorKind.TRANSIENT
+        else:
+            kind = ErrorKind.FATAL
+        return ProviderError(kind, Usage(), diagnostics, retry_after_seconds=wait)
+
+
+def _collect_stream(events: Any, seen: UsageSeen) -> ModelResponse | ProviderError:
+    """The steps rebuilt from a stream (each step's start with its deltas folded in), and the status
+    and usage its interaction.completed event reports; a stream without one never finished."""
+    steps: dict[int, dict[str, Any]] = {}
+    final = None
+    for event in events:
+        kind = getattr(event, "event_type", None)
+        if kind == "step.start":
+            step = event.step.model_dump(mode="json", exclude_unset=True)
+            if step.get("type") == "model_output":  # its text comes in deltas; a null content is said here
+                null = "content" in event.step.model_fields_set and event.step.content is None
+                step["content"] = None if null else step.get("content", [])
+            steps[event.index] = step
+        elif kind == "step.delta":
+            _fold_delta(steps[event.index], event.delta)
+        elif kind == "interaction.completed":
+            final = event.interaction
+            seen.usage = _usage(final.usage)
+        elif kind != "interaction.created" and kind not in ("interaction.status_update", "step.stop"):
+            return malformed_reply(
+                ValueError(f"an unreadable stream event: {kind or type(event).__name__}"), seen.usage
+            )
+    if final is None:
+        return malformed_reply(EOFError("the stream ended before interaction.completed"), seen.usage)
+    return _normalize(final.status, [steps[index] for index in sorted(steps)], seen.usage, final.id)
+
+
+def _fold_delta(step: dict[str, Any], delta: Any) -> None:
+    if delta.type == "thought_signature":
+        step["signature"] = delta.signature
+    elif delta.type == "thought_summary":
+        step.setdefault("summary", []).append(delta.content.model_dump(mode="json", exclude_unset=True))
+    elif delta.type == "text" and isinstance(step.get("content"), list):
+        content = step["content"]
+        if not content:
+            content.append({"type": "text", "text": ""})
+        content[-1]["text"] += delta.text
+
+
+def _normalize(
+    status: str, steps: list[dict[str, Any]], usage: Usage, interaction_id: str | None
+) -> ModelResponse | ProviderError:
+    model_steps = [step for step in steps if step.get("type") in MODEL_STEPS]
+    if status == "incomplete":
+        refused = any(_is_safety_stop(step.get("error")) for step in model_steps)
+        return ProviderError(ErrorKind.REFUSAL if refused else ErrorKind.TRUNCATED, usage, {"finish_reason": status})
+    outputs = [step for step in model_steps if step.get("type") == "model_output"]
+    if status != "completed" or not outputs or any(not isinstance(step.get("content"), list) for step in outputs):
+        return malformed_reply(ValueError(f"an interaction that cannot carry an action: {status}"), usage)
+    text = "".join(text for step in outputs for text in _texts(step.get("content")))
+    summaries = [_step_text(step, opaque=False) for step in model_steps if step.get("type") == "thought"]
+    return ModelResponse(
+        text=text,
+        usage=usage,
+        stop_reason=status,
+        reasoning_summary=" ".join(summary for summary in summaries if summary) or None,
+        response_id=interaction_id,
+        native_items=tuple(model_steps),
+    )
+
+
+def _is_safety_stop(error: object) -> bool:
+    details = error.get("details") if isinstance(error, Mapping) else None
+    return any(isinstance(item, Mapping) and item.get("reason") == "SAFETY" for item in details or [])
+
+
+def _usage(usage: Any) -> Usage:
+    thought = token_count(getattr(usage, "total_thought_tokens", None))
+    return Usage(
+        input_tokens=token_count(getattr(usage, "total_input_tokens", None)),
+        cached_input_tokens=token_count(getattr(usage, "total_cached_tokens", None)),
+        output_tokens=token_count(getattr(usage, "total_output_tokens", None)) + thought,
+        reasoning_tokens=thought,
+    )
