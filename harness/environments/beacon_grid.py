@@ -76,7 +76,7 @@ class IntOption:
 
 
 OPTIONS: dict[str, IntOption] = {
-    "levels": IntOption(default=3, low=1, high=9),
+    "levels": IntOption(default=3, low=1, high=1000),  # up to 1000 levels: runs of thousands of turns
     "width": IntOption(default=9, low=7, high=15),
     "height": IntOption(default=7, low=5, high=11),
 }

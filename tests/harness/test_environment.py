@@ -207,7 +207,7 @@ def test_options_set_levels_and_grid_size():
     [
         ({"colour": "red"}, "colour"),
         ({"levels": 0}, "levels"),
-        ({"levels": 10}, "levels"),
+        ({"levels": 1001}, "levels"),
         ({"levels": "3"}, "levels"),
         ({"levels": True}, "levels"),
         ({"width": 6}, "width"),
@@ -230,3 +230,9 @@ def test_unknown_environment_raises_and_lists_known_ones():
     assert list(ENVIRONMENTS) == ["beacon_grid"]
     with pytest.raises(EnvironmentConfigError, match="'maze'.*beacon_grid"):
         make_environment("maze", 1)
+
+
+def test_a_thousand_level_game_is_drawn_level_by_level():
+    env = make_environment("beacon_grid", 0, {"levels": 1000})
+    frame = env.reset()
+    assert (frame.level, frame.levels) == (1, 1000) and "LEVEL 1/1000" in frame.text
