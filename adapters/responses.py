@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
 import openai
+from openai import Stream
+from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from turnstate.adapters import openai_sdk
@@ -44,6 +46,7 @@ from turnstate.adapters.tokens import content_text, item_text, item_tokens
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 RESPONSE_ONLY_FIELDS = {"reasoning": "status", "compaction": "created_by"}  # item type -> field replay drops
+RESPONSES_PATH = "/responses"
 _INCOMPLETE_ERRORS = {"max_output_tokens": ErrorKind.TRUNCATED, "content_filter": ErrorKind.REFUSAL}
 _TERMINAL_EVENTS = {"response.completed", "response.incomplete", "response.failed"}
 
@@ -174,9 +177,18 @@ class ResponsesAdapter:
         return never_raising(lambda seen: self._read(body, seen), self.classify, openai.APIError)
 
     def _read(self, body: dict[str, Any], seen: UsageSeen) -> ModelResponse | ProviderError:
+        # Through the SDK's own POST, as adapters/chat_completions.py does and for the same reason:
+        # the body is final, and `create`'s transform over every input item grows with the history.
         if self.settings.stream:
-            return self._collect_stream(self.client.responses.create(**body, stream=True), seen)
-        return self._normalize(self.client.responses.create(**body), seen)
+            events = self.client.post(
+                RESPONSES_PATH,
+                body={**body, "stream": True},
+                cast_to=Response,
+                stream=True,
+                stream_cls=Stream[ResponseStreamEvent],
+            )
+            return self._collect_stream(events, seen)
+        return self._normalize(self.client.post(RESPONSES_PATH, body=body, cast_to=Response), seen)
 
     def compact(self, request: ModelRequest) -> ModelResponse | ProviderError:
         """POST /responses/compact over `request.items`; its output (the kept messages and one
