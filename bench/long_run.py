@@ -90,7 +90,9 @@ def measure(profile: Profile, turns: int, regime: str) -> None:
     print(f"  harness per turn, excluding the provider: median {statistics.median(harness) * 1000:.2f} ms")
     print(f"  first {window} vs last {window}: {first * 1000:.2f} vs {last * 1000:.2f} ms (ratio {last / first:.2f})")
     print(f"  provider per call, last {window}: {statistics.mean(calls[-window:]) * 1000:.2f} ms")
-    print(f"  artifacts: {total_bytes / 1e6:.1f} MB (step 1: {sizes[0] / 1e3:.1f} kB, last step: {sizes[-1] / 1e3:.1f} kB)")
+    print(
+        f"  artifacts: {total_bytes / 1e6:.1f} MB (step 1: {sizes[0] / 1e3:.1f} kB, last step: {sizes[-1] / 1e3:.1f} kB)"
+    )
     print(f"  process peak RSS so far: {peak_mb:.0f} MB")
 
 
