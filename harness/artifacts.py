@@ -1,4 +1,8 @@
-"""Run artifacts: runs/<run-id>/run_meta.json, step_NNN.json, failed_turn.json and transitions.jsonl.
+"""Run artifacts: runs/<run-id>/run_meta.json, step_NNNNNN.json, failed_turn.json and transitions.jsonl.
+
+A step record holds what is new in its request, not a copy of it (`request_delta`): the request of
+the step it follows, less the oldest messages it dropped, plus what it added. So the artifacts grow
+with the run, not with its square, and `sent_messages` rebuilds any step's request as it was sent.
 
 Artifacts are for people and downstream tools, so they hold readable projections only. Two rules
 are enforced here, at the one place every artifact is written, rather than trusted to each caller:
@@ -24,6 +28,51 @@ from typing import Any
 
 OPAQUE_KEYS = frozenset({"encrypted_content", "signature", "thought_signature"})
 REDACTED = "[redacted]"
+
+
+def step_name(index: int) -> str:
+    """A step record's file name, padded so that a plain sort is the steps' order (up to a million)."""
+    return f"step_{index:06d}.json"
+
+
+def request_delta(
+    previous: Sequence[dict[str, Any]] | None, sent: Sequence[dict[str, Any]], previous_step: int | None
+) -> dict[str, Any]:
+    """How the request `sent` (system message first) follows from the previous step's: its system
+    message, then the previous request's other messages less the `dropped` oldest, then `added`.
+    With no such relation (the first step, a new system message, a rebuilt history), the whole
+    request is `added`, after no step."""
+    if previous and sent and previous[0] == sent[0]:
+        for dropped in range(len(previous)):
+            kept = previous[1 + dropped :]
+            if list(sent[1 : 1 + len(kept)]) == list(kept):
+                return {"after_step": previous_step, "dropped": dropped, "added": list(sent[1 + len(kept) :])}
+    return {"after_step": None, "dropped": 0, "added": list(sent)}
+
+
+class StepRecordError(ValueError):
+    """A run folder's step records cannot give back a request (missing or not a step's record)."""
+
+
+def sent_messages(run_dir: Path, step: int) -> list[dict[str, Any]]:
+    """The readable request of `step` as it was sent, rebuilt from its record and the ones it follows."""
+    chain = []
+    at: int | None = step
+    while at is not None:
+        path = Path(run_dir) / step_name(at)
+        try:
+            delta = json.loads(path.read_text(encoding="utf-8"))["request"]
+        except FileNotFoundError:
+            raise StepRecordError(f"{path}: missing; fix: pass a run folder and a step it recorded") from None
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise StepRecordError(f"{path}: not a step record ({type(error).__name__})") from None
+        chain.append(delta)
+        at = delta["after_step"]
+    messages: list[dict[str, Any]] = []
+    for delta in reversed(chain):
+        base = messages[:1] + messages[1 + delta["dropped"] :] if delta["after_step"] is not None else []
+        messages = [*base, *delta["added"]]
+    return messages
 
 
 def new_run_id(profile_id: str) -> str:
@@ -70,7 +119,7 @@ class ArtifactWriter:
 
     def write_step(self, index: int, record: dict[str, Any]) -> Path:
         self.sync_transitions()
-        return self.write_json(f"step_{index:03d}.json", record)
+        return self.write_json(step_name(index), record)
 
     def log_transition(self, record: dict[str, Any]) -> None:
         self._transitions.write(self._render(record) + "\n")

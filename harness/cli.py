@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from turnstate.harness.artifacts import TransitionLogError, read_transition_log
+from turnstate.harness.artifacts import StepRecordError, TransitionLogError, read_transition_log, sent_messages
 from turnstate.harness.endpoint import RunSetupError
 from turnstate.harness.profile import DEFAULT_PROFILE, MIN_CONTEXT_TOKENS, Profile, ProfileError, load_profile
 from turnstate.harness.runner import Runner, RunResult, StepProgress
@@ -222,6 +223,18 @@ def serve(port: int, context_window: int | None) -> None:
         )
     click.echo(f"local provider on {provider.base_url} (OpenAI-compatible base_url: {provider.openai_base_url})")
     provider.serve_until_interrupted()
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--step", required=True, type=click.IntRange(min=1), help="the step whose request to print")
+def show(run_dir: Path, step: int) -> None:
+    """Print the request a step of RUN_DIR sent, rebuilt from its step records (readable messages, as JSON)."""
+    try:
+        messages = sent_messages(run_dir, step)
+    except StepRecordError as error:
+        _fail(str(error))
+    click.echo(json.dumps(messages, indent=2, ensure_ascii=False))
 
 
 def _load_or_exit(path: Path) -> Profile:

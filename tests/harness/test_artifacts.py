@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 
-from turnstate.harness.artifacts import REDACTED, ArtifactWriter, scrub
+import pytest
+
+from turnstate.harness.artifacts import REDACTED, ArtifactWriter, request_delta, scrub, sent_messages, step_name
 
 OPAQUE = {
     "type": "reasoning",
@@ -39,7 +41,7 @@ def test_every_artifact_is_scrubbed_and_secrets_are_replaced(tmp_path):
     writer.log_transition({"event": "x", "blob": OPAQUE})
     writer.close()
     written = {path.name: path.read_text() for path in (tmp_path / "run-1").iterdir()}
-    assert set(written) == {"step_001.json", "run_meta.json", "transitions.jsonl"}
+    assert set(written) == {"step_000001.json", "run_meta.json", "transitions.jsonl"}
     for name, text in written.items():
         assert "sk-secret-123" not in text, name
         assert "opaque" not in text.replace("only redacted_thinking data is opaque", ""), name
@@ -104,3 +106,39 @@ def test_the_transition_log_is_on_disk_before_the_step_file_that_follows_it(tmp_
         logged = (writer.path / "transitions.jsonl").read_text().splitlines()
         assert len(logged) == index
     writer.close()
+
+
+def test_step_names_sort_in_step_order_past_a_thousand():
+    names = [step_name(index) for index in (2, 10, 999, 1000, 3000)]
+    assert sorted(names) == names
+
+
+SYSTEM = {"role": "system", "content": "Play."}
+
+
+def turn(number: int) -> list[dict[str, str]]:
+    return [{"role": "user", "content": f"frame {number}"}, {"role": "assistant", "content": f"reply {number}"}]
+
+
+@pytest.mark.parametrize(
+    ("previous", "sent", "expected"),
+    [
+        (None, [SYSTEM, *turn(1)], {"after_step": None, "dropped": 0, "added": [SYSTEM, *turn(1)]}),
+        ([SYSTEM, *turn(1)], [SYSTEM, *turn(1), *turn(2)], {"after_step": 4, "dropped": 0, "added": turn(2)}),
+        ([SYSTEM, *turn(1), *turn(2)], [SYSTEM, *turn(2), *turn(3)], {"after_step": 4, "dropped": 2, "added": turn(3)}),
+        (
+            [SYSTEM, *turn(1)],
+            [{"role": "system", "content": "Other."}, *turn(1)],
+            {"after_step": None, "dropped": 0, "added": [{"role": "system", "content": "Other."}, *turn(1)]},
+        ),
+    ],
+    ids=["first", "appended", "oldest turn dropped", "new system prompt"],
+)
+def test_a_request_is_recorded_as_what_it_changed_and_rebuilds_to_itself(tmp_path, previous, sent, expected):
+    delta = request_delta(previous, sent, 4 if previous else None)
+    assert delta == expected
+    writer = ArtifactWriter(tmp_path, "run-1")
+    if previous:
+        writer.write_step(4, {"request": request_delta(None, previous, None)})
+    writer.write_step(5, {"request": delta})
+    assert sent_messages(writer.path, 5) == sent

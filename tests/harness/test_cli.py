@@ -17,6 +17,7 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
+from turnstate.harness.artifacts import sent_messages, step_name
 from turnstate.harness.cli import main
 from turnstate.harness.profile import DEFAULT_PROFILE
 from turnstate.local_provider import policy
@@ -126,7 +127,7 @@ def slow_run(tmp_path: Path, seconds_per_reply: float, *, stdout=subprocess.DEVN
 
 def wait_for_step(process: subprocess.Popen, out: Path, step: int) -> None:
     deadline = time.monotonic() + 30
-    while not list(out.glob(f"*/step_{step:03d}.json")):
+    while not list(out.glob(f"*/{step_name(step)}")):
         assert process.poll() is None, process.communicate()
         assert time.monotonic() < deadline, f"step {step} was not written within 30 s"
         time.sleep(0.005)
@@ -263,3 +264,16 @@ def test_after_sigkill_every_artifact_is_whole_and_the_log_is_not_behind_the_ste
     for step in steps:
         for fired in step["transitions"]:
             assert fired in whole, f"step {step['step']}'s transition {fired} is not in the log"
+
+
+# show
+
+
+def test_show_prints_a_steps_request_rebuilt_from_the_records_and_names_a_missing_step(tmp_path):
+    assert cli("run", "--out", str(tmp_path)).returncode == 0
+    (run_dir,) = tmp_path.iterdir()
+    shown = invoke("show", str(run_dir), "--step", "5")
+    assert shown.exit_code == 0 and json.loads(shown.output) == sent_messages(run_dir, 5)
+    assert json.loads(shown.output)[0]["role"] == "system" and "LEVEL" in json.loads(shown.output)[-1]["content"]
+    missing = cli("show", str(run_dir), "--step", "999")
+    assert_one_line_error(missing.returncode, missing.stderr, "step_000999.json: missing", "fix:")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from turnstate.harness.artifacts import sent_messages
 from turnstate.harness.profile import DEFAULT_PROFILE, PROFILES_DIR, LocalProviderConfig, Profile, load_profile
 from turnstate.harness.runner import Runner
 from turnstate.local_provider.exchange import MALFORMED_REPLY
@@ -34,7 +35,9 @@ def faults(*scheduled: tuple[int, str]) -> dict:
 
 
 def read_steps(run_dir: Path) -> list[dict]:
-    return [json.loads(path.read_text()) for path in sorted(run_dir.glob("step_*.json"))]
+    """The step records, each with the request it sent rebuilt from the records (`messages_sent`)."""
+    steps = [json.loads(path.read_text()) for path in sorted(run_dir.glob("step_*.json"))]
+    return [step | {"messages_sent": sent_messages(run_dir, step["step"])} for step in steps]
 
 
 def read_meta(run_dir: Path) -> dict:
@@ -665,3 +668,20 @@ def test_an_adapter_that_cannot_continue_from_a_summary_is_refused_before_any_ca
     record = json.loads((result.artifacts / "failed_turn.json").read_text())
     assert record["attempts"][0]["diagnostics"]["error_class"] == "NoSummaryCompaction"
     assert calls == 8  # the eight actions; the summary was never sent
+
+
+def test_each_step_records_only_what_its_request_added_and_every_request_rebuilds_exactly(tmp_path, monkeypatch):
+    monkeypatch.setenv("TURNSTATE_TEST_KEY", "test-key")
+    with LocalProvider() as provider:
+        remote = {"base_url": provider.openai_base_url, "api_key_env": "TURNSTATE_TEST_KEY"}
+        result = Runner(with_changes(DEFAULT, client=remote), tmp_path).run()
+        received = [body["messages"] for body in provider.request_log]
+    assert result.failed_attempts == 0 and len(received) == result.accepted_actions > 10
+    for step in range(1, result.accepted_actions + 1):
+        assert sent_messages(result.artifacts, step) == received[step - 1]  # as the provider received it
+    records = [json.loads(path.read_text())["request"] for path in sorted(result.artifacts.glob("step_*.json"))]
+    assert records[0]["after_step"] is None and len(records[0]["added"]) == 2  # the system prompt and the frame
+    later = records[1:]
+    assert all(record["after_step"] == number for number, record in enumerate(later, start=1))
+    assert all(len(record["added"]) == 2 for record in later)  # the previous reply and the new frame only
+    assert any(record["dropped"] for record in later)  # the window trimmed whole turns, and the record says so
