@@ -12,9 +12,12 @@ the game itself, and the reset frame prompts the next call, with the buffered fr
 from __future__ import annotations
 
 import os
+import signal
+import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +34,7 @@ from turnstate.adapters.contract import (
 from turnstate.adapters.registry import descriptor_for
 from turnstate.harness import scaffold
 from turnstate.harness.accounting import Ledger
-from turnstate.harness.artifacts import ArtifactWriter, new_run_id
+from turnstate.harness.artifacts import ArtifactWriter, new_run_id, request_delta
 from turnstate.harness.endpoint import open_endpoint
 from turnstate.harness.environments import (
     Environment,
@@ -202,6 +205,7 @@ class _Loop:
         self.turns = self.accepted = self.levels_won = 0
         self.failed_turn_record: str | None = None
         self.compactions = 0  # harness summaries committed, numbering compaction_NNN.json
+        self.last_sent: tuple[int, list[dict[str, str]]] | None = None  # the previous step's request
         self.continuation: dict[str, Any] | None = None  # the summary the step being written committed
 
     def play(self, meta: dict[str, Any]) -> RunResult:
@@ -225,7 +229,6 @@ class _Loop:
             action, failure = self._turn(self.accepted + 1, scaffold.render_observation(frame))
             if action is None:
                 return "failed_closed", failure
-            self.accepted += 1
             frame = self.environment.step(action)
             if self.on_step:
                 self.on_step(StepProgress(self.accepted, action, frame.level, frame.levels, self.failed_attempts))
@@ -292,7 +295,9 @@ class _Loop:
                 effects.extend(self._fire(next_event))
         self.failed_attempts += sum(1 for attempt in attempts if attempt.outcome not in ("accepted", "compacted"))
         if action is not None:
-            self._write_step(index, action, attempts, fired_before)
+            with _signals_deferred():  # the step's record and its count, together or not at all
+                self._write_step(index, action, attempts, fired_before)
+                self.accepted = index
         else:
             self._write_failed_turn(index, failure, attempts, fired_before)
         return action, failure
@@ -385,7 +390,7 @@ class _Loop:
             index,
             {
                 "step": index,
-                "messages_sent": accepted.messages,
+                "request": self._request_record(index, accepted.messages),
                 "response_text": accepted.response_text,
                 "reasoning_summary": accepted.reasoning_summary,
                 "action": action,
@@ -398,6 +403,12 @@ class _Loop:
             },
         )
         self.continuation = None
+
+    def _request_record(self, index: int, sent: list[dict[str, str]]) -> dict[str, Any]:
+        """What is new in this step's request since the previous step's (artifacts.request_delta)."""
+        previous_step, previous = self.last_sent if self.last_sent is not None else (None, None)
+        self.last_sent = (index, sent)
+        return request_delta(previous, sent, previous_step)
 
     def _write_failed_turn(self, index: int, failure: str | None, attempts: list[_Attempt], fired_before: int) -> None:
         """Why the turn failed closed, attempt by attempt (allowlisted diagnostics only), in a record of its own."""
@@ -417,6 +428,20 @@ class _Loop:
     def _write_meta(self, meta: dict[str, Any], result: RunResult) -> None:
         totals = _totals(result, self.ledger) | {"failed_turn": self.failed_turn_record}
         self.writer.write_json("run_meta.json", meta | totals)
+
+
+@contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM until the block is done (a kill that can be caught arrives after it),
+    so that an interrupted run's run_meta.json never counts a step it did not record, or the reverse."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def _no_summary_compaction(adapter: ProviderAdapter) -> ProviderError:
