@@ -34,6 +34,8 @@ def open_endpoint(client: ClientConfig) -> Iterator[Endpoint]:
     if local is not None:
         if local.context_window is not None:
             options["context_window"] = local.context_window
+        if local.request_log_size is not None:
+            options["request_log_size"] = local.request_log_size
         options["faults"] = [
             Fault(at=fault.at, kind=fault.kind, retry_after_seconds=fault.retry_after_seconds) for fault in local.faults
         ]

@@ -26,6 +26,7 @@ import socketserver
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -37,6 +38,8 @@ from turnstate.local_provider.prefix_cache import PrefixCache
 from turnstate.local_provider.routes import ROUTES
 
 DEFAULT_CONTEXT_WINDOW = 8192
+DEFAULT_REQUEST_LOG_SIZE = 100
+"""How many of the latest request bodies a provider keeps for inspection (tests, `turnstate serve`)."""
 
 INVALID_API_KEY = "sk-invalid"
 """The one key the provider treats as wrong (401 invalid_api_key); any other non-empty key is accepted."""
@@ -60,10 +63,12 @@ class LocalProvider:
         host: str = "127.0.0.1",
         port: int = 0,
         clock: Clock = time.monotonic,
+        request_log_size: int = DEFAULT_REQUEST_LOG_SIZE,
     ) -> None:
         self.context_window = context_window
-        self.request_log: list[dict[str, object]] = []
-        """Every admitted model request body, in arrival order; entry i has ordinal i + 1."""
+        # The latest admitted request bodies: a ring, so a long run's provider keeps a bounded few.
+        self._request_log: deque[dict[str, object]] = deque(maxlen=request_log_size)
+        self._admitted = 0  # model requests admitted so far: the next one's ordinal is this plus one
         # The deterministic policy by default, imported only when wanted; a test passes its own reply,
         # which then also answers reasoning wires, without private thoughts.
         self._reply, self._thinker = _policy() if reply is None else (reply, Thoughtless(reply))
@@ -75,6 +80,12 @@ class LocalProvider:
         self._admit_lock = threading.Lock()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+
+    @property
+    def request_log(self) -> list[dict[str, object]]:
+        """The latest admitted model request bodies (at most `request_log_size`), oldest first."""
+        with self._admit_lock:
+            return list(self._request_log)
 
     def start(self) -> LocalProvider:
         if self._server is not None:
@@ -139,8 +150,9 @@ class LocalProvider:
     def _admit(self, body: dict[str, object]) -> tuple[int, Fault | None]:
         """Log `body`, give it the next ordinal, and take the fault scheduled for that ordinal."""
         with self._admit_lock:
-            self.request_log.append(body)
-            ordinal = len(self.request_log)
+            self._request_log.append(body)
+            self._admitted += 1
+            ordinal = self._admitted
         return ordinal, self._faults.take(ordinal)
 
     def _rate_limit_wait(self, fault: Fault | None) -> float | None:

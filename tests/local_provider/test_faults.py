@@ -185,3 +185,14 @@ def test_a_long_key_is_quoted_with_its_first_8_and_last_4_characters_only() -> N
 
     assert masked_api_key(key) == "sk-aaaaa" + "*" * 39 + "wxyz"
     assert masked_api_key("undefined") == "undefined"
+
+
+def test_the_request_log_keeps_only_the_latest_bodies_and_ordinals_keep_counting() -> None:
+    with LocalProvider(request_log_size=2, faults=[Fault(at=3, kind="server_error")]) as provider:
+        client = openai.OpenAI(base_url=provider.openai_base_url, api_key="test-key", max_retries=0)
+        for text in ("one", "two"):
+            client.chat.completions.create(model="m", messages=[{"role": "user", "content": text}])
+        with pytest.raises(openai.InternalServerError):  # the third request is still ordinal 3
+            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "three"}])
+        kept = [body["messages"][0]["content"] for body in provider.request_log]
+    assert kept == ["two", "three"]
