@@ -21,9 +21,10 @@ from __future__ import annotations
 import json
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 
 SCHEMA_VERSION: Final = 1
+PAYLOAD_CHECKED = "payload_checked"  # validation context: the payload is one already checked
 
 
 class StateMismatch(ValueError):
@@ -60,11 +61,13 @@ class RuntimeState(BaseModel):
     completed_context_tokens: int = Field(default=0, ge=0)
 
     @model_validator(mode="after")
-    def _check_envelope(self) -> RuntimeState:
-        try:
-            json.dumps(self.payload, allow_nan=False)
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"payload is not JSON-serializable: {error}") from None
+    def _check_envelope(self, info: ValidationInfo) -> RuntimeState:
+        # A replace that kept the payload need not serialize it again: it was checked when it was set.
+        if not (info.context or {}).get(PAYLOAD_CHECKED):
+            try:
+                json.dumps(self.payload, allow_nan=False)
+            except (TypeError, ValueError) as error:
+                raise ValueError(f"payload is not JSON-serializable: {error}") from None
         items = self.payload.get("items", [])
         if self.turns and not isinstance(items, list):
             raise ValueError("turn spans need payload['items'] to be a list")
@@ -91,8 +94,11 @@ class RuntimeState(BaseModel):
         return self
 
     def replace(self, **changes: Any) -> RuntimeState:
-        """A new, re-validated state with some fields changed; this one is left as it was."""
-        return type(self).model_validate({**self.model_dump(), **changes})
+        """A new, re-validated state with some fields changed; this one is left as it was. Values are
+        handed on, not deep-copied (states are values nobody mutates), and the payload is checked for
+        JSON again only if it changed: a commit costs what changed, not the whole history twice."""
+        context = {PAYLOAD_CHECKED: "payload" not in changes}
+        return type(self).model_validate({**dict(self), **changes}, context=context)
 
     def with_pending(self, text: str) -> RuntimeState:
         return self.replace(pending=(*self.pending, text))

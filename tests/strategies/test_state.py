@@ -58,3 +58,12 @@ def test_changes_make_a_new_validated_state_and_leave_the_old_one_intact():
         state.replace(turns=[TurnSpan(start=0, end=9)])
     with pytest.raises(ValidationError):
         state.adapter_id = "other"  # frozen
+
+
+def test_a_replaced_payload_is_checked_again_and_a_kept_one_is_handed_on():
+    state = RuntimeState(adapter_id="a", strategy="s", payload={"items": [{"text": "kept"}]})
+    with pytest.raises(ValueError, match="not JSON-serializable"):
+        state.replace(payload={"items": [object()]})
+    buffered = state.with_pending("GAME_OVER")
+    assert buffered.payload == state.payload and buffered.pending == ("GAME_OVER",)
+    assert state.pending == ()  # the original is left as it was
