@@ -97,11 +97,7 @@ class ChatWire:
         broken = exchange.fault.kind if exchange.fault is not None and exchange.fault.kind in BROKEN_REPLIES else None
         if not request.stream:
             body = completion_object(head, completion, request.choices, usage, reasoning, call)
-            if broken == "garbled":
-                data = json.dumps(body).encode("utf-8")
-                exchange.send_raw(200, "application/json", data[: len(data) // 2])
-                return
-            exchange.send_json(200, _broken_object(body, broken) if broken else body)
+            exchange.send_reply(body if broken in (None, "garbled") else _broken_object(body, broken))
             return
         included = usage if request.include_usage else None
         events = chunk_events(head, completion, request.choices, included, reasoning, call)

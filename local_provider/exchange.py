@@ -10,6 +10,7 @@ of HTTP framing or of any one wire, so wires and the server both import it and n
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -226,9 +227,14 @@ class Exchange:
         """Stream `events`; with `cut_after`, close the connection after that many, leaving the stream unended."""
         self._responder.write_sse(events, cut_after)
 
-    def send_raw(self, status: int, content_type: str, data: bytes) -> None:
-        """Answer with exactly these bytes: how a wire sends a reply it garbles on purpose."""
-        self._responder.write_raw(status, content_type, data, {})
+    def send_reply(self, body: Mapping[str, object]) -> None:
+        """A 200 carrying the JSON `body`; under a `garbled` fault, only the first half of its bytes,
+        as an upstream that breaks mid-body sends it (every wire garbles a reply this one way)."""
+        if self.fault is None or self.fault.kind != "garbled":
+            self.send_json(200, body)
+            return
+        data = json.dumps(body).encode("utf-8")
+        self._responder.write_raw(200, "application/json", data[: len(data) // 2], {})
 
     def drop_connection(self) -> None:
         """Close the connection without any response, as a crashed upstream does."""

@@ -109,11 +109,7 @@ def handle(exchange: Exchange) -> None:
             for step in _steps(interaction)
         ]
     if not request.stream:
-        data = json.dumps(interaction).encode("utf-8")
-        if kind == "garbled":
-            exchange.send_raw(200, "application/json", data[: len(data) // 2])
-        else:
-            exchange.send_json(200, interaction)
+        exchange.send_reply(interaction)
         return
     events = stream_events(interaction)
     frames: list[SseEvent] = [{"data": json.dumps(event)} for event in events]

@@ -113,11 +113,7 @@ def handle(exchange: Exchange) -> None:
     elif kind == "null_message":
         message["content"] = None
     if not request.stream:
-        if kind == "garbled":
-            data = json.dumps(message).encode("utf-8")
-            exchange.send_raw(200, "application/json", data[: len(data) // 2])
-            return
-        exchange.send_json(200, message)
+        exchange.send_reply(message)
         return
     events = stream_events(message)
     if kind == "garbled":

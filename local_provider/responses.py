@@ -130,11 +130,7 @@ def handle(exchange: Exchange) -> None:
     body = response_object(request, produced.response_id, STATUSES[ending], INCOMPLETE_REASONS.get(ending), output)
     body["usage"] = usage
     if not request.stream:
-        if kind == "garbled":
-            data = json.dumps(body).encode("utf-8")
-            exchange.send_raw(200, "application/json", data[: len(data) // 2])
-            return
-        exchange.send_json(200, body)
+        exchange.send_reply(body)
         return
     events = stream_events(body, output)
     if kind == "garbled":

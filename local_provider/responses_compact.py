@@ -21,7 +21,6 @@ has no visible text.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping, Sequence
 
@@ -82,11 +81,7 @@ def handle(exchange: Exchange) -> None:
         "output": output,
         "usage": usage_object(prompt_tokens, cached_tokens, estimate_text_tokens(summary), 0),
     }
-    if kind == "garbled":
-        data = json.dumps(body).encode("utf-8")
-        exchange.send_raw(200, "application/json", data[: len(data) // 2])
-        return
-    exchange.send_json(200, body)
+    exchange.send_reply(body)
 
 
 def kept_user_messages(items: Sequence[Mapping[str, object]]) -> list[Mapping[str, object]]:
