@@ -275,7 +275,7 @@ class _Loop:
             elif isinstance(effect, CallCompaction):
                 next_event = self._call(effect.request, attempts, compaction=True)
             elif isinstance(effect, CallSummary):
-                next_event = self._summarize(effect, attempts)
+                next_event = self._call(effect.request, attempts, compaction=True, summary=effect)
             elif isinstance(effect, RecordCompaction):
                 self._write_compaction(effect, attempts)
                 next_event = None
@@ -335,10 +335,9 @@ class _Loop:
         else:
             attempt = _Attempt(sent, outcome.kind.value, outcome.usage, diagnostics=dict(outcome.diagnostics))
         if compaction:
-            attempt.summarized_items = len(request.items)
+            attempt.summarized_items = len(request.items) if summary is None else summary.summarized_items
         if summary is not None:
             summarized = summary.summary_pass
-            attempt.summarized_items = summary.summarized_items
             attempt.summary_input = {
                 "lane": summarized.lane,
                 "form": "fork" if summarized.fork else "independent",
@@ -348,14 +347,11 @@ class _Loop:
         attempts.append(attempt)
         return outcome_event(outcome, compaction=compaction)
 
-    def _summarize(self, effect: CallSummary, attempts: list[_Attempt]) -> Event:
-        return self._call(effect.request, attempts, compaction=True, summary=effect)
-
     def _write_compaction(self, record: RecordCompaction, attempts: list[_Attempt]) -> None:
         """compaction_NNN.json for a harness summary that committed with this turn's action, and the
         continuation the step records; no opaque provider state is in either."""
         self.compactions += 1
-        calls = [attempt for attempt in attempts if attempt.summary_input is not None]
+        calls = _compaction_calls(attempts)
         summarized = record.summary_pass
         self.writer.write_json(
             f"compaction_{self.compactions:03d}.json",
@@ -452,10 +448,15 @@ def _no_summary_compaction(adapter: ProviderAdapter) -> ProviderError:
     )
 
 
+def _compaction_calls(attempts: list[_Attempt]) -> list[_Attempt]:
+    """A turn's compaction calls (a native one's or a harness summary's), failed ones included."""
+    return [attempt for attempt in attempts if attempt.summarized_items is not None]
+
+
 def _compaction_record(attempts: list[_Attempt]) -> dict[str, Any] | None:
     """A step's compaction calls, if it made any: their usage alone (already in the step's usage),
     and how many accepted items the one that committed replaced. Never the compaction's payload."""
-    calls = [attempt for attempt in attempts if attempt.summarized_items is not None]
+    calls = _compaction_calls(attempts)
     compacted = [attempt for attempt in calls if attempt.outcome == "compacted"]
     if not compacted:
         return None
