@@ -71,10 +71,17 @@ class BackoffConfig(_Section):
         return Backoff(self.base_seconds, self.max_seconds, self.max_total_seconds)
 
 
+DEFAULT_TRIM_LOW_WATER = 0.75
+
+
 class AgentConfig(_Section):
     max_actions: int = Field(default=80, ge=1)
     max_retries: int = Field(default=3, ge=0)
     max_context_length: int = Field(ge=MIN_CONTEXT_TOKENS)
+    # manual_rolling: once the window passes max_context_length, the oldest whole turns are trimmed
+    # until it is at most this fraction of the prompt budget, so its prefix (and a provider's prompt
+    # cache of it) holds for many turns; 1 trims only what must go, moving the prefix every turn.
+    trim_low_water: float = Field(default=DEFAULT_TRIM_LOW_WATER, gt=0, le=1)
     backoff: BackoffConfig = BackoffConfig()
 
 
@@ -275,6 +282,7 @@ class Profile(_Section):
             max_retries=self.agent.max_retries,
             max_context_length=self.agent.max_context_length,
             max_output_tokens=self.request.max_output_tokens,
+            trim_low_water=self.agent.trim_low_water,
             compaction=self.compaction_mode(),
             compaction_trigger_tokens=self.compaction_trigger_tokens(),
             summary_max_output_tokens=self.summary_max_output_tokens(),

@@ -5,11 +5,15 @@ Rules
    that arrived since the last reply, in order) and the accepted reply's items; the adapter's
    transcript says what those items are. The replies ARE the state, so the system prompt asks the
    model to restate, in a NOTES line, every fact it will need later (the carry-forward instruction).
-2. A request is: system prompt, the accepted window, then the new user message. Before it is sent the
-   window is trimmed by removing the OLDEST COMPLETE TURNS until the estimated prompt plus the output
-   allowance fits max_context_length. Never "the last N messages", never half a turn.
-3. A reply is provisional. It is committed (appended as a new turn, window trimmed again) only when
-   the runner's parser accepts an action from it.
+2. A request is: system prompt, the accepted window, then the new user message. The window is trimmed
+   only when the estimated prompt plus the output allowance passes max_context_length, and then by
+   removing the OLDEST COMPLETE TURNS until the estimate is down to the low-water mark (trim_low_water
+   of the prompt budget). Never "the last N messages", never half a turn. Trimming below the limit
+   keeps the window's prefix unchanged for many turns after each trim, so a provider's prompt cache
+   can serve it; a low-water mark of 1 trims only what must go, which moves the prefix every turn
+   once the window is full. Each turn's estimate is taken once, when it commits.
+3. A reply is provisional. It is committed (appended as a new turn, the window trimmed again by the
+   same rule) only when the runner's parser accepts an action from it.
 4. A rejected action, a refusal, a truncated reply or a transient failure asks again from the
    unchanged accepted state, while the turn has retries left (max_retries per turn); a transient
    failure waits first, as strategies/retry.py rules, and fails closed if the wait would pass the
@@ -26,6 +30,7 @@ Rules
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 
 from turnstate.adapters.contract import Item, ModelRequest, Transcript
 from turnstate.machine.engine import Transition
@@ -81,7 +86,9 @@ class ManualRolling(TurnTaking):
         super().__init__(state, settings, transcript)
         self.system_prompt = f"{settings.system_prompt}\n\n{CARRY_FORWARD_INSTRUCTION}"
         self.prompt_budget = settings.max_context_length - settings.max_output_tokens
+        self.low_water = int(self.prompt_budget * settings.trim_low_water)
         self.skipped_turns = 0  # the oldest accepted turns the open turn's requests leave out
+        self._estimates = self._estimate(self.accepted)
 
     def has_droppable_turn(self, event: ContextOverflowed) -> bool:
         return self.skipped_turns < len(self.accepted.turns)
@@ -99,37 +106,70 @@ class ManualRolling(TurnTaking):
         turn_items = [*turn.opening, *self.transcript.reply_items(self._provisional)]
         spans.append(TurnSpan(start=len(items), end=len(items) + len(turn_items)))
         items += turn_items
-        over = self._turns_over_budget(items, spans, [])
+        turn_tokens = [*self._turn_tokens()[self.skipped_turns :], self.transcript.estimate_tokens(turn_items)]
+        over = self._turns_to_trim(turn_tokens, tail_tokens=0)
         items, spans = drop_turns(items, spans, over)
         self.accepted = self.accepted.replace(payload={"items": items}, turns=spans, pending=())
+        self._estimates = WindowEstimates(self.accepted, self._estimates.head, turn_tokens[over:])
         self.turn = None
 
     def build_request(self) -> ModelRequest:
-        """System prompt, the accepted window less the oldest turns that do not fit, the new input.
+        """System prompt, the accepted window less the oldest turns trimmed away, the new input.
 
         The turns left out are remembered, so an overflow drops the oldest turn this request
         actually sent, and a commit keeps exactly the window that was sent."""
         turn = self._turn
-        items, spans = self._window()
-        over = self._turns_over_budget(items, spans, turn.opening)
-        self.skipped_turns += over
-        items, _ = drop_turns(items, spans, over)
+        opening_tokens = self.transcript.estimate_tokens(turn.opening)
+        self.skipped_turns += self._turns_to_trim(self._turn_tokens()[self.skipped_turns :], opening_tokens)
+        items, _ = self._window()
         return ModelRequest(system=self.system_prompt, items=(*items, *turn.opening))
 
-    def _turns_over_budget(self, items: list[Item], spans: list[TurnSpan], tail: list[Item]) -> int:
-        """How many oldest complete turns must go for system + window + tail to fit the prompt budget."""
-        estimate = self.transcript.estimate_tokens([*items, *tail], self.system_prompt)
+    def _turns_to_trim(self, turn_tokens: list[int], tail_tokens: int) -> int:
+        """How many oldest complete turns go: none while the prompt (window of `turn_tokens`, then a
+        tail) fits the budget; else enough to bring it down to the low-water mark."""
+        estimate = self._estimates.head + sum(turn_tokens) + tail_tokens
+        if estimate <= self.prompt_budget:
+            return 0
         dropped = 0
-        for span in spans:
-            if estimate <= self.prompt_budget:
+        for tokens in turn_tokens:
+            if estimate <= self.low_water:
                 break
-            estimate -= self.transcript.estimate_tokens(items[span.start : span.end])
+            estimate -= tokens
             dropped += 1
         return dropped
+
+    def _turn_tokens(self) -> list[int]:
+        """The estimate of each accepted turn, oldest first, taken once per window."""
+        if not self._estimates.describe(self.accepted):
+            self._estimates = self._estimate(self.accepted)
+        return self._estimates.turns
+
+    def _estimate(self, state: RuntimeState) -> WindowEstimates:
+        items = state.items
+        turns = [self.transcript.estimate_tokens(items[span.start : span.end]) for span in state.turns]
+        # The head is the system prompt and any items outside a turn: what no trim can remove.
+        head = self.transcript.estimate_tokens(items, self.system_prompt) - sum(turns)
+        return WindowEstimates(state, head, turns)
 
     def _window(self) -> tuple[list[Item], list[TurnSpan]]:
         """The accepted window minus the oldest turns this attempt leaves out."""
         return drop_turns(self.accepted.items, list(self.accepted.turns), self.skipped_turns)
+
+
+@dataclass(frozen=True)
+class WindowEstimates:
+    """The token estimates of one accepted state's window: what cannot be trimmed, then each turn."""
+
+    state: RuntimeState
+    head: int
+    turns: list[int]
+
+    def describe(self, state: RuntimeState) -> bool:
+        """Whether `state` has this window (a buffered input changes the state, not the window)."""
+        known = self.state
+        return state is known or (
+            state.payload.get("items") is known.payload.get("items") and state.turns == known.turns
+        )
 
 
 def drop_turns(items: list, spans: list[TurnSpan], count: int) -> tuple[list, list[TurnSpan]]:

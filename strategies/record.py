@@ -28,6 +28,9 @@ class StrategySettings:
     max_retries: int
     max_context_length: int  # the context budget, in estimated tokens
     max_output_tokens: int  # the output allowance of every request
+    # manual_rolling: a window over the budget is trimmed down to this fraction of the prompt budget
+    # (1: only what must go, so the prefix moves every turn once the window is full).
+    trim_low_water: float = 1.0
     # How the strategy compacts: "none"; the adapter's native way, "native_inline" (the provider
     # compacts inside an action reply) or "native_call" (a separate compaction call); or
     # "harness_summary" (the model's summary, installed by the harness). A compaction by a call of its

@@ -56,7 +56,7 @@ def test_every_shipped_profile_is_valid(path):
 # (change, key path the error must name, text it must contain: the fix or the contradiction)
 # fmt: off
 REJECTED = [
-    ({"agent__max_retrys": 3}, "agent.max_retrys", "remove it or correct the spelling (allowed here: backoff, max_actions, max_context_length, max_retries)"),
+    ({"agent__max_retrys": 3}, "agent.max_retrys", "remove it or correct the spelling (allowed here: backoff, max_actions, max_context_length, max_retries, trim_low_water)"),
     ({"runtime__compaction__trigger": 5}, "runtime.compaction.trigger", "allowed here: fork, strategy, summary_input_headroom_tokens"),
     ({"colour": "blue"}, "colour", "allowed here: agent, client, environment, id, pricing, request, runtime"),
     ({"agent__max_retries": "three"}, "agent.max_retries", "use a whole number"),
