@@ -251,7 +251,8 @@ class Transcript(Protocol):
         ...
 
     def readable(self, items: Sequence[Item]) -> list[dict[str, str]]:
-        """The {role, content} projection of `items` for artifacts; never any opaque state."""
+        """The {role, content} projection of `items` for artifacts; never any opaque state. Item by
+        item: a list's projection is its items' projections, concatenated."""
         ...
 
     def latest_compaction(self, items: Sequence[Item]) -> int | None:

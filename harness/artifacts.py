@@ -21,10 +21,12 @@ import json
 import math
 import os
 import secrets as _random
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from turnstate.adapters.contract import Item, ModelRequest
 
 OPAQUE_KEYS = frozenset({"encrypted_content", "signature", "thought_signature"})
 REDACTED = "[redacted]"
@@ -36,18 +38,27 @@ def step_name(index: int) -> str:
 
 
 def request_delta(
-    previous: Sequence[dict[str, Any]] | None, sent: Sequence[dict[str, Any]], previous_step: int | None
+    previous: tuple[int, ModelRequest] | None,
+    request: ModelRequest,
+    readable: Callable[[Sequence[Item]], list[dict[str, str]]],
 ) -> dict[str, Any]:
-    """How the request `sent` (system message first) follows from the previous step's: its system
-    message, then the previous request's other messages less the `dropped` oldest, then `added`.
-    With no such relation (the first step, a new system message, a rebuilt history), the whole
-    request is `added`, after no step."""
-    if previous and sent and previous[0] == sent[0]:
-        for dropped in range(len(previous)):
-            kept = previous[1 + dropped :]
-            if list(sent[1 : 1 + len(kept)]) == list(kept):
-                return {"after_step": previous_step, "dropped": dropped, "added": list(sent[1 + len(kept) :])}
-    return {"after_step": None, "dropped": 0, "added": list(sent)}
+    """How `request` follows from the previous step's (its step and request): the same system
+    message, then the previous request's items less the `dropped` oldest, then `added`, all as
+    `readable` projects them. With no such relation (the first step, a new system prompt, a rebuilt
+    history), the whole request is `added`, after no step.
+
+    Items are compared, and only what was dropped or added is projected, so a record costs what the
+    request changed; the kept items are the same objects turn after turn, so even comparing them is
+    cheap. `readable` must project item by item (a list's projection is its items', concatenated)."""
+    if previous is not None and previous[1].system == request.system:
+        step, before = previous
+        for dropped in range(len(before.items) + 1):
+            kept = len(before.items) - dropped
+            if request.items[:kept] == before.items[dropped:]:
+                added = readable(request.items[kept:])
+                return {"after_step": step, "dropped": len(readable(before.items[:dropped])), "added": added}
+    system = {"role": "system", "content": request.system}
+    return {"after_step": None, "dropped": 0, "added": [system, *readable(request.items)]}
 
 
 class StepRecordError(ValueError):

@@ -100,7 +100,7 @@ class StepProgress:
 class _Attempt:
     """One provider call within a step, as the step record shows it."""
 
-    messages: list[dict[str, str]]
+    request: ModelRequest
     outcome: str
     usage: Usage
     response_text: str | None = None
@@ -205,7 +205,7 @@ class _Loop:
         self.turns = self.accepted = self.levels_won = 0
         self.failed_turn_record: str | None = None
         self.compactions = 0  # harness summaries committed, numbering compaction_NNN.json
-        self.last_sent: tuple[int, list[dict[str, str]]] | None = None  # the previous step's request
+        self.last_sent: tuple[int, ModelRequest] | None = None  # the previous step and its request
         self.continuation: dict[str, Any] | None = None  # the summary the step being written committed
 
     def play(self, meta: dict[str, Any]) -> RunResult:
@@ -318,7 +318,6 @@ class _Loop:
     ) -> Event:
         """One provider call: an action request's, a native compaction call's (`compaction`) or a
         harness summary's (`summary`, an ordinary call); its usage is billed to the turn either way."""
-        sent = [{"role": "system", "content": request.system}, *self.adapter.transcript.readable(request.items)]
         started = time.perf_counter()
         outcome: ModelResponse | ProviderError
         if summary is not None and self.adapter.summary_compaction is None:
@@ -331,9 +330,9 @@ class _Loop:
         self.ledger.record_call(outcome.usage)
         if isinstance(outcome, ModelResponse):
             replied = "compacted" if compaction else "replied"
-            attempt = _Attempt(sent, replied, outcome.usage, outcome.text, outcome.reasoning_summary)
+            attempt = _Attempt(request, replied, outcome.usage, outcome.text, outcome.reasoning_summary)
         else:
-            attempt = _Attempt(sent, outcome.kind.value, outcome.usage, diagnostics=dict(outcome.diagnostics))
+            attempt = _Attempt(request, outcome.kind.value, outcome.usage, diagnostics=dict(outcome.diagnostics))
         if compaction:
             attempt.summarized_items = len(request.items) if summary is None else summary.summarized_items
         if summary is not None:
@@ -386,7 +385,7 @@ class _Loop:
             index,
             {
                 "step": index,
-                "request": self._request_record(index, accepted.messages),
+                "request": self._request_record(index, accepted.request),
                 "response_text": accepted.response_text,
                 "reasoning_summary": accepted.reasoning_summary,
                 "action": action,
@@ -400,11 +399,11 @@ class _Loop:
         )
         self.continuation = None
 
-    def _request_record(self, index: int, sent: list[dict[str, str]]) -> dict[str, Any]:
+    def _request_record(self, index: int, request: ModelRequest) -> dict[str, Any]:
         """What is new in this step's request since the previous step's (artifacts.request_delta)."""
-        previous_step, previous = self.last_sent if self.last_sent is not None else (None, None)
-        self.last_sent = (index, sent)
-        return request_delta(previous, sent, previous_step)
+        record = request_delta(self.last_sent, request, self.adapter.transcript.readable)
+        self.last_sent = (index, request)
+        return record
 
     def _write_failed_turn(self, index: int, failure: str | None, attempts: list[_Attempt], fired_before: int) -> None:
         """Why the turn failed closed, attempt by attempt (allowlisted diagnostics only), in a record of its own."""

@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from turnstate.adapters.chat_completions import ChatMessages
+from turnstate.adapters.contract import ModelRequest
 from turnstate.harness.artifacts import REDACTED, ArtifactWriter, request_delta, scrub, sent_messages, step_name
 
 OPAQUE = {
@@ -120,25 +122,43 @@ def turn(number: int) -> list[dict[str, str]]:
     return [{"role": "user", "content": f"frame {number}"}, {"role": "assistant", "content": f"reply {number}"}]
 
 
+def request(*turns: list[dict[str, str]], system: str = SYSTEM["content"]) -> ModelRequest:
+    return ModelRequest(system=system, items=tuple(item for turn in turns for item in turn))
+
+
 @pytest.mark.parametrize(
     ("previous", "sent", "expected"),
     [
-        (None, [SYSTEM, *turn(1)], {"after_step": None, "dropped": 0, "added": [SYSTEM, *turn(1)]}),
-        ([SYSTEM, *turn(1)], [SYSTEM, *turn(1), *turn(2)], {"after_step": 4, "dropped": 0, "added": turn(2)}),
-        ([SYSTEM, *turn(1), *turn(2)], [SYSTEM, *turn(2), *turn(3)], {"after_step": 4, "dropped": 2, "added": turn(3)}),
+        (None, request(turn(1)), {"after_step": None, "dropped": 0, "added": [SYSTEM, *turn(1)]}),
+        (request(turn(1)), request(turn(1), turn(2)), {"after_step": 4, "dropped": 0, "added": turn(2)}),
+        (request(turn(1), turn(2)), request(turn(2), turn(3)), {"after_step": 4, "dropped": 2, "added": turn(3)}),
         (
-            [SYSTEM, *turn(1)],
-            [{"role": "system", "content": "Other."}, *turn(1)],
+            request(turn(1)),
+            request(turn(1), system="Other."),
             {"after_step": None, "dropped": 0, "added": [{"role": "system", "content": "Other."}, *turn(1)]},
         ),
+        (request(turn(1), turn(2)), request(turn(3)), {"after_step": 4, "dropped": 4, "added": turn(3)}),
     ],
-    ids=["first", "appended", "oldest turn dropped", "new system prompt"],
+    ids=["first", "appended", "oldest turn dropped", "new system prompt", "all dropped"],
 )
 def test_a_request_is_recorded_as_what_it_changed_and_rebuilds_to_itself(tmp_path, previous, sent, expected):
-    delta = request_delta(previous, sent, 4 if previous else None)
+    readable = ChatMessages().readable
+    delta = request_delta((4, previous) if previous else None, sent, readable)
     assert delta == expected
     writer = ArtifactWriter(tmp_path, "run-1")
     if previous:
-        writer.write_step(4, {"request": request_delta(None, previous, None)})
+        writer.write_step(4, {"request": request_delta(None, previous, readable)})
     writer.write_step(5, {"request": delta})
-    assert sent_messages(writer.path, 5) == sent
+    assert sent_messages(writer.path, 5) == [{"role": "system", "content": sent.system}, *sent.items]
+
+
+def test_only_what_a_request_added_or_dropped_is_projected():
+    projected: list[dict[str, str]] = []
+
+    def readable(items):
+        projected.extend(items)
+        return ChatMessages().readable(items)
+
+    before = request(turn(1), turn(2), turn(3))
+    request_delta((1, before), request(turn(2), turn(3), turn(4)), readable)
+    assert sorted(item["content"] for item in projected) == ["frame 1", "frame 4", "reply 1", "reply 4"]
