@@ -24,7 +24,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 
 SCHEMA_VERSION: Final = 1
-PAYLOAD_CHECKED = "payload_checked"  # validation context: the payload is one already checked
+PREVIOUS = "previous"  # validation context: the state this one replaces, whose values were checked
 
 
 class StateMismatch(ValueError):
@@ -62,22 +62,28 @@ class RuntimeState(BaseModel):
 
     @model_validator(mode="after")
     def _check_envelope(self, info: ValidationInfo) -> RuntimeState:
-        # A replace that kept the payload need not serialize it again: it was checked when it was set.
-        if not (info.context or {}).get(PAYLOAD_CHECKED):
-            try:
-                json.dumps(self.payload, allow_nan=False)
-            except (TypeError, ValueError) as error:
-                raise ValueError(f"payload is not JSON-serializable: {error}") from None
+        # What this state shares with the one it replaces (the same objects) was checked then, so a
+        # commit checks what it changed, not the whole history again.
+        previous: RuntimeState | None = (info.context or {}).get(PREVIOUS)
+        unchecked = self.payload if previous is None else _changed_values(self.payload, previous.payload)
+        try:
+            json.dumps(unchecked, allow_nan=False)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"payload is not JSON-serializable: {error}") from None
         items = self.payload.get("items", [])
         if self.turns and not isinstance(items, list):
             raise ValueError("turn spans need payload['items'] to be a list")
-        previous_end = 0
-        for span in self.turns:
+        kept = (
+            len(previous.turns) if previous is not None and self.turns[: len(previous.turns)] == previous.turns else 0
+        )
+        previous_end = self.turns[kept - 1].end if kept else 0
+        for span in self.turns[kept:]:
             if span.start < previous_end:
                 raise ValueError(f"turn spans overlap or are out of order at [{span.start}, {span.end})")
-            if span.end > len(items):
-                raise ValueError(f"turn span [{span.start}, {span.end}) runs past the {len(items)} items")
             previous_end = span.end
+        if self.turns and self.turns[-1].end > len(items):  # ordered, so the last one ends furthest
+            span = self.turns[-1]
+            raise ValueError(f"turn span [{span.start}, {span.end}) runs past the {len(items)} items")
         return self
 
     @property
@@ -95,10 +101,9 @@ class RuntimeState(BaseModel):
 
     def replace(self, **changes: Any) -> RuntimeState:
         """A new, re-validated state with some fields changed; this one is left as it was. Values are
-        handed on, not deep-copied (states are values nobody mutates), and the payload is checked for
-        JSON again only if it changed: a commit costs what changed, not the whole history twice."""
-        context = {PAYLOAD_CHECKED: "payload" not in changes}
-        return type(self).model_validate({**dict(self), **changes}, context=context)
+        handed on, not deep-copied (states are values nobody mutates), and only what differs from this
+        state is checked again: a commit costs what it changed, not the whole history."""
+        return type(self).model_validate({**dict(self), **changes}, context={PREVIOUS: self})
 
     def with_pending(self, text: str) -> RuntimeState:
         return self.replace(pending=(*self.pending, text))
@@ -109,3 +114,19 @@ class RuntimeState(BaseModel):
     @classmethod
     def from_json(cls, text: str) -> RuntimeState:
         return cls.model_validate_json(text)
+
+
+def _changed_values(payload: dict[str, Any], previous: dict[str, Any]) -> list[Any]:
+    """The parts of `payload` that are not objects of `previous`: a changed value, or the elements of a
+    list that `previous` did not hold under the same key (a window trimmed and extended shares the rest)."""
+    changed = []
+    for key, value in payload.items():
+        before = previous.get(key)
+        if value is before and key in previous:
+            continue
+        if isinstance(value, list) and isinstance(before, list):
+            held = {id(element) for element in before}
+            changed.extend(element for element in value if id(element) not in held)
+        else:
+            changed.append(value)
+    return changed

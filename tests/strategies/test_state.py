@@ -67,3 +67,25 @@ def test_a_replaced_payload_is_checked_again_and_a_kept_one_is_handed_on():
     buffered = state.with_pending("GAME_OVER")
     assert buffered.payload == state.payload and buffered.pending == ("GAME_OVER",)
     assert state.pending == ()  # the original is left as it was
+
+
+def test_a_replace_checks_only_what_differs_from_the_state_it_replaces():
+    # A state built without validation holds an element the check would refuse: handed on, it is not
+    # checked again; a new element, a new key or a new value beside it is.
+    held = {"opaque": object()}
+    state = RuntimeState.model_construct(adapter_id="a", strategy="s", payload={"items": [held]}, turns=(), pending=())
+    assert state.with_pending("GAME_OVER").pending == ("GAME_OVER",)
+    extended = state.replace(payload={"items": [held, {"text": "new"}]}, turns=[TurnSpan(start=1, end=2)])
+    assert extended.turns == (TurnSpan(start=1, end=2),)
+    for payload in ({"items": [held, {"when": object()}]}, {"items": [held], "new": {1j}}, {"items": held}):
+        with pytest.raises(ValueError, match="not JSON-serializable"):
+            state.replace(payload=payload)
+
+
+def test_spans_added_after_kept_ones_are_checked_against_them():
+    state = make(turns=[TurnSpan(start=0, end=2)])
+    with pytest.raises(ValueError, match="overlap or are out of order"):
+        state.replace(turns=[*state.turns, TurnSpan(start=1, end=3)])
+    with pytest.raises(ValueError, match="runs past the 3 items"):
+        state.replace(turns=[*state.turns, TurnSpan(start=2, end=4)])
+    assert state.replace(turns=[*state.turns, TurnSpan(start=2, end=3)]).turns[-1] == TurnSpan(start=2, end=3)
