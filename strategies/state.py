@@ -119,7 +119,7 @@ class RuntimeState(BaseModel):
 def _changed_values(payload: dict[str, Any], previous: dict[str, Any]) -> list[Any]:
     """The parts of `payload` that are not objects of `previous`: a changed value, or the elements of a
     list that `previous` did not hold under the same key (a window trimmed and extended shares the rest)."""
-    changed = []
+    changed: list[Any] = []
     for key, value in payload.items():
         before = previous.get(key)
         if value is before and key in previous:
