@@ -30,12 +30,12 @@ def open_endpoint(client: ClientConfig) -> Iterator[Endpoint]:
         yield Endpoint(client.base_url, api_key, is_local=False, timeout_seconds=client.timeout_seconds)
         return
     local = client.local
-    options: dict[str, Any] = {}
+    # Nothing reads the request log of a run's own provider, so it keeps none (a long run's request
+    # bodies would otherwise be most of its memory).
+    options: dict[str, Any] = {"request_log_size": 0}
     if local is not None:
         if local.context_window is not None:
             options["context_window"] = local.context_window
-        if local.request_log_size is not None:
-            options["request_log_size"] = local.request_log_size
         options["faults"] = [
             Fault(at=fault.at, kind=fault.kind, retry_after_seconds=fault.retry_after_seconds) for fault in local.faults
         ]

@@ -124,8 +124,6 @@ class FaultConfig(_Section):
 
 class LocalProviderConfig(_Section):
     context_window: int | None = Field(default=None, ge=MIN_CONTEXT_TOKENS)
-    # How many of the latest request bodies the provider keeps (a ring); None: its default.
-    request_log_size: int | None = Field(default=None, ge=0)
     # A YAML list; strict mode alone would accept only a tuple. The faults themselves stay strict.
     faults: tuple[FaultConfig, ...] = Field(default=(), strict=False)
 

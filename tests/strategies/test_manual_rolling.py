@@ -35,12 +35,14 @@ ADAPTER = "openai.chat_completions.v1"
 SYSTEM = "Play the game."
 
 
-def settings(max_context_length: int = 4000, max_output_tokens: int = 100, max_retries: int = 2) -> StrategySettings:
-    return StrategySettings(ADAPTER, SYSTEM, max_retries, max_context_length, max_output_tokens)
+def settings(
+    max_context_length: int = 4000, max_output_tokens: int = 100, max_retries: int = 2, trim_low_water: float = 1.0
+) -> StrategySettings:
+    return StrategySettings(ADAPTER, SYSTEM, max_retries, max_context_length, max_output_tokens, trim_low_water)
 
 
-def start(max_context_length: int = 4000, max_output_tokens: int = 100, max_retries: int = 2):
-    return mr.start(settings(max_context_length, max_output_tokens, max_retries), ChatMessages())
+def start(max_context_length: int = 4000, max_output_tokens: int = 100, max_retries: int = 2, trim_low_water=1.0):
+    return mr.start(settings(max_context_length, max_output_tokens, max_retries, trim_low_water), ChatMessages())
 
 
 def reply(text: str = "ACTION: ACTION1") -> ProviderReplied:
@@ -180,6 +182,25 @@ def test_the_window_is_trimmed_by_whole_oldest_turns_to_fit_the_estimate():
     assert users == [str(index) for index in range(8 - len(users) + 1, 9)]  # the newest turns, contiguous
     assert len(users) >= 2
     assert [m["role"] for m in messages] == ["user", "assistant"] * (len(users) - 1) + ["user"]
+
+
+def test_a_full_window_is_trimmed_to_the_low_water_mark_and_then_keeps_its_prefix():
+    machine = start(max_context_length=1100, max_output_tokens=100, trim_low_water=0.5)  # low water: 500
+    frame = "x" * 200  # a turn: 54 + 16 tokens
+    requests = []
+    for index in range(30):
+        requests.append(request_of(machine.fire(ObservationArrived(f"{index} {frame}"))))
+        machine.fire(reply())
+        machine.fire(ActionAccepted("ACTION1"))
+    system = {"role": "system", "content": machine.model.system_prompt}
+    sizes = [estimate_messages_tokens([system, *request]) for request in requests]
+    assert max(sizes) <= 1000
+    trims = [n for n in range(1, 30) if requests[n][: len(requests[n - 1])] != requests[n - 1]]
+    assert trims, "the window never filled"
+    for n in trims:  # each trim brings the request down to the low-water mark, not just under the limit
+        assert sizes[n] <= 500 < sizes[n - 1] + 70
+    # Between trims every request begins with the one before it: the prefix a cache can serve.
+    assert len(trims) <= 30 * 70 // (1000 - 500) + 1
 
 
 def test_a_window_that_fits_the_budget_exactly_is_sent_whole():
