@@ -16,7 +16,8 @@ MESSAGE_OVERHEAD_TOKENS = 4
 
 def estimate_text_tokens(text: str) -> int:
     """Tokens for a piece of text: ceil(utf-8 bytes / 4)."""
-    return -(-len(text.encode("utf-8")) // BYTES_PER_TOKEN)
+    size = len(text) if text.isascii() else len(text.encode("utf-8"))  # ASCII: one byte a character
+    return -(-size // BYTES_PER_TOKEN)
 
 
 # Where open-weight servers (vLLM, SGLang, DeepSeek) put an assistant message's reasoning string;
@@ -24,10 +25,17 @@ def estimate_text_tokens(text: str) -> int:
 REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 
+MESSAGE_TEXT_FIELDS = ("content", *REASONING_FIELDS)
+
+
 def estimate_message_tokens(message: Mapping[str, object]) -> int:
     """Tokens for one chat message {role, content, reasoning?}: its text plus the per-message overhead."""
-    texts = [message.get(name) for name in ("content", *REASONING_FIELDS)]
-    return MESSAGE_OVERHEAD_TOKENS + sum(estimate_text_tokens(text) for text in texts if isinstance(text, str))
+    tokens = MESSAGE_OVERHEAD_TOKENS
+    for name in MESSAGE_TEXT_FIELDS:  # a loop, not a generator: the provider counts every message
+        text = message.get(name)
+        if isinstance(text, str):
+            tokens += estimate_text_tokens(text)
+    return tokens
 
 
 def estimate_messages_tokens(messages: Iterable[Mapping[str, object]]) -> int:

@@ -25,7 +25,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from turnstate.adapters.tokens import estimate_messages_tokens, estimate_text_tokens
+from turnstate.adapters.tokens import estimate_message_tokens, estimate_text_tokens
 from turnstate.local_provider.chat_completions_request import SYSTEM_ROLES, InvalidParam, parse_request
 from turnstate.local_provider.chat_reasoning import REASONING_FIELDS, issued_reasoning, read_conversation
 from turnstate.local_provider.chat_reasoning import Conversation as ReasoningConversation
@@ -72,7 +72,8 @@ class ChatWire:
         except InvalidParam as invalid:
             exchange.send_json(400, error_body(invalid.message, param=invalid.param, code=invalid.code))
             return
-        prompt_tokens = estimate_messages_tokens(request.messages)
+        message_tokens = list(map(estimate_message_tokens, request.messages))
+        prompt_tokens = sum(message_tokens)
         completion_budget = request.max_tokens or 0
         if prompt_tokens + completion_budget > exchange.context_window:
             exchange.send_json(400, context_length_body(exchange.context_window, prompt_tokens, completion_budget))
@@ -89,7 +90,7 @@ class ChatWire:
         if thought is not None:
             issued_reasoning(exchange).issue(completion.text, thought)
         matched_messages = exchange.prefix_cache.match_and_record(request.model, request.sent_messages)
-        cached_tokens = PROMPT_CACHING.reported(estimate_messages_tokens(request.messages[:matched_messages]))
+        cached_tokens = PROMPT_CACHING.reported(sum(message_tokens[:matched_messages]))
         thought_tokens = estimate_text_tokens(thought) if thought is not None else 0
         usage = usage_object(prompt_tokens, cached_tokens, (completion.tokens + thought_tokens) * request.choices)
         usage["completion_tokens_details"] = {"reasoning_tokens": thought_tokens * request.choices}

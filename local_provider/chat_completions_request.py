@@ -178,8 +178,10 @@ def _messages(body: Mapping[str, object], reasoning_fields: Sequence[str]) -> tu
         raise invalid_type("messages", "an array", messages)
     if not messages:
         raise empty_array("messages")
+    reasoning = frozenset(reasoning_fields)
+    allowed = {role: keys | reasoning if role == "assistant" else keys for role, keys in MESSAGE_KEYS.items()}
     for index, message in enumerate(messages):
-        _check_message(index, message, reasoning_fields)
+        _check_message(index, message, allowed, reasoning_fields)
     _check_tool_results(messages)
     return tuple(messages)
 
@@ -214,7 +216,11 @@ def _check_answered(caller: int, awaiting: Sequence[str]) -> None:
         raise InvalidParam(f"messages.[{caller}].role", text, code=None)
 
 
-def _check_message(index: int, message: object, reasoning_fields: Sequence[str]) -> None:
+def _check_message(
+    index: int, message: object, allowed: Mapping[str, frozenset[str]], reasoning_fields: Sequence[str]
+) -> None:
+    """One message's shape; `allowed` gives each role's keys. Every request checks every message, so
+    the usual message (text content, known keys) takes no more than a few lookups."""
     param = f"messages[{index}]"
     if not isinstance(message, dict):
         raise invalid_type(param, "an object", message)
@@ -223,9 +229,8 @@ def _check_message(index: int, message: object, reasoning_fields: Sequence[str])
         raise missing(f"{param}.role")
     if role not in ROLES:
         raise invalid_value(f"{param}.role", role, ROLES)
-    allowed = MESSAGE_KEYS[role] | (frozenset(reasoning_fields) if role == "assistant" else frozenset())
-    unexpected = [key for key in message if key not in allowed]
-    if unexpected:
+    if not allowed[role].issuperset(message):
+        unexpected = [key for key in message if key not in allowed[role]]
         names = ", ".join(f"'{key}'" for key in unexpected)
         verb = "was" if len(unexpected) == 1 else "were"
         message_text = f"Additional properties are not allowed ({names} {verb} unexpected) - 'messages.{index}'"
@@ -312,6 +317,8 @@ def _flattened(message: Mapping[str, object]) -> dict[str, object]:
     """The message with its text parts joined into one content string; other parts and fields kept out
     of the text (a text model reads no image), null content read as empty."""
     content = message.get("content")
+    if isinstance(content, str) and content and isinstance(message, dict):
+        return message  # already text: the same message, not a copy of it
     if isinstance(content, list):
         content = "".join(str(part["text"]) for part in content if part["type"] == "text")
     return {**message, "content": content or ""}

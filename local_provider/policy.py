@@ -204,16 +204,18 @@ def parse_frame(header: re.Match[str], text: str) -> SeenFrame:
 
 
 def known_beacon(messages: Sequence[Mapping[str, object]], level: int) -> str | None:
-    """The latest beacon letter any message gives for `level`, from a frame or a NOTES line."""
-    latest = None
-    for message in messages:
+    """The latest beacon letter any message gives for `level`, from a frame or a NOTES line: read
+    from the newest message back, so a long history costs only the messages since the latest one."""
+    for message in reversed(messages):
         text = message_text(message)
-        mentions = [*BEACON_LINE.finditer(text), *NOTES_MENTION.finditer(text)]
-        mentions.sort(key=match_start)
-        for mention in mentions:
-            if int(mention.group(1)) == level:
-                latest = mention.group(2)
-    return latest
+        mentions = [
+            mention
+            for mention in (*BEACON_LINE.finditer(text), *NOTES_MENTION.finditer(text))
+            if int(mention.group(1)) == level
+        ]
+        if mentions:
+            return max(mentions, key=match_start).group(2)
+    return None
 
 
 def match_start(match: re.Match[str]) -> int:

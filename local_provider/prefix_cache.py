@@ -5,24 +5,28 @@ judged partly by how much of each prompt it keeps stable. The local provider fin
 with one simple, deterministic rule:
 
     matched prefix = the longest run of leading messages (system included) that is identical to the
-    leading messages of an earlier request for the same model.
+    leading messages of a recent request (one of the latest RECENT_REQUESTS) for the same model.
 
 How much of that prefix a reply reports as cached is each provider's documented rule (a minimum
 prompt length, a granularity), so each wire applies its own `CacheRule` to the matched tokens: the
 cached figures then mean what they would mean on the real service.
 
-The rule is message-granular: a message matches only if it is identical in every field (compared as
-canonical JSON), so an edited message ends the cached prefix even if most of its text is unchanged.
-Every served request records all of its prefixes, as a chain of hashes (prefix i's hash covers the
-hash of prefix i-1 and message i), so a lookup and a record cost O(messages) each.
+The rule is message-granular: a message matches only if it is identical in every field, so an edited
+message ends the cached prefix even if most of its text is unchanged.
+
+Like a real provider's cache, it holds recent prompts only: the latest RECENT_REQUESTS requests per
+model, as their message lists (so memory is bounded however long a run is). A lookup compares the new
+request against each of them with list equality, which runs in C; a candidate that is wholly a
+prefix of the new request (the usual case, a conversation that grew) costs one pass, and any other
+a binary search over prefix lengths. So a call costs a few passes over its own messages, never a
+pass over the history of every earlier request.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections import deque
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -39,30 +43,42 @@ class CacheRule:
         return cached if cached >= self.min_tokens else 0
 
 
-class PrefixCache:
-    """The prefixes of every recorded request, per model; safe to share between server threads."""
+RECENT_REQUESTS = 16
+"""How many of the latest requests per model the cache compares a new one against."""
 
-    def __init__(self) -> None:
-        self._seen: set[tuple[str, bytes]] = set()
+
+class PrefixCache:
+    """The latest requests' messages, per model; safe to share between server threads."""
+
+    def __init__(self, recent: int = RECENT_REQUESTS) -> None:
+        self._recent: dict[str, deque[tuple[Mapping[str, object], ...]]] = {}
+        self._size = recent
         self._lock = threading.Lock()
 
     def match_and_record(self, model: str, messages: Sequence[Mapping[str, object]]) -> int:
-        """How many leading `messages` an earlier request for `model` also began with; then record these."""
-        keys = [(model, digest) for digest in _prefix_digests(messages)]
+        """How many leading `messages` a recent request for `model` also began with; then record these."""
+        sent = tuple(messages)
         with self._lock:
-            matched = 0
-            for key in keys:
-                if key not in self._seen:
-                    break
-                matched += 1
-            self._seen.update(keys)
+            recent = self._recent.setdefault(model, deque(maxlen=self._size))
+            earlier = list(recent)
+            recent.append(sent)
+        matched = 0
+        for candidate in reversed(earlier):  # the newest first: usually the longest match
+            if min(len(candidate), len(sent)) > matched:
+                matched = max(matched, common_prefix(candidate, sent))
         return matched
 
 
-def _prefix_digests(messages: Sequence[Mapping[str, object]]) -> Iterator[bytes]:
-    """One digest per prefix messages[:1], messages[:2], ...; each covers the whole prefix."""
-    digest = b""
-    for message in messages:
-        canonical = json.dumps(message, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        digest = hashlib.sha256(digest + canonical.encode("utf-8")).digest()
-        yield digest
+def common_prefix(first: Sequence[object], second: Sequence[object]) -> int:
+    """The length of the longest common prefix of two sequences, by C-level slice comparisons."""
+    longest = min(len(first), len(second))
+    if first[:longest] == second[:longest]:
+        return longest
+    low, high = 0, longest  # first[:low] == second[:low]; first[:high] != second[:high]
+    while high - low > 1:
+        middle = (low + high) // 2
+        if first[:middle] == second[:middle]:
+            low = middle
+        else:
+            high = middle
+    return low

@@ -41,6 +41,9 @@ DEFAULT_CONTEXT_WINDOW = 8192
 DEFAULT_REQUEST_LOG_SIZE = 100
 """How many of the latest request bodies a provider keeps for inspection (tests, `turnstate serve`)."""
 
+SERVICE_TIMES_KEPT = 1000
+"""How many of the latest requests' service times a provider keeps (for benchmarks)."""
+
 INVALID_API_KEY = "sk-invalid"
 """The one key the provider treats as wrong (401 invalid_api_key); any other non-empty key is accepted."""
 
@@ -69,6 +72,7 @@ class LocalProvider:
         # The latest admitted request bodies: a ring, so a long run's provider keeps a bounded few.
         self._request_log: deque[dict[str, object]] = deque(maxlen=request_log_size)
         self._admitted = 0  # model requests admitted so far: the next one's ordinal is this plus one
+        self._service_seconds: deque[float] = deque(maxlen=SERVICE_TIMES_KEPT)
         # The deterministic policy by default, imported only when wanted; a test passes its own reply,
         # which then also answers reasoning wires, without private thoughts.
         self._reply, self._thinker = _policy() if reply is None else (reply, Thoughtless(reply))
@@ -86,6 +90,11 @@ class LocalProvider:
         """The latest admitted model request bodies (at most `request_log_size`), oldest first."""
         with self._admit_lock:
             return list(self._request_log)
+
+    @property
+    def service_seconds(self) -> list[float]:
+        """How long each of the latest requests took to serve, from its body read to its reply sent."""
+        return list(self._service_seconds)
 
     def start(self) -> LocalProvider:
         if self._server is not None:
@@ -248,6 +257,13 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self) -> None:
         self._responded = False
         raw = self._read_body()
+        started = time.perf_counter()
+        try:
+            self._serve(raw)
+        finally:
+            self.server.provider._service_seconds.append(time.perf_counter() - started)
+
+    def _serve(self, raw: bytes) -> None:
         route = ROUTES.get((self.command, urlsplit(self.path).path))
         if route is None:
             self.write_json(404, _invalid_url_body(self.command, self.path), {})
