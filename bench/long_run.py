@@ -1,35 +1,50 @@
-"""Long runs: how the harness's cost per turn, the artifacts and the process's memory grow with the history.
+"""Long runs: how the harness's cost per turn, the artifacts and memory grow with the history.
 
-Plays one long beacon_grid game (enough levels for TURNS accepted actions) from a profile, in two
-regimes: "window800" (the profile's small window, so requests stay small) and "wide" (a window that
-never trims, so every request carries the whole history, as continuous conversation does between
-compactions). For each it prints the harness time per turn excluding the provider's (first 100 turns
-against the last 100, and their ratio), the provider time per call over the last 100 turns, the
-artifact bytes (and the first and last step record's size), and the process's peak RSS. Figures are
-printed, never asserted; compare them side by side within one run.
+Plays one long beacon_grid game (enough levels for TURNS accepted actions) from a profile, against a
+local provider the benchmark starts itself (so it can read the provider's own service times), in
+one of two regimes: "window" (the profile's own window and compaction, so requests stay bounded) or
+"wide" (a window that never trims and no compaction, so every request carries the whole history).
 
-    python bench/long_run.py [PROFILE] [--turns N] [--regime window800|wide|both]
+Then the floor: a minimal loop that makes the same SDK calls (the adapter's own `client.post`, the
+stream read to its end) with the same messages, against a fresh local provider, doing nothing else.
+turnstate's wall over the floor's is what the harness adds.
+
+Figures are printed (or written as JSON with --json, for bench/run.py), never asserted:
+
+    python bench/long_run.py [PROFILE] [--turns N] [--regime window|wide] [--json] [--no-floor]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import resource
 import statistics
 import tempfile
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from openai import Stream
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from turnstate.adapters.contract import Endpoint, ModelRequest, ModelResponse, ProviderAdapter, ProviderError
+from turnstate.harness.endpoint import LOCAL_API_KEY
 from turnstate.harness.profile import DEFAULT_PROFILE, Profile, load_profile
-from turnstate.harness.runner import Runner, StepProgress
+from turnstate.harness.runner import Runner
+from turnstate.local_provider.server import LocalProvider
 
-TURNS_PER_LEVEL = 7  # a beacon_grid level takes about this many accepted actions
-WIDE_WINDOW = 2_000_000
+TURNS_PER_LEVEL = 3  # levels enough that the game outlasts the turns (a level takes about 7)
+WIDE_WINDOW = 10_000_000
+MARKS = (10, 100, 1000, 3000)  # the turns at which per-turn harness cost is reported
 
 
 class TimedAdapter:
-    """The profile's adapter, with the time of each call recorded (the provider's share of a turn)."""
+    """The profile's adapter, with each call's time and request kept (the provider's share of a
+    turn, and what the floor replays)."""
 
     def __init__(self, inner: ProviderAdapter) -> None:
         self.inner = inner
@@ -37,8 +52,10 @@ class TimedAdapter:
         self.native_compaction = inner.native_compaction
         self.summary_compaction = inner.summary_compaction
         self.seconds: list[float] = []
+        self.requests: list[ModelRequest] = []
 
     def call(self, request: ModelRequest) -> ModelResponse | ProviderError:
+        self.requests.append(request)
         started = time.perf_counter()
         try:
             return self.inner.call(request)
@@ -51,60 +68,151 @@ class TimedAdapter:
 
 def long_profile(profile: Profile, turns: int, regime: str) -> Profile:
     data = profile.model_dump()
-    data["environment"]["options"] = {**(data["environment"]["options"] or {}), "levels": min(1000, turns // 3)}
+    data["environment"]["options"] = {
+        **(data["environment"]["options"] or {}),
+        "levels": max(1, min(1000, math.ceil(turns / TURNS_PER_LEVEL))),
+    }
     data["agent"]["max_actions"] = turns
     if regime == "wide":
         data["agent"]["max_context_length"] = WIDE_WINDOW
         data["client"]["local"] = {**(data["client"].get("local") or {}), "context_window": WIDE_WINDOW}
+        data["runtime"]["compaction"] = {"strategy": "none"}
     return Profile.model_validate(data)
 
 
-def measure(profile: Profile, turns: int, regime: str) -> None:
+@dataclass
+class LongRun:
+    profile: str
+    regime: str
+    turns: int
+    outcome: str
+    input_tokens: int
+    cached_tokens: int
+    wall_seconds: float
+    harness_ms: list[float]  # per turn, the turn's wall less its provider calls
+    provider_ms: list[float]  # per call, inside adapter.call: SDK, HTTP and the provider
+    service_ms: list[float]  # per request, the local provider's own time (the latest 1000)
+    artifact_bytes: int
+    first_step_bytes: int
+    last_step_bytes: int
+    peak_rss_mb: float
+    floor_wall_seconds: float | None = None
+
+    def mean_ms(self, values: list[float], last: bool, window: int = 100) -> float:
+        window = min(window, max(1, len(values) // 2))
+        return statistics.mean(values[-window:] if last else values[:window])
+
+    def harness_at(self, turn: int) -> float | None:
+        """Mean harness ms per turn over the 10 turns up to `turn` (the first 10 for turn 10)."""
+        if turn > len(self.harness_ms):
+            return None
+        return statistics.mean(self.harness_ms[max(0, turn - 10) : turn])
+
+
+def measure(profile: Profile, turns: int, regime: str, floor: bool = True) -> LongRun:
     run_profile = long_profile(profile, turns, regime)
+    window = WIDE_WINDOW if regime == "wide" else run_profile.client.local and run_profile.client.local.context_window
     adapters: list[TimedAdapter] = []
     step_ends: list[float] = []
+    with LocalProvider(context_window=window or 8192, request_log_size=0) as provider:
+        endpoint = Endpoint(provider.base_url, LOCAL_API_KEY, is_local=True)
 
-    def factory(endpoint: Endpoint) -> ProviderAdapter:
-        adapter_class = Runner(run_profile, Path()).descriptor.load()
-        timed = TimedAdapter(adapter_class.connect(endpoint, run_profile.request_settings()))
-        adapters.append(timed)
-        return timed  # type: ignore[return-value]
+        def factory(_: Endpoint) -> ProviderAdapter:
+            adapter_class = Runner(run_profile, Path()).descriptor.load()
+            timed = TimedAdapter(adapter_class.connect(endpoint, run_profile.request_settings()))
+            adapters.append(timed)
+            return timed  # type: ignore[return-value]
 
-    def on_step(progress: StepProgress) -> None:
-        step_ends.append(time.perf_counter())
-
-    with tempfile.TemporaryDirectory() as out:
-        started = time.perf_counter()
-        result = Runner(run_profile, Path(out), adapter_factory=factory, on_step=on_step).run()
-        calls = adapters[0].seconds
-        steps = sorted(result.artifacts.glob("step_*.json"))
-        sizes = [path.stat().st_size for path in steps]
-        total_bytes = sum(path.stat().st_size for path in result.artifacts.iterdir())
+        with tempfile.TemporaryDirectory() as out:
+            started = time.perf_counter()
+            result = Runner(
+                run_profile, Path(out), adapter_factory=factory, on_step=lambda _: step_ends.append(time.perf_counter())
+            ).run()
+            steps = sorted(result.artifacts.glob("step_*.json"))
+            sizes = [path.stat().st_size for path in steps]
+            total_bytes = sum(path.stat().st_size for path in result.artifacts.iterdir())
+        service = [seconds * 1000 for seconds in provider.service_seconds]
+    timed = adapters[0]
     walls = [end - begin for begin, end in zip([started, *step_ends], step_ends, strict=False)]
-    # One call per turn unless a turn retried; the harness's share is the turn's wall less its calls.
-    harness = [wall - call for wall, call in zip(walls, calls, strict=False)]
-    window = min(100, len(harness) // 2) or 1
-    first, last = statistics.mean(harness[:window]), statistics.mean(harness[-window:])
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"{regime}: {result.turns} turns ({result.outcome}), {result.usage.input_tokens:,} input tokens")
-    print(f"  harness per turn, excluding the provider: median {statistics.median(harness) * 1000:.2f} ms")
-    print(f"  first {window} vs last {window}: {first * 1000:.2f} vs {last * 1000:.2f} ms (ratio {last / first:.2f})")
-    print(f"  provider per call, last {window}: {statistics.mean(calls[-window:]) * 1000:.2f} ms")
-    print(
-        f"  artifacts: {total_bytes / 1e6:.1f} MB (step 1: {sizes[0] / 1e3:.1f} kB, last step: {sizes[-1] / 1e3:.1f} kB)"
+    # One call per turn unless a turn retried or compacted: the harness's share is the rest of the turn.
+    harness = [(wall - call) * 1000 for wall, call in zip(walls, timed.seconds, strict=False)]
+    measured = LongRun(
+        profile=profile.id,
+        regime=regime,
+        turns=result.turns,
+        outcome=result.outcome,
+        input_tokens=result.usage.input_tokens,
+        cached_tokens=result.usage.cached_input_tokens,
+        wall_seconds=result.wall_seconds,
+        harness_ms=harness,
+        provider_ms=[seconds * 1000 for seconds in timed.seconds],
+        service_ms=service,
+        artifact_bytes=total_bytes,
+        first_step_bytes=sizes[0],
+        last_step_bytes=sizes[-1],
+        peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     )
-    print(f"  process peak RSS so far: {peak_mb:.0f} MB")
+    if floor and run_profile.runtime.adapter_id.endswith("chat_completions.v1"):
+        measured.floor_wall_seconds = floor_wall(timed, window or 8192)
+    return measured
+
+
+def floor_wall(timed: TimedAdapter, window: int) -> float:
+    """The same Chat Completions calls with the same messages, and nothing else, on a fresh provider."""
+    adapter: Any = timed.inner
+    static = adapter.build_request(ModelRequest(system="", items=()))
+    del static["messages"]
+    stream = bool(static.get("stream"))
+    with LocalProvider(context_window=window, request_log_size=0) as provider:
+        prefix = urlsplit(str(adapter.client.base_url)).path  # /v1, /open-weight/v1, ...
+        client = adapter.client.with_options(base_url=provider.base_url + prefix)  # the same SDK client
+        path = "/chat/completions"
+        started = time.perf_counter()
+        for request in timed.requests:
+            body = {**static, "messages": [{"role": "system", "content": request.system}, *request.items]}
+            if stream:
+                for _ in client.post(
+                    path, body=body, cast_to=ChatCompletion, stream=True, stream_cls=Stream[ChatCompletionChunk]
+                ):
+                    pass
+            else:
+                client.post(path, body=body, cast_to=ChatCompletion)
+        return time.perf_counter() - started
+
+
+def report(run: LongRun) -> None:
+    first, last = run.mean_ms(run.harness_ms, False), run.mean_ms(run.harness_ms, True)
+    print(f"{run.profile} {run.regime}: {run.turns} turns ({run.outcome}), {run.input_tokens:,} input tokens")
+    print(f"  harness per turn, excluding the provider: median {statistics.median(run.harness_ms):.2f} ms")
+    print(f"  first 100 vs last 100: {first:.2f} vs {last:.2f} ms (ratio {last / first:.2f})")
+    marks = ", ".join(f"turn {turn}: {run.harness_at(turn):.2f} ms" for turn in MARKS if run.harness_at(turn))
+    print(f"  harness per turn at {marks}")
+    print(f"  provider per call (SDK + HTTP + provider), last 100: {run.mean_ms(run.provider_ms, True):.2f} ms")
+    print(f"  local provider's own time per call, last 100: {run.mean_ms(run.service_ms, True):.2f} ms")
+    if run.floor_wall_seconds:
+        print(
+            f"  wall {run.wall_seconds:.1f} s, floor {run.floor_wall_seconds:.1f} s (ratio {run.wall_seconds / run.floor_wall_seconds:.3f})"
+        )
+    print(
+        f"  artifacts: {run.artifact_bytes / 1e6:.2f} MB (step 1: {run.first_step_bytes / 1e3:.1f} kB, "
+        f"last step: {run.last_step_bytes / 1e3:.1f} kB)"
+    )
+    print(f"  process peak RSS: {run.peak_rss_mb:.0f} MB")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("profile", nargs="?", default=str(DEFAULT_PROFILE))
     parser.add_argument("--turns", type=int, default=1000)
-    parser.add_argument("--regime", choices=["window800", "wide", "both"], default="both")
+    parser.add_argument("--regime", choices=["window", "wide"], default="wide")
+    parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    parser.add_argument("--no-floor", action="store_true", help="skip the floor loop")
     args = parser.parse_args()
-    profile = load_profile(args.profile)
-    for regime in ["window800", "wide"] if args.regime == "both" else [args.regime]:
-        measure(profile, args.turns, regime)
+    run = measure(load_profile(args.profile), args.turns, args.regime, floor=not args.no_floor)
+    if args.json:
+        print(json.dumps(asdict(run)))
+    else:
+        report(run)
 
 
 if __name__ == "__main__":
