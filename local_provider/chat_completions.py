@@ -65,14 +65,20 @@ class ChatWire:
     def handle(self, exchange: Exchange) -> None:
         """Answer one admitted request: 400 if invalid, breaking a replay rule or over the window, else
         the completion."""
+        cache_key = (self, str(exchange.body.get("model")))
+        shared = exchange.prefix_cache.match(cache_key, _as_list(exchange.body.get("messages")))
+        known = shared.note if isinstance(shared.note, ReadMessages) else ReadMessages((), ())
         try:
-            request = parse_request(exchange.body, self.reasoning_fields)
+            request = parse_request(exchange.body, self.reasoning_fields, known.messages[: shared.messages])
             system, messages = system_prompt(request.messages), conversation(request.messages)
             read = read_conversation(issued_reasoning(exchange), messages) if self.reasoning_fields else None
         except InvalidParam as invalid:
             exchange.send_json(400, error_body(invalid.message, param=invalid.param, code=invalid.code))
             return
-        message_tokens = list(map(estimate_message_tokens, request.messages))
+        message_tokens = (
+            *known.tokens[: shared.messages],
+            *map(estimate_message_tokens, request.messages[shared.messages :]),
+        )
         prompt_tokens = sum(message_tokens)
         completion_budget = request.max_tokens or 0
         if prompt_tokens + completion_budget > exchange.context_window:
@@ -89,8 +95,8 @@ class ChatWire:
         reasoning = {name: thought for name in self.reasoning_fields} if thought is not None else {}
         if thought is not None:
             issued_reasoning(exchange).issue(completion.text, thought)
-        matched_messages = exchange.prefix_cache.match_and_record(request.model, request.sent_messages)
-        cached_tokens = PROMPT_CACHING.reported(sum(message_tokens[:matched_messages]))
+        exchange.prefix_cache.record(cache_key, request.sent_messages, ReadMessages(request.messages, message_tokens))
+        cached_tokens = PROMPT_CACHING.reported(sum(message_tokens[: shared.messages]))
         thought_tokens = estimate_text_tokens(thought) if thought is not None else 0
         usage = usage_object(prompt_tokens, cached_tokens, (completion.tokens + thought_tokens) * request.choices)
         usage["completion_tokens_details"] = {"reasoning_tokens": thought_tokens * request.choices}
@@ -120,6 +126,20 @@ def _answer(
         return None, exchange.complete(system, messages, max_tokens)
     reasoning = exchange.reason(system, read.current, read.memory, max_tokens)
     return reasoning.thought, reasoning.completion
+
+
+@dataclass(frozen=True)
+class ReadMessages:
+    """What the server read of a request's messages, kept with it in the prompt cache: each message
+    flattened as the model reads it, and its estimate. A later request that shares a prefix with it
+    reuses these for the shared messages instead of validating and reading them again."""
+
+    messages: tuple[dict[str, object], ...]
+    tokens: tuple[int, ...]
+
+
+def _as_list(messages: object) -> list[object]:
+    return messages if isinstance(messages, list) else []
 
 
 OPENAI = ChatWire()

@@ -123,12 +123,18 @@ class ChatRequest:
     tools: tuple[Mapping[str, object], ...] = ()
 
 
-def parse_request(body: Mapping[str, object], reasoning_fields: Sequence[str] = ()) -> ChatRequest:
+def parse_request(
+    body: Mapping[str, object], reasoning_fields: Sequence[str] = (), known: Sequence[dict[str, object]] = ()
+) -> ChatRequest:
     """Validate `body` in the module's order; the first offending field raises InvalidParam. An
-    open-weight server also takes an assistant message's reasoning under `reasoning_fields`."""
+    open-weight server also takes an assistant message's reasoning under `reasoning_fields`.
+
+    `known` are the read (flattened) forms of the leading messages this request shares with a recent
+    one the same server validated (its prompt cache says which): they are neither checked nor read
+    again, so a request costs what it added to the conversation."""
     _check_known_params(body)
     model = _model(body)
-    sent_messages = _messages(body, reasoning_fields)
+    sent_messages = _messages(body, reasoning_fields, len(known))
     stream = optional_bool(body, "stream") or False
     for name, (low, high) in DECIMAL_RANGES.items():
         check_decimal(body, name, low, high)
@@ -139,7 +145,7 @@ def parse_request(body: Mapping[str, object], reasoning_fields: Sequence[str] = 
     return ChatRequest(
         model=model,
         sent_messages=sent_messages,
-        messages=tuple(_flattened(message) for message in sent_messages),
+        messages=(*known, *(_flattened(message) for message in sent_messages[len(known) :])),
         max_tokens=max_tokens,
         choices=choices,
         stream=stream,
@@ -170,7 +176,9 @@ def _model(body: Mapping[str, object]) -> str:
 # --- messages --------------------------------------------------------------------------------------
 
 
-def _messages(body: Mapping[str, object], reasoning_fields: Sequence[str]) -> tuple[Mapping[str, object], ...]:
+def _messages(
+    body: Mapping[str, object], reasoning_fields: Sequence[str], checked: int
+) -> tuple[Mapping[str, object], ...]:
     messages = body.get("messages")
     if messages is None:
         raise missing("messages")
@@ -180,18 +188,24 @@ def _messages(body: Mapping[str, object], reasoning_fields: Sequence[str]) -> tu
         raise empty_array("messages")
     reasoning = frozenset(reasoning_fields)
     allowed = {role: keys | reasoning if role == "assistant" else keys for role, keys in MESSAGE_KEYS.items()}
-    for index, message in enumerate(messages):
-        _check_message(index, message, allowed, reasoning_fields)
-    _check_tool_results(messages)
+    for index in range(checked, len(messages)):
+        _check_message(index, messages[index], allowed, reasoning_fields)
+    _check_tool_results(messages, checked)
     return tuple(messages)
 
 
-def _check_tool_results(messages: Sequence[Mapping[str, object]]) -> None:
+def _check_tool_results(messages: Sequence[Mapping[str, object]], checked: int) -> None:
     """Every tool call is answered by a tool message right after its assistant message, and a tool
-    message answers a call of the assistant message before it."""
+    message answers a call of the assistant message before it. The `checked` leading messages were
+    valid in an earlier request, so pairing is read again only from the last of them that is not a
+    tool result (everything before it was answered)."""
+    start = checked - 1
+    while start > 0 and messages[start]["role"] == "tool":
+        start -= 1
     caller = 0
     awaiting: list[str] = []
-    for index, message in enumerate(messages):
+    for index in range(max(start, 0), len(messages)):
+        message = messages[index]
         if message["role"] == "tool":
             if message["tool_call_id"] not in awaiting:
                 text = (

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -47,26 +47,48 @@ RECENT_REQUESTS = 16
 """How many of the latest requests per model the cache compares a new one against."""
 
 
+@dataclass(frozen=True)
+class SharedPrefix:
+    """What a new request shares with the recent request it matches best: its leading `messages`, and
+    the note the wire recorded with that request (what it read of each message, so the shared ones
+    need not be read again); None when nothing is shared."""
+
+    messages: int
+    note: object = None
+
+
 class PrefixCache:
-    """The latest requests' messages, per model; safe to share between server threads."""
+    """The latest requests' messages, each with the wire's note, per key (a model, or a wire and a
+    model); safe to share between server threads."""
 
     def __init__(self, recent: int = RECENT_REQUESTS) -> None:
-        self._recent: dict[str, deque[tuple[Mapping[str, object], ...]]] = {}
+        self._recent: dict[Hashable, deque[tuple[tuple[Mapping[str, object], ...], object]]] = {}
         self._size = recent
         self._lock = threading.Lock()
 
-    def match_and_record(self, model: str, messages: Sequence[Mapping[str, object]]) -> int:
-        """How many leading `messages` a recent request for `model` also began with; then record these."""
-        sent = tuple(messages)
+    def match(self, key: Hashable, messages: Sequence[object]) -> SharedPrefix:
+        """The longest run of leading `messages` that a recent request under `key` also began with."""
+        sent = tuple(messages)  # compared with the recorded tuples: a list never equals a tuple
         with self._lock:
-            recent = self._recent.setdefault(model, deque(maxlen=self._size))
-            earlier = list(recent)
-            recent.append(sent)
-        matched = 0
-        for candidate in reversed(earlier):  # the newest first: usually the longest match
-            if min(len(candidate), len(sent)) > matched:
-                matched = max(matched, common_prefix(candidate, sent))
-        return matched
+            earlier = list(self._recent.get(key, ()))
+        best = SharedPrefix(0)
+        for candidate, note in reversed(earlier):  # the newest first: usually the longest match
+            if min(len(candidate), len(sent)) > best.messages:
+                shared = common_prefix(candidate, sent)
+                if shared > best.messages:
+                    best = SharedPrefix(shared, note)
+        return best
+
+    def record(self, key: Hashable, messages: Sequence[Mapping[str, object]], note: object = None) -> None:
+        """Remember a served request's messages (and the wire's note of them) under `key`."""
+        with self._lock:
+            self._recent.setdefault(key, deque(maxlen=self._size)).append((tuple(messages), note))
+
+    def match_and_record(self, key: Hashable, messages: Sequence[Mapping[str, object]]) -> int:
+        """How many leading `messages` a recent request under `key` also began with; then record these."""
+        shared = self.match(key, messages).messages
+        self.record(key, messages)
+        return shared
 
 
 def common_prefix(first: Sequence[object], second: Sequence[object]) -> int:

@@ -343,19 +343,25 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
+        # The events are ready at once, so they go out in one write: a chunk each, as a stream.
+        chunks = []
         for sent, event in enumerate(events):
             if sent == cut_after:
                 self.close_connection = True
-                return
-            self._write_chunk(_sse_frame(event))
-        self._write_chunk(b"")  # the zero-length chunk that ends the body
+                break
+            chunks.append(_chunk(_sse_frame(event)))
+        else:
+            chunks.append(_chunk(b""))  # the zero-length chunk that ends the body
+        self.wfile.write(b"".join(chunks))
 
     def drop_connection(self) -> None:
         self._responded = True
         self.close_connection = True
 
-    def _write_chunk(self, data: bytes) -> None:
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+def _chunk(data: bytes) -> bytes:
+    """One chunk of a chunked HTTP body."""
+    return b"%x\r\n%s\r\n" % (len(data), data)
 
 
 def _json_object(raw: bytes) -> dict[str, object] | None:

@@ -612,3 +612,17 @@ def test_two_providers_get_different_free_ports() -> None:
 def test_base_url_needs_a_running_provider() -> None:
     with pytest.raises(RuntimeError):
         _ = LocalProvider(reply=echo_last_message).base_url
+
+
+def test_a_shared_prefix_is_not_read_again_yet_what_follows_it_is_checked(provider: LocalProvider) -> None:
+    base = provider.base_url
+    history = [LONG_SYSTEM, user("first move"), {"role": "assistant", "content": "ok", "reasoning_content": "hm"}]
+    with openai.OpenAI(base_url=base + "/open-weight/v1", api_key="k", max_retries=0) as open_weight:
+        grown = open_weight.chat.completions.create(model="m", messages=history + [user("second")])
+        again = open_weight.chat.completions.create(model="m", messages=history + [user("second"), user("third")])
+        assert again.usage.prompt_tokens == grown.usage.prompt_tokens + estimate_messages_tokens([user("third")])
+        with pytest.raises(openai.BadRequestError, match="Additional properties are not allowed"):
+            open_weight.chat.completions.create(model="m", messages=history + [{**user("x"), "name": 3, "extra": 1}])
+    # The same messages on a server that does not take reasoning_content: its own cache, so refused.
+    with client_for(provider) as openai_client, pytest.raises(openai.BadRequestError, match="reasoning_content"):
+        openai_client.chat.completions.create(model="m", messages=history + [user("second")])
