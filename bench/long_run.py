@@ -46,8 +46,9 @@ class TimedAdapter:
     """The profile's adapter, with each call's time and request kept (the provider's share of a
     turn, and what the floor replays)."""
 
-    def __init__(self, inner: ProviderAdapter) -> None:
+    def __init__(self, inner: ProviderAdapter, keep_requests: bool) -> None:
         self.inner = inner
+        self.keep_requests = keep_requests  # for the floor; they cost memory, so not when measuring it
         self.transcript = inner.transcript
         self.native_compaction = inner.native_compaction
         self.summary_compaction = inner.summary_compaction
@@ -55,7 +56,8 @@ class TimedAdapter:
         self.requests: list[ModelRequest] = []
 
     def call(self, request: ModelRequest) -> ModelResponse | ProviderError:
-        self.requests.append(request)
+        if self.keep_requests:
+            self.requests.append(request)
         started = time.perf_counter()
         try:
             return self.inner.call(request)
@@ -119,7 +121,7 @@ def measure(profile: Profile, turns: int, regime: str, floor: bool = True) -> Lo
 
         def factory(_: Endpoint) -> ProviderAdapter:
             adapter_class = Runner(run_profile, Path()).descriptor.load()
-            timed = TimedAdapter(adapter_class.connect(endpoint, run_profile.request_settings()))
+            timed = TimedAdapter(adapter_class.connect(endpoint, run_profile.request_settings()), floor)
             adapters.append(timed)
             return timed  # type: ignore[return-value]
 

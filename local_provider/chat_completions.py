@@ -95,7 +95,8 @@ class ChatWire:
         reasoning = {name: thought for name in self.reasoning_fields} if thought is not None else {}
         if thought is not None:
             issued_reasoning(exchange).issue(completion.text, thought)
-        exchange.prefix_cache.record(cache_key, request.sent_messages, ReadMessages(request.messages, message_tokens))
+        reading = ReadMessages(request.messages, message_tokens)
+        exchange.prefix_cache.record(cache_key, request.sent_messages, reading, shared)
         cached_tokens = PROMPT_CACHING.reported(sum(message_tokens[: shared.messages]))
         thought_tokens = estimate_text_tokens(thought) if thought is not None else 0
         usage = usage_object(prompt_tokens, cached_tokens, (completion.tokens + thought_tokens) * request.choices)

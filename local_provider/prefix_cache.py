@@ -55,6 +55,7 @@ class SharedPrefix:
 
     messages: int
     note: object = None
+    source: tuple[Mapping[str, object], ...] = ()  # the recent request's messages
 
 
 class PrefixCache:
@@ -76,19 +77,30 @@ class PrefixCache:
             if min(len(candidate), len(sent)) > best.messages:
                 shared = common_prefix(candidate, sent)
                 if shared > best.messages:
-                    best = SharedPrefix(shared, note)
+                    best = SharedPrefix(shared, note, candidate)
         return best
 
-    def record(self, key: Hashable, messages: Sequence[Mapping[str, object]], note: object = None) -> None:
-        """Remember a served request's messages (and the wire's note of them) under `key`."""
+    def record(
+        self,
+        key: Hashable,
+        messages: Sequence[Mapping[str, object]],
+        note: object = None,
+        shared: SharedPrefix | None = None,
+    ) -> None:
+        """Remember a served request's messages (and the wire's note of them) under `key`. Its prefix
+        `shared` with a recent request is kept as that request's objects, so a growing conversation
+        is held once, not once per recent request."""
+        kept = (
+            tuple(messages) if shared is None else shared.source[: shared.messages] + tuple(messages[shared.messages :])
+        )
         with self._lock:
-            self._recent.setdefault(key, deque(maxlen=self._size)).append((tuple(messages), note))
+            self._recent.setdefault(key, deque(maxlen=self._size)).append((kept, note))
 
     def match_and_record(self, key: Hashable, messages: Sequence[Mapping[str, object]]) -> int:
         """How many leading `messages` a recent request under `key` also began with; then record these."""
-        shared = self.match(key, messages).messages
-        self.record(key, messages)
-        return shared
+        shared = self.match(key, messages)
+        self.record(key, messages, shared=shared)
+        return shared.messages
 
 
 def common_prefix(first: Sequence[object], second: Sequence[object]) -> int:

@@ -32,6 +32,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from urllib.parse import urlsplit
 
+import orjson
+
 from turnstate.local_provider.exchange import Exchange, ProviderState, ReplyFn, SseEvent, Thinker, Thoughtless
 from turnstate.local_provider.faults import HTML_PAGE, STATUS_FAULTS, Clock, Fault, FaultSchedule, RateLimitWindow
 from turnstate.local_provider.prefix_cache import PrefixCache
@@ -365,16 +367,13 @@ def _chunk(data: bytes) -> bytes:
 
 
 def _json_object(raw: bytes) -> dict[str, object] | None:
-    """The body as a JSON object, or None; NaN and Infinity are not JSON, though Python reads them."""
+    """The body as a JSON object, or None. orjson reads strict JSON (no NaN or Infinity, which
+    Python's own parser takes) about three times as fast, and a long run's bodies are large."""
     try:
-        value = json.loads(raw, parse_constant=_reject_constant)
-    except ValueError:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
         return None
     return value if isinstance(value, dict) else None
-
-
-def _reject_constant(name: str) -> object:
-    raise ValueError(f"{name} is not JSON")
 
 
 def _retry_after_headers(wait: float) -> dict[str, str]:
