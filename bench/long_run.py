@@ -32,6 +32,7 @@ from openai import Stream
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from turnstate.adapters.contract import Endpoint, ModelRequest, ModelResponse, ProviderAdapter, ProviderError
+from turnstate.harness.cli import freeze_startup_objects
 from turnstate.harness.endpoint import LOCAL_API_KEY
 from turnstate.harness.profile import DEFAULT_PROFILE, Profile, load_profile
 from turnstate.harness.runner import Runner
@@ -210,7 +211,9 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     parser.add_argument("--no-floor", action="store_true", help="skip the floor loop")
     args = parser.parse_args()
-    run = measure(load_profile(args.profile), args.turns, args.regime, floor=not args.no_floor)
+    profile = load_profile(args.profile)
+    freeze_startup_objects()  # as `turnstate run` does
+    run = measure(profile, args.turns, args.regime, floor=not args.no_floor)
     if args.json:
         print(json.dumps(asdict(run)))
     else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import signal
 import sys
@@ -55,6 +56,7 @@ def run(profile: Path | None, out_dir: Path) -> None:
     try:
         with _sigterm_as_interrupt():
             loaded = _load_or_exit(profile or DEFAULT_PROFILE)
+            freeze_startup_objects()
             try:
                 out_dir.mkdir(parents=True, exist_ok=True)
             except OSError as error:
@@ -67,6 +69,15 @@ def run(profile: Path | None, out_dir: Path) -> None:
         sys.exit(EXIT_INTERRUPTED)
     console.print(_summary(result))
     sys.exit(0 if result.outcome != "failed_closed" else 1)
+
+
+def freeze_startup_objects() -> None:
+    """Leave what exists once the profile is loaded (modules, the adapter's SDK) out of garbage
+    collection: a long run's collections otherwise walk them again and again (in a wide 1000-turn
+    run, 2 ms of the local provider's 5 ms per call). For a process that runs one agent, as this
+    command is; a library caller decides for its own process."""
+    gc.collect()
+    gc.freeze()
 
 
 @contextmanager
