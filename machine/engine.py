@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from transitions import MachineError
+from transitions import Machine, MachineError
 from transitions.extensions import HierarchicalMachine
 
 SEPARATOR = "_"  # transitions' separator between a parent state and a nested state; no state name may hold it
@@ -250,6 +250,10 @@ class Fired:
     trigger: str
     dest: str
 
+    def record(self) -> dict[str, str]:
+        """As artifacts record it (what dataclasses.asdict gives, without its deep copy per call)."""
+        return {"machine": self.machine, "source": self.source, "trigger": self.trigger, "dest": self.dest}
+
 
 class MachineModel:
     """Base for strategy objects: the model `transitions` drives. Actions call `emit`."""
@@ -281,7 +285,9 @@ class LiveMachine(Generic[ModelT]):
         self.spec = spec
         self.model = model
         self.fired: list[Fired] = []
-        HierarchicalMachine(
+        # A flat table needs none of the hierarchical machine's work per event (a third of a fire).
+        machine_class = HierarchicalMachine if spec.nested else Machine
+        machine_class(
             model=model,
             states=_hsm_states(spec),
             initial=spec.initial.name,
