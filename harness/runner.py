@@ -18,7 +18,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -305,7 +305,7 @@ class _Loop:
     def _fire(self, event: Event) -> list[Any]:
         effects = self.machine.fire(event)
         fired = self.machine.fired[-1]
-        self.writer.log_transition(asdict(fired))
+        self.writer.log_transition(fired.record())
         return effects
 
     def _call(
@@ -394,7 +394,7 @@ class _Loop:
                 "retries": [attempt.record() for attempt in attempts[:-1]],
                 "compaction": _compaction_record(attempts),
                 **({"continuation": self.continuation} if self.continuation is not None else {}),
-                "transitions": [asdict(fired) for fired in self.machine.fired[fired_before:]],
+                "transitions": [fired.record() for fired in self.machine.fired[fired_before:]],
             },
         )
         self.continuation = None
@@ -415,7 +415,7 @@ class _Loop:
                 "failure": failure,
                 "attempts": [attempt.record() for attempt in attempts],
                 "usage": self.ledger.unattributed.to_dict(),
-                "transitions": [asdict(fired) for fired in self.machine.fired[fired_before:]],
+                "transitions": [fired.record() for fired in self.machine.fired[fired_before:]],
             },
         )
         self.failed_turn_record = FAILED_TURN
@@ -428,15 +428,25 @@ class _Loop:
 @contextmanager
 def _signals_deferred() -> Iterator[None]:
     """Hold Ctrl-C and SIGTERM until the block is done (a kill that can be caught arrives after it),
-    so that an interrupted run's run_meta.json never counts a step it did not record, or the reverse."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+    so that an interrupted run's run_meta.json never counts a step it did not record, or the reverse.
+
+    Held by Python-level handlers that note the signal and raise it again once the block is done.
+    Blocking it with pthread_sigmask would not do: that holds only the main thread, and the kernel
+    hands a process's signal to any other thread (rich's progress display runs one), whose C handler
+    still has Python run the main thread's handler at once."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    caught: list[int] = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    previous = {signum: signal.signal(signum, lambda signum, frame: caught.append(signum)) for signum in held}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in caught:
+            signal.raise_signal(signum)
 
 
 def _no_summary_compaction(adapter: ProviderAdapter) -> ProviderError:

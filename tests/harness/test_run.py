@@ -685,3 +685,39 @@ def test_each_step_records_only_what_its_request_added_and_every_request_rebuild
     assert all(record["after_step"] == number for number, record in enumerate(later, start=1))
     assert all(len(record["added"]) == 2 for record in later)  # the previous reply and the new frame only
     assert any(record["dropped"] for record in later)  # the window trimmed whole turns, and the record says so
+
+
+def test_a_signal_during_a_held_block_arrives_after_it_even_when_another_thread_takes_it():
+    """A step's record and its count go together: SIGTERM (here sent from another thread, as the
+    kernel may hand it to any thread) interrupts only after the held block is done."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from turnstate.harness import runner
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    def send_when_asked():
+        asked.wait(timeout=10)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    finished = []
+    asked = threading.Event()
+    # Started before the block, as rich's progress thread is: a thread started inside would inherit
+    # a blocked signal mask and hide the difference.
+    sender = threading.Thread(target=send_when_asked)
+    sender.start()
+    try:
+        with pytest.raises(KeyboardInterrupt), runner._signals_deferred():
+            asked.set()
+            sender.join()
+            time.sleep(0.05)  # an unheld handler would have run by now
+            finished.append("block")
+        assert finished == ["block"]
+        assert signal.getsignal(signal.SIGTERM) is interrupt  # restored
+    finally:
+        signal.signal(signal.SIGTERM, previous)
