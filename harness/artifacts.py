@@ -11,8 +11,10 @@ secret values (API keys) are replaced wherever they appear inside a string value
 data before it is serialized, so whatever a secret looks like, every artifact stays valid JSON.
 
 A kill must not tear what was accepted: every JSON file is written whole (a temporary file in the
-same folder, flushed and fsynced, then renamed over the target), and the transition log is flushed
-and fsynced before each step file is written, so after a kill it is never behind the step files.
+same folder, flushed and fsynced, then renamed over the target, the folder fsynced), and the
+transition log is flushed before each step file is written, so after a kill it is never behind the
+step files. The log is fsynced only when the run closes: each step record carries its own
+transitions, so if the machine itself loses power, the fsynced step records are the record.
 """
 
 from __future__ import annotations
@@ -129,7 +131,7 @@ class ArtifactWriter:
         return target
 
     def write_step(self, index: int, record: dict[str, Any]) -> Path:
-        self.sync_transitions()
+        self._transitions.flush()  # to the OS, which a killed process cannot take back
         return self.write_json(step_name(index), record)
 
     def log_transition(self, record: dict[str, Any]) -> None:
