@@ -445,8 +445,8 @@ def _signals_deferred() -> Iterator[None]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        for signum in caught:
-            signal.raise_signal(signum)
+        for caught_signal in caught:
+            signal.raise_signal(caught_signal)
 
 
 def _no_summary_compaction(adapter: ProviderAdapter) -> ProviderError:
