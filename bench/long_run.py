@@ -99,6 +99,8 @@ class LongRun:
     first_step_bytes: int
     last_step_bytes: int
     peak_rss_mb: float
+    baseline_rss_mb: float  # the process's RSS before the run: the interpreter, modules and SDK
+    state_bytes: int  # the last accepted state, serialized
     floor_wall_seconds: float | None = None
 
     def mean_ms(self, values: list[float], last: bool, window: int = 100) -> float:
@@ -113,6 +115,7 @@ class LongRun:
 
 
 def measure(profile: Profile, turns: int, regime: str, floor: bool = True) -> LongRun:
+    baseline_mb = peak_rss_mb()
     run_profile = long_profile(profile, turns, regime)
     window = WIDE_WINDOW if regime == "wide" else run_profile.client.local and run_profile.client.local.context_window
     adapters: list[TimedAdapter] = []
@@ -153,11 +156,17 @@ def measure(profile: Profile, turns: int, regime: str, floor: bool = True) -> Lo
         artifact_bytes=total_bytes,
         first_step_bytes=sizes[0],
         last_step_bytes=sizes[-1],
-        peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        peak_rss_mb=peak_rss_mb(),
+        baseline_rss_mb=baseline_mb,
+        state_bytes=len(result.accepted_state.to_json()),
     )
     if floor and run_profile.runtime.adapter_id.endswith("chat_completions.v1"):
         measured.floor_wall_seconds = floor_wall(timed, window or 8192)
     return measured
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def floor_wall(timed: TimedAdapter, window: int) -> float:
@@ -200,7 +209,10 @@ def report(run: LongRun) -> None:
         f"  artifacts: {run.artifact_bytes / 1e6:.2f} MB (step 1: {run.first_step_bytes / 1e3:.1f} kB, "
         f"last step: {run.last_step_bytes / 1e3:.1f} kB)"
     )
-    print(f"  process peak RSS: {run.peak_rss_mb:.0f} MB")
+    print(
+        f"  process peak RSS: {run.peak_rss_mb:.0f} MB (before the run: {run.baseline_rss_mb:.0f} MB; "
+        f"accepted state: {run.state_bytes / 1e6:.2f} MB serialized)"
+    )
 
 
 def main() -> None:
