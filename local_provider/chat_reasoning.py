@@ -28,26 +28,25 @@ from dataclasses import dataclass, field
 from turnstate.adapters.tokens import REASONING_FIELDS
 from turnstate.local_provider.exchange import Exchange
 from turnstate.local_provider.openai_words import InvalidParam
-from turnstate.local_provider.sealed import digest
 
 STATE_NAME = "chat.reasoning"
 
 
 @dataclass
 class IssuedReasoning:
-    """The reasoning this provider issued with each reply content (a digest of each, per content)."""
+    """The reasoning strings this provider issued with each reply content. Kept as the strings (a
+    dictionary lookup per replayed message) rather than digests, which cost a canonical JSON dump
+    and a hash for every assistant message of every request."""
 
-    _issued: dict[str, set[str]] = field(default_factory=dict)
+    _issued: dict[str, frozenset[str]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def issue(self, content: str, reasoning: str) -> None:
         with self._lock:
-            self._issued.setdefault(digest(content), set()).add(digest(reasoning))
+            self._issued[content] = self._issued.get(content, frozenset()) | {reasoning}
 
-    def issued_with(self, content: str) -> set[str] | None:
-        with self._lock:
-            found = self._issued.get(digest(content))
-            return set(found) if found is not None else None
+    def issued_with(self, content: str) -> frozenset[str] | None:
+        return self._issued.get(content)  # a frozenset, replaced whole: safe to read unlocked
 
 
 def issued_reasoning(exchange: Exchange) -> IssuedReasoning:
@@ -80,7 +79,7 @@ def _replayed_reasoning(issued: IssuedReasoning, index: int, message: Mapping[st
         return given  # not this provider's reply: read as it is
     if not given:
         raise InvalidParam(f"messages[{index}]", f"messages[{index}]: the assistant message is missing its reasoning.")
-    if any(digest(text) not in expected for text in given):
+    if any(text not in expected for text in given):
         raise InvalidParam(
             f"messages[{index}]",
             f"messages[{index}]: the reasoning does not match the one issued with this message.",

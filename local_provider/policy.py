@@ -126,13 +126,13 @@ def asks_for_summary(messages: Sequence[Mapping[str, object]]) -> bool:
 
 def noted_beacon(memory: Sequence[str], level: int) -> str | None:
     """The latest beacon the memory notes for `level`: NOTES lines only (the model's own thoughts, a
-    compaction's summary, a summary it was handed), never a beacon line of an old frame."""
-    latest = None
-    for text in memory:
-        for mention in NOTES_MENTION.finditer(text):
-            if int(mention.group(1)) == level:
-                latest = mention.group(2)
-    return latest
+    compaction's summary, a summary it was handed), never a beacon line of an old frame. Read from
+    the newest text back, as `known_beacon` reads messages."""
+    for text in reversed(memory):
+        mentions = [mention for mention in NOTES_MENTION.finditer(text) if int(mention.group(1)) == level]
+        if mentions:
+            return mentions[-1].group(2)
+    return None
 
 
 NO_FRAME_REPLY = "I see no game frame, so I take no action."
