@@ -12,6 +12,7 @@ turnstate's wall over the floor's is what the harness adds.
 Figures are printed (or written as JSON with --json, for bench/run.py), never asserted:
 
     python bench/long_run.py [PROFILE] [--turns N] [--regime window|wide] [--json] [--no-floor]
+                             [--through-create]
 """
 
 from __future__ import annotations
@@ -114,7 +115,20 @@ class LongRun:
         return statistics.mean(self.harness_ms[max(0, turn - 10) : turn])
 
 
-def measure(profile: Profile, turns: int, regime: str, floor: bool = True) -> LongRun:
+def through_create(adapter: Any) -> None:
+    """Send a Chat Completions adapter's requests through the SDK's `create`, as it did before it
+    used `client.post`: the same body, with the SDK's request transform over every message."""
+
+    def read(body: dict[str, Any], seen: Any) -> Any:
+        completion = adapter.client.chat.completions.create(**body)
+        if body.get("stream"):
+            return adapter._collect_stream(completion, seen)
+        return adapter._normalize(completion, seen)
+
+    adapter._read = read
+
+
+def measure(profile: Profile, turns: int, regime: str, floor: bool = True, create: bool = False) -> LongRun:
     baseline_mb = peak_rss_mb()
     run_profile = long_profile(profile, turns, regime)
     window = WIDE_WINDOW if regime == "wide" else run_profile.client.local and run_profile.client.local.context_window
@@ -126,6 +140,8 @@ def measure(profile: Profile, turns: int, regime: str, floor: bool = True) -> Lo
         def factory(_: Endpoint) -> ProviderAdapter:
             adapter_class = Runner(run_profile, Path()).descriptor.load()
             timed = TimedAdapter(adapter_class.connect(endpoint, run_profile.request_settings()), floor)
+            if create:
+                through_create(timed.inner)
             adapters.append(timed)
             return timed  # type: ignore[return-value]
 
@@ -222,10 +238,11 @@ def main() -> None:
     parser.add_argument("--regime", choices=["window", "wide"], default="wide")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     parser.add_argument("--no-floor", action="store_true", help="skip the floor loop")
+    parser.add_argument("--through-create", action="store_true", help="call the SDK's create (Chat Completions)")
     args = parser.parse_args()
     profile = load_profile(args.profile)
     freeze_startup_objects()  # as `turnstate run` does
-    run = measure(profile, args.turns, args.regime, floor=not args.no_floor)
+    run = measure(profile, args.turns, args.regime, floor=not args.no_floor, create=args.through_create)
     if args.json:
         print(json.dumps(asdict(run)))
     else:

@@ -1,0 +1,208 @@
+"""Every performance figure, each beside its goal: the table bench/README.md and closing notes copy.
+
+Each measurement runs in a process of its own (so each peak RSS is that measurement's), through the
+scripts beside this one with --json:
+
+    long_run.py          harness cost per turn, wall over the floor, artifacts, the provider's time
+                         and memory, per strategy and regime
+    cache_share.py       cached share of input with trimming and compaction
+    overflow_recovery.py summary requests in a forced deep recovery
+    throughput.py        concurrent runs against one provider
+
+    python bench/run.py [--quick]
+
+--quick runs shorter versions (300 instead of 1000 and 3000 turns) to check the script itself; its
+figures are not the ones the goals name. The whole run takes about ten minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+CHAT = "profiles/local-manual-rolling.yaml"  # manual_rolling over Chat Completions
+CONTINUOUS = "profiles/local-open-source-continuous.yaml"  # continuous_conversation, harness summaries
+
+
+def script(name: str, *arguments: object) -> Any:
+    """Run bench/<name> with --json in a fresh process; its figures."""
+    command = [sys.executable, str(HERE / name), *map(str, arguments), "--json"]
+    print(f"  running {' '.join(command[1:])}", file=sys.stderr, flush=True)
+    done = subprocess.run(command, capture_output=True, text=True, check=True, cwd=HERE.parent)
+    return json.loads(done.stdout)
+
+
+def long_run(profile: str, turns: int, regime: str, *flags: str) -> dict[str, Any]:
+    return script("long_run.py", profile, "--turns", turns, "--regime", regime, *flags)
+
+
+def mean(values: list[float], last: bool, window: int = 100) -> float:
+    window = min(window, max(1, len(values) // 2))
+    part = values[-window:] if last else values[:window]
+    return sum(part) / len(part)
+
+
+def at_turn(values: list[float], turn: int) -> str:
+    if turn > len(values):
+        return "-"
+    part = values[max(0, turn - 10) : turn]
+    return f"{sum(part) / len(part):.2f}"
+
+
+@dataclass(frozen=True)
+class Row:
+    figure: str
+    measured: str
+    goal: str
+    met: bool | None  # None: a figure reported without a goal of its own
+
+
+def rows(quick: bool) -> list[Row]:
+    long, longest = (300, 300) if quick else (1000, 3000)
+    table: list[Row] = []
+
+    # 1. Harness cost per turn, flat in the history; wall over the floor.
+    runs = {
+        ("manual_rolling", "window"): long_run(CHAT, longest, "window", "--no-floor"),
+        ("manual_rolling", "wide"): long_run(CHAT, long, "wide", "--no-floor"),
+        ("continuous_conversation", "window"): long_run(CONTINUOUS, long, "window", "--no-floor"),
+        ("continuous_conversation", "wide"): long_run(CONTINUOUS, longest, "wide", "--no-floor"),
+    }
+    for (strategy, regime), run in runs.items():
+        harness = run["harness_ms"]
+        first, last = mean(harness, False), mean(harness, True)
+        marks = " / ".join(at_turn(harness, turn) for turn in (10, 100, 1000, 3000))
+        table.append(
+            Row(
+                f"{strategy} {regime}, {run['turns']} turns: harness ms per turn at 10 / 100 / 1000 / 3000",
+                marks,
+                "-",
+                None,
+            )
+        )
+        table.append(
+            Row(
+                f"{strategy} {regime}: harness per turn, last 100 / first 100",
+                f"{last:.2f} / {first:.2f} ms = {last / first:.2f}",
+                "<= 1.3 (wide)",
+                last / first <= 1.3 if regime == "wide" else None,
+            )
+        )
+    for regime in ("window", "wide"):
+        run = long_run(CHAT, long, regime)
+        ratio = run["wall_seconds"] / run["floor_wall_seconds"]
+        table.append(
+            Row(
+                f"manual_rolling {regime}, {run['turns']} turns: turnstate wall / floor wall",
+                f"{run['wall_seconds']:.1f} / {run['floor_wall_seconds']:.1f} s = {ratio:.2f}",
+                "<= 1.15",
+                ratio <= 1.15,
+            )
+        )
+
+    # 2. Artifacts; 3. the local provider; 5. memory.
+    wide = runs[("manual_rolling", "wide")]
+    table.append(
+        Row(
+            f"manual_rolling wide, {wide['turns']} turns: artifact bytes",
+            f"{wide['artifact_bytes'] / 1e6:.2f} MB (last step {wide['last_step_bytes'] / 1e3:.1f} kB)",
+            "<= 13 MB (1/20 of 261 MB)",
+            wide["artifact_bytes"] <= 261e6 / 20,
+        )
+    )
+    service = mean(wide["service_ms"], True)
+    table.append(Row("local provider's own time per call, last 100 (wide)", f"{service:.2f} ms", "< 5 ms", service < 5))
+    table.append(
+        Row(
+            "process peak RSS, provider included (wide)",
+            f"{wide['peak_rss_mb']:.0f} MB",
+            "< 100 MB",
+            wide["peak_rss_mb"] < 100,
+        )
+    )
+    deep = runs[("continuous_conversation", "wide")]
+    allowance = 3 * deep["state_bytes"] / 2**20 + deep["baseline_rss_mb"]
+    table.append(
+        Row(
+            f"continuous wide, {deep['turns']} turns: peak RSS vs 3 x state + baseline",
+            f"{deep['peak_rss_mb']:.0f} MB vs 3 x {deep['state_bytes'] / 1e6:.2f} + {deep['baseline_rss_mb']:.0f} MB",
+            f"<= {allowance:.0f} MB",
+            deep["peak_rss_mb"] <= allowance,
+        )
+    )
+
+    # 4. The SDK's transform: provider time per call through `create` and through `client.post`.
+    short = 300
+    created = long_run(CHAT, short, "wide", "--no-floor", "--through-create")
+    posted = long_run(CHAT, short, "wide", "--no-floor")
+    table.append(
+        Row(
+            f"provider per call, last 100 of {short} wide turns: create / client.post",
+            f"{mean(created['provider_ms'], True):.1f} / {mean(posted['provider_ms'], True):.1f} ms",
+            "client.post where it keeps the SDK",
+            None,
+        )
+    )
+
+    # 6. Cache-friendliness.
+    for share in script("cache_share.py", "--turns", 300):
+        goal, met = "-", None
+        if share["scenario"].startswith("manual_rolling, low-water"):
+            goal, met = ">= 0.85", share["share"] >= 0.85
+        elif share["scenario"].startswith("continuous"):
+            goal, met = ">= 0.95 kept", share["kept_prefix_share"] >= 0.95
+        summary = f", summaries {share['summary_share']:.3f}" if share["summary_share"] is not None else ""
+        table.append(
+            Row(
+                f"cached share, {share['scenario']}, {share['budget']} budget",
+                f"{share['share']:.3f} (kept prefix {share['kept_prefix_share']:.3f}, "
+                f"{share['prefix_moves']} moves{summary})",
+                goal,
+                met,
+            )
+        )
+
+    # 7. Overflow recovery.
+    for figure in script("overflow_recovery.py", "--turns", 10, 100, 300 if quick else 1000):
+        table.append(
+            Row(
+                f"summary requests, forced deep recovery after {figure['turns']} turns",
+                str(figure["summary_requests"]),
+                f"<= ceil(log2 n) + 2 = {figure['bound']}",
+                figure["summary_requests"] <= figure["bound"],
+            )
+        )
+
+    # 8. Throughput.
+    throughput = script("throughput.py", "--runs", 16, "--concurrency", 8)
+    table.append(
+        Row(
+            "8 concurrent runs on one provider: runs per minute; provider's CPU share",
+            f"{throughput['runs_per_minute']:.1f}; {throughput['provider_cpu_share']:.3f}",
+            "provider not the bottleneck",
+            throughput["provider_cpu_share"] < 0.5 and throughput["failed_runs"] == 0,
+        )
+    )
+    return table
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="short runs, to check the script")
+    args = parser.parse_args()
+    table = rows(args.quick)
+    print("| figure | measured | goal | met |")
+    print("|---|---|---|---|")
+    for row in table:
+        met = "-" if row.met is None else ("yes" if row.met else "no")
+        print(f"| {row.figure} | {row.measured} | {row.goal} | {met} |")
+
+
+if __name__ == "__main__":
+    main()
