@@ -12,7 +12,7 @@ turnstate's wall over the floor's is what the harness adds.
 Figures are printed (or written as JSON with --json, for bench/run.py), never asserted:
 
     python bench/long_run.py [PROFILE] [--turns N] [--regime window|wide] [--json] [--no-floor]
-                             [--through-create]
+                             [--through-create] [--provider-process]
 """
 
 from __future__ import annotations
@@ -20,10 +20,15 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import resource
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -128,14 +133,42 @@ def through_create(adapter: Any) -> None:
     adapter._read = read
 
 
-def measure(profile: Profile, turns: int, regime: str, floor: bool = True, create: bool = False) -> LongRun:
+@contextmanager
+def serving(window: int, separate: bool) -> Iterator[tuple[str, Callable[[], list[float]]]]:
+    """A local provider for the run: (its base URL, its service times). In this process, or with
+    `separate` in a `turnstate serve` process of its own, so this process's memory is the harness's
+    alone (its service times are then not read)."""
+    if not separate:
+        with LocalProvider(context_window=window, request_log_size=0) as provider:
+            yield provider.base_url, lambda: provider.service_seconds
+        return
+    command = [sys.executable, "-m", "turnstate.harness.cli", "serve", "--context-window", str(window)]
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        base_url = re.search(r"on (http://\S+) ", server.stdout.readline())
+        assert base_url is not None, "turnstate serve did not say where it listens"
+        yield base_url.group(1), list
+    finally:
+        server.terminate()
+        server.wait()
+
+
+def measure(
+    profile: Profile,
+    turns: int,
+    regime: str,
+    floor: bool = True,
+    create: bool = False,
+    separate_provider: bool = False,
+) -> LongRun:
     baseline_mb = peak_rss_mb()
     run_profile = long_profile(profile, turns, regime)
     window = WIDE_WINDOW if regime == "wide" else run_profile.client.local and run_profile.client.local.context_window
     adapters: list[TimedAdapter] = []
     step_ends: list[float] = []
-    with LocalProvider(context_window=window or 8192, request_log_size=0) as provider:
-        endpoint = Endpoint(provider.base_url, LOCAL_API_KEY, is_local=True)
+    with serving(window or 8192, separate_provider) as (base_url, service_seconds):
+        endpoint = Endpoint(base_url, LOCAL_API_KEY, is_local=True)
 
         def factory(_: Endpoint) -> ProviderAdapter:
             adapter_class = Runner(run_profile, Path()).descriptor.load()
@@ -153,7 +186,7 @@ def measure(profile: Profile, turns: int, regime: str, floor: bool = True, creat
             steps = sorted(result.artifacts.glob("step_*.json"))
             sizes = [path.stat().st_size for path in steps]
             total_bytes = sum(path.stat().st_size for path in result.artifacts.iterdir())
-        service = [seconds * 1000 for seconds in provider.service_seconds]
+        service = [seconds * 1000 for seconds in service_seconds()]
     timed = adapters[0]
     walls = [end - begin for begin, end in zip([started, *step_ends], step_ends, strict=False)]
     # One call per turn unless a turn retried or compacted: the harness's share is the rest of the turn.
@@ -216,7 +249,8 @@ def report(run: LongRun) -> None:
     marks = ", ".join(f"turn {turn}: {run.harness_at(turn):.2f} ms" for turn in MARKS if run.harness_at(turn))
     print(f"  harness per turn at {marks}")
     print(f"  provider per call (SDK + HTTP + provider), last 100: {run.mean_ms(run.provider_ms, True):.2f} ms")
-    print(f"  local provider's own time per call, last 100: {run.mean_ms(run.service_ms, True):.2f} ms")
+    if run.service_ms:
+        print(f"  local provider's own time per call, last 100: {run.mean_ms(run.service_ms, True):.2f} ms")
     if run.floor_wall_seconds:
         print(
             f"  wall {run.wall_seconds:.1f} s, floor {run.floor_wall_seconds:.1f} s (ratio {run.wall_seconds / run.floor_wall_seconds:.3f})"
@@ -239,10 +273,20 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     parser.add_argument("--no-floor", action="store_true", help="skip the floor loop")
     parser.add_argument("--through-create", action="store_true", help="call the SDK's create (Chat Completions)")
+    parser.add_argument(
+        "--provider-process", action="store_true", help="serve the provider from its own process (memory figures)"
+    )
     args = parser.parse_args()
     profile = load_profile(args.profile)
     freeze_startup_objects()  # as `turnstate run` does
-    run = measure(profile, args.turns, args.regime, floor=not args.no_floor, create=args.through_create)
+    run = measure(
+        profile,
+        args.turns,
+        args.regime,
+        floor=not args.no_floor,
+        create=args.through_create,
+        separate_provider=args.provider_process,
+    )
     if args.json:
         print(json.dumps(asdict(run)))
     else:
