@@ -2,8 +2,10 @@
 
 Plays one long beacon_grid game (enough levels for TURNS accepted actions) from a profile, against a
 local provider the benchmark starts itself (so it can read the provider's own service times), in
-one of two regimes: "window" (the profile's own window and compaction, so requests stay bounded) or
-"wide" (a window that never trims and no compaction, so every request carries the whole history).
+one of two regimes: "window" (the profile's own window and compaction, so requests stay bounded;
+harness summaries get a 32,000-token window and a 4,000-token trigger, as the local model's summary
+grows a line per level) or "wide" (a window that never trims and no compaction, so every request
+carries the whole history).
 
 Then the floor: a minimal loop that makes the same SDK calls (the adapter's own `client.post`, the
 stream read to its end) with the same messages, against a fresh local provider, doing nothing else.
@@ -46,6 +48,7 @@ from turnstate.local_provider.server import LocalProvider
 
 TURNS_PER_LEVEL = 3  # levels enough that the game outlasts the turns (a level takes about 7)
 WIDE_WINDOW = 10_000_000
+LONG_SUMMARY_WINDOW, LONG_SUMMARY_TRIGGER = 32_000, 4_000  # harness summaries in the "window" regime
 MARKS = (10, 100, 1000, 3000)  # the turns at which per-turn harness cost is reported
 
 
@@ -86,6 +89,12 @@ def long_profile(profile: Profile, turns: int, regime: str) -> Profile:
         data["agent"]["max_context_length"] = WIDE_WINDOW
         data["client"]["local"] = {**(data["client"].get("local") or {}), "context_window": WIDE_WINDOW}
         data["runtime"]["compaction"] = {"strategy": "none"}
+    elif data["runtime"]["compaction"]["strategy"] == "harness_summary":
+        # The local model's summary keeps a NOTES line for every level it has seen, so over a long
+        # game it outgrows a small profile's output cap and trigger: scale them for the game.
+        data["agent"]["max_context_length"] = LONG_SUMMARY_WINDOW
+        data["client"]["local"] = {**(data["client"].get("local") or {}), "context_window": LONG_SUMMARY_WINDOW}
+        data["runtime"]["compaction"].update(trigger_tokens=LONG_SUMMARY_TRIGGER, summary_max_output_tokens=2048)
     return Profile.model_validate(data)
 
 
