@@ -32,18 +32,14 @@ class StateMismatch(ValueError):
 
 
 class TurnSpan(BaseModel):
-    """One accepted turn: the half-open span [start, end) of payload["items"] it occupies."""
+    """One accepted turn: the half-open span [start, end) of payload["items"] it occupies. That it is
+    not empty is checked by the state that holds it, with the order of its spans: a validator of its
+    own would run again for every span of every state a commit makes."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     start: int = Field(ge=0)
     end: int = Field(gt=0)
-
-    @model_validator(mode="after")
-    def _not_empty(self) -> TurnSpan:
-        if self.end <= self.start:
-            raise ValueError(f"turn span [{self.start}, {self.end}) is empty or reversed")
-        return self
 
 
 class RuntimeState(BaseModel):
@@ -78,6 +74,8 @@ class RuntimeState(BaseModel):
         )
         previous_end = self.turns[kept - 1].end if kept else 0
         for span in self.turns[kept:]:
+            if span.end <= span.start:
+                raise ValueError(f"turn span [{span.start}, {span.end}) is empty or reversed")
             if span.start < previous_end:
                 raise ValueError(f"turn spans overlap or are out of order at [{span.start}, {span.end})")
             previous_end = span.end
@@ -125,6 +123,9 @@ def _changed_values(payload: dict[str, Any], previous: dict[str, Any]) -> list[A
         if value is before and key in previous:
             continue
         if isinstance(value, list) and isinstance(before, list):
+            if value[: len(before)] == before:  # grown at the end: the usual commit, compared in C
+                changed.extend(value[len(before) :])
+                continue
             held = {id(element) for element in before}
             changed.extend(element for element in value if id(element) not in held)
         else:
