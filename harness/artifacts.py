@@ -12,9 +12,12 @@ data before it is serialized, so whatever a secret looks like, every artifact st
 
 A kill must not tear what was accepted: every JSON file is written whole (a temporary file in the
 same folder, flushed and fsynced, then renamed over the target, the folder fsynced), and the
-transition log is flushed before each step file is written, so after a kill it is never behind the
-step files. The log is fsynced only when the run closes: each step record carries its own
-transitions, so if the machine itself loses power, the fsynced step records are the record.
+transition log is flushed before each step record is handed to be written, so after a kill it is
+never behind the step files. Step records are written on a thread of their own while the next turn
+runs; any other file (run_meta.json above all) is written only once every step before it is, so a
+run_meta.json never counts a step whose record is not on disk. The log is fsynced when the run
+closes: each step record carries its own transitions, so if the machine itself loses power, the
+fsynced step records are the record.
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ import json
 import math
 import os
 import secrets as _random
+from collections import deque
 from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -111,28 +116,39 @@ def scrub(value: Any, secrets: Sequence[str] = ()) -> Any:
 
 
 class ArtifactWriter:
+    """Writes one run's artifacts. Step records, one per turn, are written by a thread of their own
+    while the run goes on (creating, fsyncing and renaming a file costs more than the rest of a
+    turn's harness work); every other file waits for the steps before it, so nothing is ever written
+    out of order, and an error writing a step is raised by the next write or by close."""
+
     def __init__(self, root: Path, run_id: str, secrets: tuple[str, ...] = ()) -> None:
         self.path = Path(root) / run_id
         self.path.mkdir(parents=True, exist_ok=False)
         # Longest first, so a secret that contains another is replaced whole.
         self._secrets = tuple(sorted({secret for secret in secrets if secret}, key=len, reverse=True))
         self._transitions = (self.path / "transitions.jsonl").open("a", encoding="utf-8")
+        self._steps = ThreadPoolExecutor(max_workers=1, thread_name_prefix="turnstate-steps")  # in order
+        self._pending: deque[Future[None]] = deque()
 
     def write_json(self, name: str, data: Any) -> Path:
-        """Write `name` whole or not at all: temp file, fsync, rename over the target, fsync the folder."""
+        """Write `name` whole or not at all (after every step record before it is on disk)."""
+        self.wait_for_steps()
         target = self.path / name
-        temporary = target.with_name(f".{name}.tmp")
-        with temporary.open("w", encoding="utf-8") as file:
-            file.write(self._render(data, indent=2) + "\n")
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, target)
-        _fsync_directory(self.path)
+        self._write_whole(target, self._render(data, indent=2) + "\n")
         return target
 
     def write_step(self, index: int, record: dict[str, Any]) -> Path:
+        """Render the step record now and write it on the steps' thread."""
+        self._raise_failed_step()
         self._transitions.flush()  # to the OS, which a killed process cannot take back
-        return self.write_json(step_name(index), record)
+        target = self.path / step_name(index)
+        self._pending.append(self._steps.submit(self._write_whole, target, self._render(record, indent=2) + "\n"))
+        return target
+
+    def wait_for_steps(self) -> None:
+        """Block until every step record handed over is written; raise the first error doing so."""
+        while self._pending:
+            self._pending.popleft().result()
 
     def log_transition(self, record: dict[str, Any]) -> None:
         self._transitions.write(self._render(record) + "\n")
@@ -143,9 +159,27 @@ class ArtifactWriter:
         os.fsync(self._transitions.fileno())
 
     def close(self) -> None:
-        if not self._transitions.closed:
-            self.sync_transitions()
-            self._transitions.close()
+        try:
+            self.wait_for_steps()
+        finally:
+            self._steps.shutdown(wait=True)
+            if not self._transitions.closed:
+                self.sync_transitions()
+                self._transitions.close()
+
+    def _raise_failed_step(self) -> None:
+        while self._pending and self._pending[0].done():
+            self._pending.popleft().result()
+
+    def _write_whole(self, target: Path, text: str) -> None:
+        """Temp file, fsync, rename over the target, fsync the folder: whole or not at all."""
+        temporary = target.with_name(f".{target.name}.tmp")
+        with temporary.open("w", encoding="utf-8") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, target)
+        _fsync_directory(self.path)
 
     def _render(self, data: Any, indent: int | None = None) -> str:
         return json.dumps(scrub(data, self._secrets), indent=indent, ensure_ascii=False, allow_nan=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -110,6 +111,38 @@ def test_the_transition_log_is_on_disk_before_the_step_file_that_follows_it(tmp_
     writer.close()
 
 
+def test_step_records_are_written_in_order_before_any_file_that_follows_them(tmp_path, monkeypatch):
+    writer = ArtifactWriter(tmp_path, "run", secrets=())
+    written: list[str] = []
+    write_whole = writer._write_whole
+
+    def slow_write(target, text):
+        if target.name.startswith("step_"):
+            time.sleep(0.02)  # a slow disk: the steps' thread lags behind the run
+        write_whole(target, text)
+        written.append(target.name)
+
+    monkeypatch.setattr(writer, "_write_whole", slow_write)
+    for index in range(1, 4):
+        writer.write_step(index, {"step": index})
+    writer.write_json("run_meta.json", {"accepted_actions": 3})
+    assert written == ["step_000001.json", "step_000002.json", "step_000003.json", "run_meta.json"]
+    writer.close()
+
+
+def test_a_step_record_that_cannot_be_written_fails_the_next_write(tmp_path, monkeypatch):
+    writer = ArtifactWriter(tmp_path, "run", secrets=())
+
+    def full_disk(target, text):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(writer, "_write_whole", full_disk)
+    writer.write_step(1, {"step": 1})
+    with pytest.raises(OSError, match="No space left"):
+        writer.write_json("run_meta.json", {"accepted_actions": 1})
+    writer.close()
+
+
 def test_step_names_sort_in_step_order_past_a_thousand():
     names = [step_name(index) for index in (2, 10, 999, 1000, 3000)]
     assert sorted(names) == names
@@ -149,6 +182,7 @@ def test_a_request_is_recorded_as_what_it_changed_and_rebuilds_to_itself(tmp_pat
     if previous:
         writer.write_step(4, {"request": request_delta(None, previous, readable)})
     writer.write_step(5, {"request": delta})
+    writer.wait_for_steps()
     assert sent_messages(writer.path, 5) == [{"role": "system", "content": sent.system}, *sent.items]
 
 
