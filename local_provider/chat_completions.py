@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import time
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -67,10 +68,11 @@ class ChatWire:
         the completion."""
         cache_key = (self, str(exchange.body.get("model")))
         shared = exchange.prefix_cache.match(cache_key, _as_list(exchange.body.get("messages")))
-        known = shared.note if isinstance(shared.note, ReadMessages) else ReadMessages((), ())
+        known = shared.note if isinstance(shared.note, ReadMessages) else ReadMessages((), (), (), ())
         try:
             request = parse_request(exchange.body, self.reasoning_fields, known.messages[: shared.messages])
-            system, messages = system_prompt(request.messages), conversation(request.messages)
+            system_at, messages = read_roles(request.messages, known, shared.messages)
+            system = "\n".join(str(request.messages[index]["content"]) for index in system_at)
             read = read_conversation(issued_reasoning(exchange), messages) if self.reasoning_fields else None
         except InvalidParam as invalid:
             exchange.send_json(400, error_body(invalid.message, param=invalid.param, code=invalid.code))
@@ -95,7 +97,7 @@ class ChatWire:
         reasoning = {name: thought for name in self.reasoning_fields} if thought is not None else {}
         if thought is not None:
             issued_reasoning(exchange).issue(completion.text, thought)
-        reading = ReadMessages(request.messages, message_tokens)
+        reading = ReadMessages(request.messages, message_tokens, system_at, messages)
         exchange.prefix_cache.record(cache_key, request.sent_messages, reading, shared)
         cached_tokens = PROMPT_CACHING.reported(sum(message_tokens[: shared.messages]))
         thought_tokens = estimate_text_tokens(thought) if thought is not None else 0
@@ -132,11 +134,29 @@ def _answer(
 @dataclass(frozen=True)
 class ReadMessages:
     """What the server read of a request's messages, kept with it in the prompt cache: each message
-    flattened as the model reads it, and its estimate. A later request that shares a prefix with it
-    reuses these for the shared messages instead of validating and reading them again."""
+    flattened as the model reads it, and its estimate; where the system (and developer) messages
+    are; the conversation, the others. A later request that shares a prefix with it reuses these for
+    the shared messages instead of validating and reading them again."""
 
     messages: tuple[dict[str, object], ...]
     tokens: tuple[int, ...]
+    system_at: tuple[int, ...]
+    conversation: tuple[Mapping[str, object], ...]
+
+
+def read_roles(
+    messages: Sequence[Mapping[str, object]], known: ReadMessages, shared: int
+) -> tuple[tuple[int, ...], tuple[Mapping[str, object], ...]]:
+    """The indices of the system and developer messages (they instruct the model), and the
+    conversation, the others in order; what `known` read of the `shared` leading messages is reused."""
+    system_at = list(known.system_at[: bisect_left(known.system_at, shared)])
+    conversation = list(known.conversation[: shared - len(system_at)])
+    for index in range(shared, len(messages)):
+        if messages[index]["role"] in SYSTEM_ROLES:
+            system_at.append(index)
+        else:
+            conversation.append(messages[index])
+    return tuple(system_at), tuple(conversation)
 
 
 def _as_list(messages: object) -> list[object]:
@@ -202,15 +222,6 @@ def _broken_events(events: Sequence[SseEvent], kind: str) -> list[SseEvent]:
             chunk["choices"] = [{**choice, "delta": None} for choice in chunk["choices"]]
         broken.append({"data": json.dumps(chunk)})
     return broken
-
-
-def system_prompt(messages: Sequence[Mapping[str, object]]) -> str:
-    """The system and developer messages, joined: both instruct the model."""
-    return "\n".join(str(message["content"]) for message in messages if message["role"] in SYSTEM_ROLES)
-
-
-def conversation(messages: Sequence[Mapping[str, object]]) -> list[Mapping[str, object]]:
-    return [message for message in messages if message["role"] not in SYSTEM_ROLES]
 
 
 def usage_object(prompt_tokens: int, cached_tokens: int, completion_tokens: int) -> dict[str, object]:

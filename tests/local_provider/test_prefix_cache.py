@@ -39,3 +39,20 @@ def test_a_request_older_than_the_recent_ones_is_forgotten():
     cache.match_and_record("m", [message("1")])
     cache.match_and_record("m", [message("2")])
     assert cache.match_and_record("m", [message("old"), message("x")]) == 0
+
+
+def test_a_shared_prefix_is_read_for_roles_once_and_what_follows_it_in_full():
+    from turnstate.local_provider.chat_completions import ReadMessages, read_roles
+
+    system, first = {"role": "system", "content": "S"}, message("1")
+    reply, developer, second = (
+        {"role": "assistant", "content": "r"},
+        {"role": "developer", "content": "D"},
+        message("2"),
+    )
+    earlier = (system, first, reply)
+    known = ReadMessages(earlier, (1, 1, 1), (0,), (first, reply))
+    assert read_roles([system, first, reply, developer, second], known, 3) == ((0, 3), (first, reply, second))
+    assert read_roles([system, first, developer], known, 2) == ((0, 2), (first,))
+    fresh = ReadMessages((), (), (), ())
+    assert read_roles([system, first, reply, developer, second], fresh, 0) == ((0, 3), (first, reply, second))
