@@ -55,6 +55,10 @@ def at_turn(values: list[float], turn: int) -> str:
     return f"{sum(part) / len(part):.2f}"
 
 
+def wall_over_floor(run: dict[str, Any]) -> float:
+    return float(run["wall_seconds"] / run["floor_wall_seconds"])
+
+
 @dataclass(frozen=True)
 class Row:
     figure: str
@@ -96,14 +100,16 @@ def rows(quick: bool) -> list[Row]:
             )
         )
     for regime in ("window", "wide"):
-        run = long_run(CHAT, long, regime)
-        ratio = run["wall_seconds"] / run["floor_wall_seconds"]
+        # The median of three runs, each beside its own floor (these machines are noisy).
+        paired = sorted((long_run(CHAT, long, regime) for _ in range(3)), key=wall_over_floor)
+        run = paired[1]
+        ratios = ", ".join(f"{wall_over_floor(each):.2f}" for each in paired)
         table.append(
             Row(
-                f"manual_rolling {regime}, {run['turns']} turns: turnstate wall / floor wall",
-                f"{run['wall_seconds']:.1f} / {run['floor_wall_seconds']:.1f} s = {ratio:.2f}",
+                f"manual_rolling {regime}, {run['turns']} turns: turnstate wall / floor wall, median of 3",
+                f"{run['wall_seconds']:.1f} / {run['floor_wall_seconds']:.1f} s = {wall_over_floor(run):.2f} ({ratios})",
                 "<= 1.15",
-                ratio <= 1.15,
+                wall_over_floor(run) <= 1.15,
             )
         )
 
