@@ -93,7 +93,9 @@ class ChatCompletionsAdapter:
     def build_request(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.settings.model,
-            "messages": [{"role": "system", "content": request.system}, *map(dict, request.items)],
+            # The items themselves, not copies: the SDK only serializes them, and a copy of every
+            # message per call is work (and garbage) that grows with the history.
+            "messages": [{"role": "system", "content": request.system}, *request.items],
             self.settings.output_limit_param: request.output_cap(self.settings),
         }
         if self.settings.temperature is not None:
