@@ -19,6 +19,7 @@ and the last accepted one is still exactly what it was.
 from __future__ import annotations
 
 import json
+import operator
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
@@ -123,8 +124,8 @@ def _changed_values(payload: dict[str, Any], previous: dict[str, Any]) -> list[A
         if value is before and key in previous:
             continue
         if isinstance(value, list) and isinstance(before, list):
-            if value[: len(before)] == before:  # grown at the end: the usual commit, compared in C
-                changed.extend(value[len(before) :])
+            if len(value) >= len(before) and all(map(operator.is_, value, before)):
+                changed.extend(value[len(before) :])  # grown at the end: the usual commit
                 continue
             held = {id(element) for element in before}
             changed.extend(element for element in value if id(element) not in held)

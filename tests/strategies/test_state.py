@@ -89,3 +89,12 @@ def test_spans_added_after_kept_ones_are_checked_against_them():
     with pytest.raises(ValueError, match="runs past the 3 items"):
         state.replace(turns=[*state.turns, TurnSpan(start=2, end=4)])
     assert state.replace(turns=[*state.turns, TurnSpan(start=2, end=3)]).turns[-1] == TurnSpan(start=2, end=3)
+
+
+def test_an_element_equal_to_a_held_one_but_not_it_is_checked_again():
+    from decimal import Decimal
+
+    held = {"count": 1}
+    state = RuntimeState(adapter_id="a", strategy="s", payload={"items": [held]})
+    with pytest.raises(ValueError, match="not JSON-serializable"):
+        state.replace(payload={"items": [{"count": Decimal(1)}, {"text": "new"}]})  # == held, yet not JSON
