@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import orjson
 from openai import Stream
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
@@ -50,6 +51,7 @@ TURNS_PER_LEVEL = 3  # levels enough that the game outlasts the turns (a level t
 WIDE_WINDOW = 10_000_000
 LONG_SUMMARY_WINDOW, LONG_SUMMARY_TRIGGER = 32_000, 4_000  # harness summaries in the "window" regime
 MARKS = (10, 100, 1000, 3000)  # the turns at which per-turn harness cost is reported
+WARM_TURNS = 10  # after these the process has loaded everything a turn needs; the state is a few kB
 
 
 class TimedAdapter:
@@ -115,6 +117,9 @@ class LongRun:
     last_step_bytes: int
     peak_rss_mb: float
     baseline_rss_mb: float  # the process's RSS before the run: the interpreter, modules and SDK
+    # Its peak RSS after the first turns: the interpreter with everything a turn loads or builds on
+    # first use (the SDK's lazy modules and response models, the HTTP connection), before a history.
+    warm_rss_mb: float
     state_bytes: int  # the last accepted state, serialized
     floor_wall_seconds: float | None = None
 
@@ -176,6 +181,13 @@ def measure(
     window = WIDE_WINDOW if regime == "wide" else run_profile.client.local and run_profile.client.local.context_window
     adapters: list[TimedAdapter] = []
     step_ends: list[float] = []
+    warm_mb: list[float] = []
+
+    def on_step(_: Any) -> None:
+        step_ends.append(time.perf_counter())
+        if len(step_ends) == WARM_TURNS:
+            warm_mb.append(peak_rss_mb())
+
     with serving(window or 8192, separate_provider) as (base_url, service_seconds):
         endpoint = Endpoint(base_url, LOCAL_API_KEY, is_local=True)
 
@@ -189,9 +201,7 @@ def measure(
 
         with tempfile.TemporaryDirectory() as out:
             started = time.perf_counter()
-            result = Runner(
-                run_profile, Path(out), adapter_factory=factory, on_step=lambda _: step_ends.append(time.perf_counter())
-            ).run()
+            result = Runner(run_profile, Path(out), adapter_factory=factory, on_step=on_step).run()
             steps = sorted(result.artifacts.glob("step_*.json"))
             sizes = [path.stat().st_size for path in steps]
             total_bytes = sum(path.stat().st_size for path in result.artifacts.iterdir())
@@ -216,6 +226,7 @@ def measure(
         last_step_bytes=sizes[-1],
         peak_rss_mb=peak_rss_mb(),
         baseline_rss_mb=baseline_mb,
+        warm_rss_mb=warm_mb[0] if warm_mb else peak_rss_mb(),
         state_bytes=len(result.accepted_state.to_json()),
     )
     if floor and run_profile.runtime.adapter_id.endswith("chat_completions.v1"):
@@ -228,7 +239,8 @@ def peak_rss_mb() -> float:
 
 
 def floor_wall(timed: TimedAdapter, window: int) -> float:
-    """The same Chat Completions calls with the same messages, and nothing else, on a fresh provider."""
+    """The same Chat Completions calls with the same messages, encoded as the adapter encodes them, and
+    nothing else, on a fresh provider."""
     adapter: Any = timed.inner
     static = adapter.build_request(ModelRequest(system="", items=()))
     del static["messages"]
@@ -240,13 +252,14 @@ def floor_wall(timed: TimedAdapter, window: int) -> float:
         started = time.perf_counter()
         for request in timed.requests:
             body = {**static, "messages": [{"role": "system", "content": request.system}, *request.items]}
+            content = orjson.dumps(body)  # as the adapter encodes it
             if stream:
                 for _ in client.post(
-                    path, body=body, cast_to=ChatCompletion, stream=True, stream_cls=Stream[ChatCompletionChunk]
+                    path, content=content, cast_to=ChatCompletion, stream=True, stream_cls=Stream[ChatCompletionChunk]
                 ):
                     pass
             else:
-                client.post(path, body=body, cast_to=ChatCompletion)
+                client.post(path, content=content, cast_to=ChatCompletion)
         return time.perf_counter() - started
 
 
@@ -269,7 +282,8 @@ def report(run: LongRun) -> None:
         f"last step: {run.last_step_bytes / 1e3:.1f} kB)"
     )
     print(
-        f"  process peak RSS: {run.peak_rss_mb:.0f} MB (before the run: {run.baseline_rss_mb:.0f} MB; "
+        f"  process peak RSS: {run.peak_rss_mb:.1f} MB (before the run: {run.baseline_rss_mb:.1f} MB; "
+        f"after {WARM_TURNS} turns: {run.warm_rss_mb:.1f} MB; "
         f"accepted state: {run.state_bytes / 1e6:.2f} MB serialized)"
     )
 
