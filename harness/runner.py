@@ -43,7 +43,7 @@ from turnstate.harness.environments import (
     make_environment,
 )
 from turnstate.harness.profile import Profile
-from turnstate.machine.engine import Event, LiveMachine
+from turnstate.machine.engine import Event, Fired, LiveMachine
 from turnstate.strategies import STRATEGIES
 from turnstate.strategies.events import (
     ActionAccepted,
@@ -264,7 +264,7 @@ class _Loop:
 
     def _turn(self, index: int, observation: str) -> tuple[str | None, str | None]:
         """Drive the machine through one turn; return (accepted action, None) or (None, failure)."""
-        fired_before = len(self.machine.fired)
+        self.machine.take_fired()  # between turns (a buffered input): in the transition log, not in a step
         attempts: list[_Attempt] = []
         effects = deque(self._fire(ObservationArrived(observation)))
         action = failure = None
@@ -296,10 +296,10 @@ class _Loop:
         self.failed_attempts += sum(1 for attempt in attempts if attempt.outcome not in ("accepted", "compacted"))
         if action is not None:
             with _signals_deferred():  # the step's record and its count, together or not at all
-                self._write_step(index, action, attempts, fired_before)
+                self._write_step(index, action, attempts, self.machine.take_fired())
                 self.accepted = index
         else:
-            self._write_failed_turn(index, failure, attempts, fired_before)
+            self._write_failed_turn(index, failure, attempts, self.machine.take_fired())
         return action, failure
 
     def _fire(self, event: Event) -> list[Any]:
@@ -378,7 +378,7 @@ class _Loop:
         attempt.outcome = "accepted"
         return ActionAccepted(parsed.action)
 
-    def _write_step(self, index: int, action: str, attempts: list[_Attempt], fired_before: int) -> None:
+    def _write_step(self, index: int, action: str, attempts: list[_Attempt], fired: list[Fired]) -> None:
         accepted = attempts[-1]
         usage = self.ledger.take_for_step()
         self.writer.write_step(
@@ -394,7 +394,7 @@ class _Loop:
                 "retries": [attempt.record() for attempt in attempts[:-1]],
                 "compaction": _compaction_record(attempts),
                 **({"continuation": self.continuation} if self.continuation is not None else {}),
-                "transitions": [fired.record() for fired in self.machine.fired[fired_before:]],
+                "transitions": [transition.record() for transition in fired],
             },
         )
         self.continuation = None
@@ -405,7 +405,7 @@ class _Loop:
         self.last_sent = (index, request)
         return record
 
-    def _write_failed_turn(self, index: int, failure: str | None, attempts: list[_Attempt], fired_before: int) -> None:
+    def _write_failed_turn(self, index: int, failure: str | None, attempts: list[_Attempt], fired: list[Fired]) -> None:
         """Why the turn failed closed, attempt by attempt (allowlisted diagnostics only), in a record of its own."""
         self.writer.sync_transitions()
         self.writer.write_json(
@@ -415,7 +415,7 @@ class _Loop:
                 "failure": failure,
                 "attempts": [attempt.record() for attempt in attempts],
                 "usage": self.ledger.unattributed.to_dict(),
-                "transitions": [fired.record() for fired in self.machine.fired[fired_before:]],
+                "transitions": [transition.record() for transition in fired],
             },
         )
         self.failed_turn_record = FAILED_TURN

@@ -241,7 +241,7 @@ def remove_listener(listener: Listener) -> None:
     _listeners.remove(listener)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Fired:
     """One fired transition, as recorded in artifacts."""
 
@@ -342,6 +342,12 @@ class LiveMachine(Generic[ModelT]):
         for listener in _listeners:
             listener(fired.machine, fired.source, fired.trigger, fired.dest)
         return self.model._take_effects()
+
+    def take_fired(self) -> list[Fired]:
+        """What fired since the last take, handed over and forgotten here: a long run's driver takes
+        each turn's transitions, so the machine keeps no history that grows with the run."""
+        taken, self.fired = self.fired, []
+        return taken
 
 
 def _hsm_states(spec: MachineSpec) -> list[Any]:
