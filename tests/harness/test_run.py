@@ -40,6 +40,12 @@ def read_steps(run_dir: Path) -> list[dict]:
     return [step | {"messages_sent": sent_messages(run_dir, step["step"])} for step in steps]
 
 
+def fired(run_dir: Path) -> list[tuple[str, str, str]]:
+    """The (source, trigger, dest) of every transition in the run's log, in order."""
+    lines = (run_dir / "transitions.jsonl").read_text().splitlines()
+    return [(record["source"], record["trigger"], record["dest"]) for record in map(json.loads, lines)]
+
+
 def read_meta(run_dir: Path) -> dict:
     return json.loads((run_dir / "run_meta.json").read_text())
 
@@ -98,8 +104,7 @@ def test_the_run_wins_only_because_the_carry_forward_notes_survive_the_window(tm
 def test_a_game_over_frame_is_buffered_and_replayed_before_the_reset_frame(tmp_path, monkeypatch):
     monkeypatch.setattr(manual_rolling, "CARRY_FORWARD_INSTRUCTION", "Only your visible replies are carried.")
     result = Runner(with_changes(DEFAULT, agent={"max_actions": 40}), tmp_path).run()
-    log = [json.loads(line) for line in (result.artifacts / "transitions.jsonl").read_text().splitlines()]
-    assert {"machine": "manual_rolling", "source": "Accepted", "trigger": "InputBuffered", "dest": "Accepted"} in log
+    assert ("Accepted", "InputBuffered", "Accepted") in fired(result.artifacts)
     after_game_over = next(
         step for step in read_steps(result.artifacts) if "WRONG DOOR" in step["messages_sent"][-1]["content"]
     )
@@ -229,8 +234,7 @@ def test_a_provider_overflow_drops_the_oldest_turn_and_the_run_goes_on(tmp_path)
     # to stand for a provider that counts more tokens than the estimate.
     smaller_window = DEFAULT.client.model_copy(update={"local": LocalProviderConfig(context_window=600)})
     result = Runner(DEFAULT.model_copy(update={"client": smaller_window}), tmp_path).run()
-    log = (result.artifacts / "transitions.jsonl").read_text()
-    assert '"source": "AwaitingReply", "trigger": "ContextOverflowed", "dest": "AwaitingReply"' in log
+    assert ("AwaitingReply", "ContextOverflowed", "AwaitingReply") in fired(result.artifacts)
     assert result.outcome == "win"
 
 
@@ -411,8 +415,7 @@ def test_an_expired_handle_fails_the_previous_response_id_run_closed_by_its_name
     result = Runner(with_changes(PREVIOUS_RESPONSE_ID, client=faults((3, "expire_handle"))), tmp_path).run()
     assert result.outcome == "failed_closed"
     assert "no longer knows the response handle" in result.failure
-    log = (result.artifacts / "transitions.jsonl").read_text()
-    assert '"trigger": "HandleExpired", "dest": "FailedClosed"' in log
+    assert ("AwaitingReply", "HandleExpired", "FailedClosed") in fired(result.artifacts)
     assert result.accepted_actions == 2 and result.accepted_state.payload["previous_response_id"]
     record = json.loads((result.artifacts / "failed_turn.json").read_text())
     assert record["attempts"][0]["diagnostics"]["status"] == 404
@@ -431,7 +434,7 @@ def test_an_xai_run_compacts_by_a_separate_call_billed_to_the_turn_it_belongs_to
     (compaction,) = step["retries"]
     assert step["usage"]["input_tokens"] > compaction["usage"]["input_tokens"] > 0  # both calls billed here
     assert result.failed_attempts == 0  # a compaction call is no failed attempt
-    assert '"trigger": "CompactionReplied"' in (result.artifacts / "transitions.jsonl").read_text()
+    assert any(trigger == "CompactionReplied" for _, trigger, _ in fired(result.artifacts))
 
 
 def test_a_rejected_action_after_a_compaction_call_compacts_the_unchanged_history_again(tmp_path):
