@@ -8,6 +8,11 @@ a request that follows its predecessor without dropping anything), and how often
 trims for manual_rolling, compactions for continuous conversation. For a harness summary it prints
 the summary requests' own cached share, which is where the fork and the independent form differ.
 
+Beside the kept-prefix share it prints that share's ceiling: what those requests would report if
+every token of the request before them were cached, under the caching rule (rounded down to 128,
+nothing below 1,024). What no cache can serve is each turn's new input and the previous reply, so
+the ceiling is set by the budget and the game, and the gap to it is what the harness loses.
+
     python bench/cache_share.py [--turns N] [--json]
 """
 
@@ -22,6 +27,7 @@ from typing import Any
 
 from turnstate.harness.profile import PROFILES_DIR, Profile, load_profile
 from turnstate.harness.runner import Runner
+from turnstate.local_provider.openai_words import PROMPT_CACHING  # every scenario's wire is OpenAI's
 
 BUDGETS = (8_000, 32_000)
 TRIGGER = "trigger"  # in a scenario's changes: compaction starts at 3/4 of the budget
@@ -65,6 +71,7 @@ class Share:
     cached_tokens: int
     share: float
     kept_prefix_share: float  # over action requests that kept their predecessor's prefix
+    kept_prefix_ceiling: float  # the same, if all of each predecessor's input were served cached
     prefix_moves: int  # trims or compactions: action requests that did not keep it
     summary_share: float | None  # a harness summary's requests' own cached share
 
@@ -86,17 +93,21 @@ def measure(scenario: Scenario, budget: int, turns: int) -> Share:
     with tempfile.TemporaryDirectory() as out:
         result = Runner(scenario_profile(scenario, budget, turns), Path(out)).run()
         steps = [json.loads(path.read_text()) for path in sorted(result.artifacts.glob("step_*.json"))]
-    kept_input = kept_cached = moves = summary_input = summary_cached = 0
+    kept_input = kept_cached = kept_best = moves = summary_input = summary_cached = 0
+    previous_input = 0  # the action request's input tokens at the step before
     for step in steps:
         compaction = (step.get("compaction") or {}).get("usage") or {"input_tokens": 0, "cached_input_tokens": 0}
         summary_input += compaction["input_tokens"]
         summary_cached += compaction["cached_input_tokens"]
         request = step["request"]
+        action_input = step["usage"]["input_tokens"] - compaction["input_tokens"]
         if request["after_step"] is not None and request["dropped"] == 0:
-            kept_input += step["usage"]["input_tokens"] - compaction["input_tokens"]
+            kept_input += action_input
             kept_cached += step["usage"]["cached_input_tokens"] - compaction["cached_input_tokens"]
+            kept_best += PROMPT_CACHING.reported(previous_input)
         elif request["after_step"] is not None or step["step"] > 1:
             moves += 1
+        previous_input = action_input
     usage = result.usage
     return Share(
         scenario=scenario.name,
@@ -107,6 +118,7 @@ def measure(scenario: Scenario, budget: int, turns: int) -> Share:
         cached_tokens=usage.cached_input_tokens,
         share=usage.cached_input_tokens / usage.input_tokens,
         kept_prefix_share=kept_cached / kept_input if kept_input else 0.0,
+        kept_prefix_ceiling=kept_best / kept_input if kept_input else 0.0,
         prefix_moves=moves,
         summary_share=summary_cached / summary_input if summary_input else None,
     )
@@ -122,13 +134,14 @@ def main() -> None:
         print(json.dumps([asdict(share) for share in shares]))
         return
     print(
-        f"{'scenario':<44} {'budget':>6} {'outcome':<12} {'turns':>5} {'share':>6} {'kept':>6} {'moves':>5} {'summary':>7}"
+        f"{'scenario':<44} {'budget':>6} {'outcome':<12} {'turns':>5} {'share':>6} {'kept':>6} {'ceiling':>7} "
+        f"{'moves':>5} {'summary':>7}"
     )
     for share in shares:
         summary = f"{share.summary_share:.3f}" if share.summary_share is not None else "-"
         print(
             f"{share.scenario:<44} {share.budget:>6} {share.outcome:<12} {share.turns:>5} {share.share:>6.3f} "
-            f"{share.kept_prefix_share:>6.3f} {share.prefix_moves:>5} {summary:>7}"
+            f"{share.kept_prefix_share:>6.3f} {share.kept_prefix_ceiling:>7.3f} {share.prefix_moves:>5} {summary:>7}"
         )
 
 

@@ -171,8 +171,8 @@ def rows(quick: bool) -> list[Row]:
         table.append(
             Row(
                 f"cached share, {share['scenario']}, {share['budget']} budget",
-                f"{share['share']:.3f} (kept prefix {share['kept_prefix_share']:.3f}, "
-                f"{share['prefix_moves']} moves{summary})",
+                f"{share['share']:.3f} (kept prefix {share['kept_prefix_share']:.3f} of a possible "
+                f"{share['kept_prefix_ceiling']:.3f}, {share['prefix_moves']} moves{summary})",
                 goal,
                 met,
             )
