@@ -14,7 +14,7 @@ turnstate's wall over the floor's is what the harness adds.
 Figures are printed (or written as JSON with --json, for bench/run.py), never asserted:
 
     python bench/long_run.py [PROFILE] [--turns N] [--regime window|wide] [--json] [--no-floor]
-                             [--through-create] [--provider-process]
+                             [--through-create] [--provider-process] [--artifacts-in DIR]
 """
 
 from __future__ import annotations
@@ -175,6 +175,7 @@ def measure(
     floor: bool = True,
     create: bool = False,
     separate_provider: bool = False,
+    artifacts_parent: str | None = None,
 ) -> LongRun:
     baseline_mb = peak_rss_mb()
     run_profile = long_profile(profile, turns, regime)
@@ -199,7 +200,7 @@ def measure(
             adapters.append(timed)
             return timed  # type: ignore[return-value]
 
-        with tempfile.TemporaryDirectory() as out:
+        with tempfile.TemporaryDirectory(dir=artifacts_parent) as out:
             started = time.perf_counter()
             result = Runner(run_profile, Path(out), adapter_factory=factory, on_step=on_step).run()
             steps = sorted(result.artifacts.glob("step_*.json"))
@@ -299,6 +300,9 @@ def main() -> None:
     parser.add_argument(
         "--provider-process", action="store_true", help="serve the provider from its own process (memory figures)"
     )
+    parser.add_argument(
+        "--artifacts-in", metavar="DIR", help="write the run's artifacts under DIR (default: the temp folder)"
+    )
     args = parser.parse_args()
     profile = load_profile(args.profile)
     freeze_startup_objects()  # as `turnstate run` does
@@ -309,6 +313,7 @@ def main() -> None:
         floor=not args.no_floor,
         create=args.through_create,
         separate_provider=args.provider_process,
+        artifacts_parent=args.artifacts_in,
     )
     if args.json:
         print(json.dumps(asdict(run)))
