@@ -86,6 +86,16 @@ def test_a_fired_event_moves_the_state_and_returns_the_actions_effects():
     assert [(f.source, f.trigger, f.dest) for f in machine.fired] == [("Closed", "Pushed", "Open")]
 
 
+def test_taking_what_fired_hands_it_over_once_so_a_long_run_keeps_no_history():
+    machine = LiveMachine(DOOR, DoorModel())
+    machine.fire(Pushed(1))
+    taken = machine.take_fired()
+    machine.fire(Pulled())
+    assert [(f.source, f.trigger, f.dest) for f in taken] == [("Closed", "Pushed", "Open")]
+    assert [(f.source, f.trigger, f.dest) for f in machine.take_fired()] == [("Open", "Pulled", "Closed")]
+    assert machine.fired == [] and machine.take_fired() == []
+
+
 def test_an_event_the_state_does_not_accept_raises_and_changes_nothing():
     machine = LiveMachine(DOOR, DoorModel())
     with pytest.raises(InvalidEvent, match="Pulled.*not accepted in state Closed"):

@@ -27,6 +27,8 @@ def make(**changes) -> RuntimeState:
         ({"turns": [TurnSpan(start=2, end=3), TurnSpan(start=0, end=2)]}, "overlap or are out of order"),
         ({"turns": [TurnSpan(start=0, end=4)]}, "runs past the 3 items"),
         ({"turns": [{"start": 2, "end": 2}]}, "empty or reversed"),
+        ({"turns": [{"start": -1, "end": 2}]}, "turns.0.start"),
+        ({"turns": [{"start": 0, "end": 1, "length": 1}]}, "turns.0.length"),
         ({"unknown": 1}, "unknown"),
     ],
 )
