@@ -11,7 +11,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import openai
-import orjson
 from openai import Stream
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
@@ -34,6 +33,7 @@ from turnstate.adapters.contract import (
     no_compaction_call,
     token_count,
 )
+from turnstate.adapters.json_bytes import json_bytes
 from turnstate.adapters.tokens import estimate_messages_tokens
 
 COMPLETIONS_PATH = "/chat/completions"
@@ -120,7 +120,7 @@ class ChatCompletionsAdapter:
         # per message per call; bench/long_run.py). It is encoded here, in one pass straight to bytes
         # (the SDK sends `content` as it is): the SDK's json.dumps builds a list of small strings
         # as long as the history before joining them, a transient several times the body's size.
-        encoded = orjson.dumps(body)
+        encoded = json_bytes(body)
         if self.settings.stream:
             stream = self.client.post(
                 COMPLETIONS_PATH,

@@ -36,11 +36,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import orjson
 from openai import Stream
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from turnstate.adapters.contract import Endpoint, ModelRequest, ModelResponse, ProviderAdapter, ProviderError
+from turnstate.adapters.json_bytes import json_bytes
 from turnstate.harness.cli import freeze_startup_objects
 from turnstate.harness.endpoint import LOCAL_API_KEY
 from turnstate.harness.profile import DEFAULT_PROFILE, Profile, load_profile
@@ -253,7 +253,7 @@ def floor_wall(timed: TimedAdapter, window: int) -> float:
         started = time.perf_counter()
         for request in timed.requests:
             body = {**static, "messages": [{"role": "system", "content": request.system}, *request.items]}
-            content = orjson.dumps(body)  # as the adapter encodes it
+            content = json_bytes(body)  # as the adapter encodes it
             if stream:
                 for _ in client.post(
                     path, content=content, cast_to=ChatCompletion, stream=True, stream_cls=Stream[ChatCompletionChunk]

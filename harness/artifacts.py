@@ -33,9 +33,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from turnstate.adapters.contract import Item, ModelRequest
+from turnstate.adapters.json_bytes import json_bytes
 
 OPAQUE_KEYS = frozenset({"encrypted_content", "signature", "thought_signature"})
 REDACTED = "[redacted]"
@@ -189,11 +188,8 @@ class ArtifactWriter:
         _fsync_directory(self.path)
 
     def _render(self, data: Any, indent: bool = False) -> bytes:
-        """One JSON document and its newline, as UTF-8: indented by two spaces for a file of its own,
-        on one line for the transition log. orjson writes what json.dumps(indent=2,
-        ensure_ascii=False) would, about 40 times faster (a step record is rendered every turn)."""
-        options = orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS | (orjson.OPT_INDENT_2 if indent else 0)
-        return orjson.dumps(scrub(data, self._secrets), option=options)
+        """One JSON document and its newline: indented for a file of its own, on one line for the log."""
+        return json_bytes(scrub(data, self._secrets), indent=indent) + b"\n"
 
 
 def _fsync_directory(path: Path) -> None:

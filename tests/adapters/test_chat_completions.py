@@ -61,6 +61,14 @@ def test_the_output_limit_goes_in_the_field_the_endpoint_expects():
     assert body["max_tokens"] == 32 and "max_completion_tokens" not in body
 
 
+def test_an_integer_past_64_bits_is_sent_as_written_and_the_provider_answers_it(stream):
+    # The body's fast encoder stops at 64 bits; such a cap must still reach the API, which refuses it.
+    with LocalProvider() as provider:
+        failed = adapter_for(provider, stream=stream, max_output_tokens=10**30).call(REQUEST)
+    assert isinstance(failed, ProviderError) and failed.kind is ErrorKind.FATAL
+    assert failed.diagnostics["status"] == 400 and failed.diagnostics["code"] == "invalid_type"
+
+
 def test_a_repeated_long_prefix_is_reported_as_cached_in_whole_128_token_blocks(stream):
     long_request = ModelRequest(system="x" * 4400, items=REQUEST.items)  # over OpenAI's 1,024-token minimum
     with LocalProvider() as provider:

@@ -79,6 +79,20 @@ def test_non_finite_numbers_are_written_as_null_so_every_artifact_stays_json(tmp
     path = writer.write_json("run_meta.json", {"cost": float("inf"), "ratio": float("nan"), "ok": 1.5})
     assert json.loads(path.read_text()) == {"cost": None, "ratio": None, "ok": 1.5}
     assert "Infinity" not in path.read_text() and "NaN" not in path.read_text()
+    writer.close()
+
+
+def test_a_number_past_64_bits_from_a_provider_is_written_as_it_came_in_every_artifact(tmp_path):
+    # A provider's error code or token count can be any JSON number; the fast encoder stops at 64 bits.
+    huge = 10**30
+    writer = ArtifactWriter(tmp_path, "run", secrets=())
+    step = writer.write_step(1, {"step": 1, "retries": [{"diagnostics": {"code": huge}}]})
+    writer.log_transition({"machine": "m", "source": "A", "trigger": "E", "dest": "B", "code": huge})
+    meta = writer.write_json("run_meta.json", {"usage": {"input_tokens": huge}})
+    writer.close()
+    assert json.loads(step.read_text())["retries"][0]["diagnostics"]["code"] == huge
+    assert json.loads((writer.path / "transitions.jsonl").read_text())["code"] == huge
+    assert meta.read_text() == '{\n  "usage": {\n    "input_tokens": 1000000000000000000000000000000\n  }\n}\n'
 
 
 def test_a_json_artifact_is_replaced_whole_and_leaves_no_temporary_file(tmp_path, monkeypatch):
