@@ -123,15 +123,18 @@ class LongRun:
     state_bytes: int  # the last accepted state, serialized
     floor_wall_seconds: float | None = None
 
-    def mean_ms(self, values: list[float], last: bool, window: int = 100) -> float:
-        window = min(window, max(1, len(values) // 2))
-        return statistics.mean(values[-window:] if last else values[:window])
 
-    def harness_at(self, turn: int) -> float | None:
-        """Mean harness ms per turn over the 10 turns up to `turn` (the first 10 for turn 10)."""
-        if turn > len(self.harness_ms):
-            return None
-        return statistics.mean(self.harness_ms[max(0, turn - 10) : turn])
+def end_mean(values: list[float], last: bool, window: int = 100) -> float:
+    """The mean of the first or the last `window` values (of half of them, in a shorter run)."""
+    window = min(window, max(1, len(values) // 2))
+    return statistics.mean(values[-window:] if last else values[:window])
+
+
+def mean_up_to(values: list[float], turn: int) -> float | None:
+    """The mean over the 10 values up to `turn` (the first 10 for turn 10); None past the run's end."""
+    if turn > len(values):
+        return None
+    return statistics.mean(values[max(0, turn - 10) : turn])
 
 
 def through_create(adapter: Any) -> None:
@@ -243,17 +246,14 @@ def floor_wall(timed: TimedAdapter, window: int) -> float:
     """The same Chat Completions calls with the same messages, encoded as the adapter encodes them, and
     nothing else, on a fresh provider."""
     adapter: Any = timed.inner
-    static = adapter.build_request(ModelRequest(system="", items=()))
-    del static["messages"]
-    stream = bool(static.get("stream"))
+    stream = adapter.settings.stream
     with LocalProvider(context_window=window, request_log_size=0) as provider:
         prefix = urlsplit(str(adapter.client.base_url)).path  # /v1, /open-weight/v1, ...
         client = adapter.client.with_options(base_url=provider.base_url + prefix)  # the same SDK client
         path = "/chat/completions"
         started = time.perf_counter()
         for request in timed.requests:
-            body = {**static, "messages": [{"role": "system", "content": request.system}, *request.items]}
-            content = json_bytes(body)  # as the adapter encodes it
+            content = json_bytes(adapter.build_request(request))  # the adapter's body, encoded as it encodes it
             if stream:
                 for _ in client.post(
                     path, content=content, cast_to=ChatCompletion, stream=True, stream_cls=Stream[ChatCompletionChunk]
@@ -265,15 +265,16 @@ def floor_wall(timed: TimedAdapter, window: int) -> float:
 
 
 def report(run: LongRun) -> None:
-    first, last = run.mean_ms(run.harness_ms, False), run.mean_ms(run.harness_ms, True)
+    first, last = end_mean(run.harness_ms, False), end_mean(run.harness_ms, True)
     print(f"{run.profile} {run.regime}: {run.turns} turns ({run.outcome}), {run.input_tokens:,} input tokens")
     print(f"  harness per turn, excluding the provider: median {statistics.median(run.harness_ms):.2f} ms")
     print(f"  first 100 vs last 100: {first:.2f} vs {last:.2f} ms (ratio {last / first:.2f})")
-    marks = ", ".join(f"turn {turn}: {run.harness_at(turn):.2f} ms" for turn in MARKS if run.harness_at(turn))
+    at = {turn: mean_up_to(run.harness_ms, turn) for turn in MARKS}
+    marks = ", ".join(f"turn {turn}: {mean:.2f} ms" for turn, mean in at.items() if mean is not None)
     print(f"  harness per turn at {marks}")
-    print(f"  provider per call (SDK + HTTP + provider), last 100: {run.mean_ms(run.provider_ms, True):.2f} ms")
+    print(f"  provider per call (SDK + HTTP + provider), last 100: {end_mean(run.provider_ms, True):.2f} ms")
     if run.service_ms:
-        print(f"  local provider's own time per call, last 100: {run.mean_ms(run.service_ms, True):.2f} ms")
+        print(f"  local provider's own time per call, last 100: {end_mean(run.service_ms, True):.2f} ms")
     if run.floor_wall_seconds:
         print(
             f"  wall {run.wall_seconds:.1f} s, floor {run.floor_wall_seconds:.1f} s (ratio {run.wall_seconds / run.floor_wall_seconds:.3f})"

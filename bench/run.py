@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from long_run import MARKS, end_mean, mean_up_to  # beside this script
+
 HERE = Path(__file__).resolve().parent
 CHAT = "profiles/local-manual-rolling.yaml"  # manual_rolling over Chat Completions
 CONTINUOUS = "profiles/local-open-source-continuous.yaml"  # continuous_conversation, harness summaries
@@ -44,17 +46,9 @@ def long_run(profile: str, turns: int, regime: str, *flags: str) -> dict[str, An
     return script("long_run.py", profile, "--turns", turns, "--regime", regime, *flags)
 
 
-def mean(values: list[float], last: bool, window: int = 100) -> float:
-    window = min(window, max(1, len(values) // 2))
-    part = values[-window:] if last else values[:window]
-    return sum(part) / len(part)
-
-
 def at_turn(values: list[float], turn: int) -> str:
-    if turn > len(values):
-        return "-"
-    part = values[max(0, turn - 10) : turn]
-    return f"{sum(part) / len(part):.2f}"
+    mean = mean_up_to(values, turn)
+    return "-" if mean is None else f"{mean:.2f}"
 
 
 def wall_over_floor(run: dict[str, Any]) -> float:
@@ -83,8 +77,8 @@ def rows(quick: bool) -> list[Row]:
     }
     for (strategy, regime), run in runs.items():
         harness = run["harness_ms"]
-        first, last = mean(harness, False), mean(harness, True)
-        marks = " / ".join(at_turn(harness, turn) for turn in (10, 100, 1000, 3000))
+        first, last = end_mean(harness, False), end_mean(harness, True)
+        marks = " / ".join(at_turn(harness, turn) for turn in MARKS)
         table.append(
             Row(
                 f"{strategy} {regime}, {run['turns']} turns: harness ms per turn at 10 / 100 / 1000 / 3000",
@@ -132,7 +126,7 @@ def rows(quick: bool) -> list[Row]:
             wide["artifact_bytes"] <= 261e6 / 20,
         )
     )
-    service = mean(wide["service_ms"], True)
+    service = end_mean(wide["service_ms"], True)
     table.append(Row("local provider's own time per call, last 100 (wide)", f"{service:.2f} ms", "< 5 ms", service < 5))
     table.append(
         Row(
@@ -163,7 +157,7 @@ def rows(quick: bool) -> list[Row]:
     table.append(
         Row(
             f"provider per call, last 100 of {short} wide turns: create / client.post",
-            f"{mean(created['provider_ms'], True):.1f} / {mean(posted['provider_ms'], True):.1f} ms",
+            f"{end_mean(created['provider_ms'], True):.1f} / {end_mean(posted['provider_ms'], True):.1f} ms",
             "client.post where it keeps the SDK",
             None,
         )
