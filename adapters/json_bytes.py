@@ -16,11 +16,13 @@ import orjson
 
 
 def json_bytes(value: Any, *, indent: bool = False) -> bytes:
-    """`value` as JSON: on one line, or indented by two spaces. Raises TypeError for what JSON cannot
-    hold, as json.dumps does."""
+    """`value` as JSON: on one line, or indented by two spaces. Raises for what JSON cannot hold, as
+    json.dumps does; never writes NaN or Infinity (orjson writes null; the fallback refuses them)."""
     try:
         return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS | (orjson.OPT_INDENT_2 if indent else 0))
     except orjson.JSONEncodeError:
         separators = (",", ": ") if indent else (",", ":")
-        text = json.dumps(value, indent=2 if indent else None, separators=separators, ensure_ascii=False)
+        text = json.dumps(
+            value, indent=2 if indent else None, separators=separators, ensure_ascii=False, allow_nan=False
+        )
         return text.encode()
