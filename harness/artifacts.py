@@ -127,6 +127,7 @@ class ArtifactWriter:
         self.path.mkdir(parents=True, exist_ok=False)
         # Longest first, so a secret that contains another is replaced whole.
         self._secrets = tuple(sorted({secret for secret in secrets if secret}, key=len, reverse=True))
+        self._scrub_markers = _scrub_markers(self._secrets)
         self._transitions = (self.path / "transitions.jsonl").open("ab")
         self._steps = ThreadPoolExecutor(max_workers=1, thread_name_prefix="turnstate-steps")  # in order
         self._pending: deque[Future[None]] = deque()
@@ -188,8 +189,29 @@ class ArtifactWriter:
         _fsync_directory(self.path)
 
     def _render(self, data: Any, indent: bool = False) -> bytes:
-        """One JSON document and its newline: indented for a file of its own, on one line for the log."""
+        """One JSON document and its newline: indented for a file of its own, on one line for the log.
+
+        Most records hold nothing to scrub, and their text says so: without any of the markers (an
+        opaque key's name, a secret as JSON writes it) they are written as they are, and only a
+        record whose text holds a marker (or a number JSON cannot hold) is scrubbed first."""
+        try:
+            text = json_bytes(data, indent=indent)
+            if not any(marker in text for marker in self._scrub_markers):
+                return text + b"\n"
+        except ValueError:
+            pass
         return json_bytes(scrub(data, self._secrets), indent=indent) + b"\n"
+
+
+def _scrub_markers(secrets: Sequence[str]) -> tuple[bytes, ...]:
+    """What a record's JSON text holds if `scrub` would change the record: an opaque key's name (or
+    the type whose "data" is opaque), and each secret as a JSON string holds it. JSON escapes a
+    string character by character, so a string that holds a secret holds its escaped form, as both
+    encoders `json_bytes` uses escape it."""
+    names = [*OPAQUE_KEYS, "redacted_thinking"]
+    escaped = {json.dumps(secret, ensure_ascii=False)[1:-1].encode() for secret in secrets}
+    escaped |= {json_bytes(secret)[1:-1] for secret in secrets}
+    return (*(f'"{name}"'.encode() for name in names), *escaped)
 
 
 def _fsync_directory(path: Path) -> None:

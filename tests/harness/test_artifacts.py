@@ -56,8 +56,9 @@ def read_all(run_dir) -> dict[str, str]:
 
 
 def test_a_secret_is_redacted_in_values_and_keys_stay_intact_whatever_the_secret_looks_like(tmp_path):
-    for secret in ("k", "1", '"', "sk-secret-123"):
-        writer = ArtifactWriter(tmp_path, f"run-{ord(secret[0])}", secrets=(secret,))
+    # Also secrets JSON escapes: a record is scrubbed when its text holds a secret as JSON writes it.
+    for number, secret in enumerate(("k", "1", '"', "sk-secret-123", "back\\slash", "two\nlines", "clé-ü", "\x01ctl")):
+        writer = ArtifactWriter(tmp_path, f"run-{number}", secrets=(secret,))
         writer.write_json("run_meta.json", {"api_key_env": "KEY_VAR", "count": 1, "note": f"key={secret}"})
         writer.log_transition({"machine": "m", "note": f"[{secret}]"})
         writer.close()
@@ -93,6 +94,13 @@ def test_a_number_past_64_bits_from_a_provider_is_written_as_it_came_in_every_ar
     assert json.loads(step.read_text())["retries"][0]["diagnostics"]["code"] == huge
     assert json.loads((writer.path / "transitions.jsonl").read_text())["code"] == huge
     assert meta.read_text() == '{\n  "usage": {\n    "input_tokens": 1000000000000000000000000000000\n  }\n}\n'
+
+
+def test_a_record_with_both_a_number_past_64_bits_and_a_non_finite_one_is_still_written(tmp_path):
+    writer = ArtifactWriter(tmp_path, "run", secrets=())
+    meta = writer.write_json("run_meta.json", {"code": 10**30, "ratio": float("nan")})
+    writer.close()
+    assert json.loads(meta.read_text()) == {"code": 10**30, "ratio": None}
 
 
 def test_a_json_artifact_is_replaced_whole_and_leaves_no_temporary_file(tmp_path, monkeypatch):
