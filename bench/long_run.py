@@ -7,9 +7,12 @@ harness summaries get a 32,000-token window and a 4,000-token trigger, as the lo
 grows a line per level) or "wide" (a window that never trims and no compaction, so every request
 carries the whole history).
 
-Then the floor: a minimal loop that makes the same SDK calls (the adapter's own `client.post`, the
-stream read to its end) with the same messages, against a fresh local provider, doing nothing else.
-turnstate's wall over the floor's is what the harness adds.
+Beside it, the floor: a minimal loop that makes the same SDK calls (the adapter's own `client.post`,
+the stream read to its end) with the same messages, against a local provider of its own, doing
+nothing else. The two alternate: every FLOOR_BLOCK turns the run pauses while the floor replays
+those turns' requests, so a change in the machine's speed (these machines are noisy, from minute to
+minute) falls on both alike. turnstate's wall (less the pauses) over the floor's is what the harness
+adds.
 
 Figures are printed (or written as JSON with --json, for bench/run.py), never asserted:
 
@@ -30,7 +33,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -49,7 +52,9 @@ from turnstate.local_provider.server import LocalProvider
 
 TURNS_PER_LEVEL = 3  # levels enough that the game outlasts the turns (a level takes about 7)
 WIDE_WINDOW = 10_000_000
+RUNS = Path("runs")  # where `turnstate run` writes, under the current folder; a run's artifacts go there by default
 LONG_SUMMARY_WINDOW, LONG_SUMMARY_TRIGGER = 32_000, 4_000  # harness summaries in the "window" regime
+FLOOR_BLOCK = 50  # turns the run plays between the floor's replays of them (about a third of a second)
 MARKS = (10, 100, 1000, 3000)  # the turns at which per-turn harness cost is reported
 WARM_TURNS = 10  # after these the process has loaded everything a turn needs; the state is a few kB
 
@@ -178,50 +183,60 @@ def measure(
     floor: bool = True,
     create: bool = False,
     separate_provider: bool = False,
-    artifacts_parent: str | None = None,
+    artifacts_parent: Path = RUNS,
 ) -> LongRun:
     baseline_mb = peak_rss_mb()
     run_profile = long_profile(profile, turns, regime)
     window = WIDE_WINDOW if regime == "wide" else run_profile.client.local and run_profile.client.local.context_window
+    with_floor = floor and run_profile.runtime.adapter_id.endswith("chat_completions.v1")
     adapters: list[TimedAdapter] = []
-    step_ends: list[float] = []
+    turn_spans: list[tuple[float, float]] = []  # each turn's start and end, the floor's pauses left out
     warm_mb: list[float] = []
 
-    def on_step(_: Any) -> None:
-        step_ends.append(time.perf_counter())
-        if len(step_ends) == WARM_TURNS:
-            warm_mb.append(peak_rss_mb())
-
-    with serving(window or 8192, separate_provider) as (base_url, service_seconds):
+    with serving(window or 8192, separate_provider) as (base_url, service_seconds), ExitStack() as stack:
         endpoint = Endpoint(base_url, LOCAL_API_KEY, is_local=True)
+        replay = stack.enter_context(Floor(window or 8192)) if with_floor else None
+        turn_started = time.perf_counter()
+
+        def on_step(_: Any) -> None:
+            nonlocal turn_started
+            turn_spans.append((turn_started, time.perf_counter()))
+            if len(turn_spans) == WARM_TURNS:
+                warm_mb.append(peak_rss_mb())
+            if replay is not None and len(turn_spans) % FLOOR_BLOCK == 0:
+                replay.catch_up(adapters[0])
+            turn_started = time.perf_counter()
 
         def factory(_: Endpoint) -> ProviderAdapter:
             adapter_class = Runner(run_profile, Path()).descriptor.load()
-            timed = TimedAdapter(adapter_class.connect(endpoint, run_profile.request_settings()), floor)
+            timed = TimedAdapter(adapter_class.connect(endpoint, run_profile.request_settings()), with_floor)
             if create:
                 through_create(timed.inner)
             adapters.append(timed)
             return timed  # type: ignore[return-value]
 
+        artifacts_parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=artifacts_parent) as out:
-            started = time.perf_counter()
             result = Runner(run_profile, Path(out), adapter_factory=factory, on_step=on_step).run()
             steps = sorted(result.artifacts.glob("step_*.json"))
             sizes = [path.stat().st_size for path in steps]
             total_bytes = sum(path.stat().st_size for path in result.artifacts.iterdir())
+        paused = replay.seconds if replay else 0.0  # the run's wall counted these
+        if replay is not None:
+            replay.catch_up(adapters[0])  # the turns after the last block
         service = [seconds * 1000 for seconds in service_seconds()]
     timed = adapters[0]
-    walls = [end - begin for begin, end in zip([started, *step_ends], step_ends, strict=False)]
+    walls = [end - start for start, end in turn_spans]
     # One call per turn unless a turn retried or compacted: the harness's share is the rest of the turn.
     harness = [(wall - call) * 1000 for wall, call in zip(walls, timed.seconds, strict=False)]
-    measured = LongRun(
+    return LongRun(
         profile=profile.id,
         regime=regime,
         turns=result.turns,
         outcome=result.outcome,
         input_tokens=result.usage.input_tokens,
         cached_tokens=result.usage.cached_input_tokens,
-        wall_seconds=result.wall_seconds,
+        wall_seconds=result.wall_seconds - paused,
         harness_ms=harness,
         provider_ms=[seconds * 1000 for seconds in timed.seconds],
         service_ms=service,
@@ -232,36 +247,49 @@ def measure(
         baseline_rss_mb=baseline_mb,
         warm_rss_mb=warm_mb[0] if warm_mb else peak_rss_mb(),
         state_bytes=len(result.accepted_state.to_json()),
+        floor_wall_seconds=replay.seconds if replay else None,
     )
-    if floor and run_profile.runtime.adapter_id.endswith("chat_completions.v1"):
-        measured.floor_wall_seconds = floor_wall(timed, window or 8192)
-    return measured
 
 
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def floor_wall(timed: TimedAdapter, window: int) -> float:
-    """The same Chat Completions calls with the same messages, encoded as the adapter encodes them, and
-    nothing else, on a fresh provider."""
-    adapter: Any = timed.inner
-    stream = adapter.settings.stream
-    with LocalProvider(context_window=window, request_log_size=0) as provider:
-        prefix = urlsplit(str(adapter.client.base_url)).path  # /v1, /open-weight/v1, ...
-        client = adapter.client.with_options(base_url=provider.base_url + prefix)  # the same SDK client
-        path = "/chat/completions"
+class Floor:
+    """The floor: the run's Chat Completions calls with the same messages, encoded as the adapter
+    encodes them, and nothing else, on a provider of its own. `catch_up` replays the requests the
+    run has sent since the last replay (then forgets them) and adds its time to `seconds`."""
+
+    def __init__(self, window: int) -> None:
+        self.provider = LocalProvider(context_window=window, request_log_size=0)
+        self.client: Any = None
+        self.seconds = 0.0
+
+    def __enter__(self) -> Floor:
+        self.provider.__enter__()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.provider.__exit__(*exc_info)
+
+    def catch_up(self, timed: TimedAdapter) -> None:
         started = time.perf_counter()
+        adapter: Any = timed.inner
+        if self.client is None:
+            prefix = urlsplit(str(adapter.client.base_url)).path  # /v1, /open-weight/v1, ...
+            self.client = adapter.client.with_options(base_url=self.provider.base_url + prefix)  # the same SDK client
+        path, stream = "/chat/completions", adapter.settings.stream
         for request in timed.requests:
             content = json_bytes(adapter.build_request(request))  # the adapter's body, encoded as it encodes it
             if stream:
-                for _ in client.post(
+                for _ in self.client.post(
                     path, content=content, cast_to=ChatCompletion, stream=True, stream_cls=Stream[ChatCompletionChunk]
                 ):
                     pass
             else:
-                client.post(path, content=content, cast_to=ChatCompletion)
-        return time.perf_counter() - started
+                self.client.post(path, content=content, cast_to=ChatCompletion)
+        timed.requests.clear()
+        self.seconds += time.perf_counter() - started
 
 
 def report(run: LongRun) -> None:
@@ -302,7 +330,11 @@ def main() -> None:
         "--provider-process", action="store_true", help="serve the provider from its own process (memory figures)"
     )
     parser.add_argument(
-        "--artifacts-in", metavar="DIR", help="write the run's artifacts under DIR (default: the temp folder)"
+        "--artifacts-in",
+        metavar="DIR",
+        type=Path,
+        default=RUNS,
+        help="write the run's artifacts under DIR (default: runs/, as turnstate run does)",
     )
     args = parser.parse_args()
     profile = load_profile(args.profile)

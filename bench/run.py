@@ -30,7 +30,7 @@ from long_run import MARKS, end_mean, mean_up_to  # beside this script
 HERE = Path(__file__).resolve().parent
 CHAT = "profiles/local-manual-rolling.yaml"  # manual_rolling over Chat Completions
 CONTINUOUS = "profiles/local-open-source-continuous.yaml"  # continuous_conversation, harness summaries
-PAIRS = 5  # runs of wall over the floor, each beside its own floor; the median is reported
+PAIRS = 3  # runs of wall over the floor, each alternating with its own floor; the median is reported
 MEMORY_FOLDER = "/dev/shm"  # a tmpfs on Linux
 
 
@@ -95,10 +95,10 @@ def rows(quick: bool) -> list[Row]:
                 last / first <= 1.3 if regime == "wide" else None,
             )
         )
-    # The median of PAIRS runs, each beside its own floor (these machines are noisy); with the
-    # artifacts in the temp folder (this machine's disk), and in memory, where creating and fsyncing a
-    # step file costs next to nothing, so what is left is the harness's own.
-    places = [("temp folder", None)] + ([("tmpfs", MEMORY_FOLDER)] if Path(MEMORY_FOLDER).is_dir() else [])
+    # The median of PAIRS runs, each alternating with its own floor; with the artifacts in runs/,
+    # where `turnstate run` writes them, and in memory, where creating and fsyncing a step file costs
+    # next to nothing, so what is left is the harness's own.
+    places = [("runs/", None)] + ([("tmpfs", MEMORY_FOLDER)] if Path(MEMORY_FOLDER).is_dir() else [])
     for regime in ("window", "wide"):
         for place, folder in places:
             where = ("--artifacts-in", folder) if folder else ()
