@@ -76,14 +76,19 @@ class TimedAdapter:
     def call(self, request: ModelRequest) -> ModelResponse | ProviderError:
         if self.keep_requests:
             self.requests.append(request)
-        started = time.perf_counter()
-        try:
-            return self.inner.call(request)
-        finally:
-            self.seconds.append(time.perf_counter() - started)
+        return self._timed(self.inner.call, request)
 
     def compact(self, request: ModelRequest) -> ModelResponse | ProviderError:
-        return self.inner.compact(request)
+        return self._timed(self.inner.compact, request)
+
+    def _timed(
+        self, send: Callable[[ModelRequest], ModelResponse | ProviderError], request: ModelRequest
+    ) -> ModelResponse | ProviderError:
+        started = time.perf_counter()
+        try:
+            return send(request)
+        finally:
+            self.seconds.append(time.perf_counter() - started)
 
 
 def long_profile(profile: Profile, turns: int, regime: str) -> Profile:
@@ -192,16 +197,21 @@ def measure(
     with_floor = floor and run_profile.runtime.adapter_id.endswith("chat_completions.v1")
     adapters: list[TimedAdapter] = []
     turn_walls = array("d")  # each turn's wall, the floor's pauses left out (unboxed, as TimedAdapter.seconds)
+    turn_calls = array("d")  # each turn's provider calls: its action's, and any retry's or compaction's
     warm_mb: list[float] = []
 
     with serving(window or 8192, separate_provider) as (base_url, service_seconds), ExitStack() as stack:
         endpoint = Endpoint(base_url, LOCAL_API_KEY, is_local=True)
         replay = stack.enter_context(Floor(window or 8192)) if with_floor else None
         turn_started = time.perf_counter()
+        calls_before = 0  # the calls made before the turn under way
 
         def on_step(_: Any) -> None:
-            nonlocal turn_started
+            nonlocal turn_started, calls_before
             turn_walls.append(time.perf_counter() - turn_started)
+            calls = adapters[0].seconds
+            turn_calls.append(sum(calls[calls_before:]))
+            calls_before = len(calls)
             if len(turn_walls) == WARM_TURNS:
                 warm_mb.append(peak_rss_mb())
             if replay is not None and len(turn_walls) % FLOOR_BLOCK == 0:
@@ -227,8 +237,8 @@ def measure(
             replay.catch_up(adapters[0])  # the turns after the last block
         service = [seconds * 1000 for seconds in service_seconds()]
     timed = adapters[0]
-    # One call per turn unless a turn retried or compacted: the harness's share is the rest of the turn.
-    harness = [(wall - call) * 1000 for wall, call in zip(turn_walls, timed.seconds, strict=False)]
+    # The harness's share of a turn is the rest of it once its calls are taken away.
+    harness = [(wall - calls) * 1000 for wall, calls in zip(turn_walls, turn_calls, strict=True)]
     return LongRun(
         profile=profile.id,
         regime=regime,
