@@ -18,6 +18,7 @@ Figures are printed (or written as JSON with --json, for bench/run.py), never as
 
     python bench/long_run.py [PROFILE] [--turns N] [--regime window|wide] [--json] [--no-floor]
                              [--through-create] [--provider-process] [--artifacts-in DIR]
+                             [--unwritten-steps]
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import tempfile
 import time
 from array import array
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from turnstate.adapters.contract import Endpoint, ModelRequest, ModelResponse, ProviderAdapter, ProviderError
 from turnstate.adapters.json_bytes import json_bytes
+from turnstate.harness.artifacts import ArtifactWriter, step_name
 from turnstate.harness.cli import freeze_startup_objects
 from turnstate.harness.endpoint import LOCAL_API_KEY
 from turnstate.harness.profile import DEFAULT_PROFILE, Profile, load_profile
@@ -162,6 +164,23 @@ def through_create(adapter: Any) -> None:
 
 
 @contextmanager
+def step_files_unwritten() -> Iterator[None]:
+    """Step records rendered as a run renders them, but not written: what writing the step files
+    costs a run, by difference. A measurement only; no run is meant to go without them."""
+    write_step = ArtifactWriter.write_step
+
+    def render_only(writer: ArtifactWriter, index: int, record: dict[str, Any]) -> Path:
+        writer._render(record, indent=True)
+        return writer.path / step_name(index)
+
+    ArtifactWriter.write_step = render_only  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        ArtifactWriter.write_step = write_step  # type: ignore[method-assign]
+
+
+@contextmanager
 def serving(window: int, separate: bool) -> Iterator[tuple[str, Callable[[], list[float]]]]:
     """A local provider for the run: (its base URL, its service times). In this process, or with
     `separate` in a `turnstate serve` process of its own, so this process's memory is the harness's
@@ -188,6 +207,7 @@ def measure(
     regime: str,
     floor: bool = True,
     create: bool = False,
+    unwritten_steps: bool = False,
     separate_provider: bool = False,
     artifacts_parent: Path = RUNS,
 ) -> LongRun:
@@ -228,7 +248,8 @@ def measure(
 
         artifacts_parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=artifacts_parent) as out:
-            result = Runner(run_profile, Path(out), adapter_factory=factory, on_step=on_step).run()
+            with step_files_unwritten() if unwritten_steps else nullcontext():
+                result = Runner(run_profile, Path(out), adapter_factory=factory, on_step=on_step).run()
             steps = sorted(result.artifacts.glob("step_*.json"))
             sizes = [path.stat().st_size for path in steps]
             total_bytes = sum(path.stat().st_size for path in result.artifacts.iterdir())
@@ -251,8 +272,8 @@ def measure(
         provider_ms=[seconds * 1000 for seconds in timed.seconds],
         service_ms=service,
         artifact_bytes=total_bytes,
-        first_step_bytes=sizes[0],
-        last_step_bytes=sizes[-1],
+        first_step_bytes=sizes[0] if sizes else 0,
+        last_step_bytes=sizes[-1] if sizes else 0,
         peak_rss_mb=peak_rss_mb(),
         baseline_rss_mb=baseline_mb,
         warm_rss_mb=warm_mb[0] if warm_mb else peak_rss_mb(),
@@ -337,6 +358,9 @@ def main() -> None:
     parser.add_argument("--no-floor", action="store_true", help="skip the floor loop")
     parser.add_argument("--through-create", action="store_true", help="call the SDK's create (Chat Completions)")
     parser.add_argument(
+        "--unwritten-steps", action="store_true", help="render step records but do not write them (what they cost)"
+    )
+    parser.add_argument(
         "--provider-process", action="store_true", help="serve the provider from its own process (memory figures)"
     )
     parser.add_argument(
@@ -355,6 +379,7 @@ def main() -> None:
         args.regime,
         floor=not args.no_floor,
         create=args.through_create,
+        unwritten_steps=args.unwritten_steps,
         separate_provider=args.provider_process,
         artifacts_parent=args.artifacts_in,
     )
