@@ -37,6 +37,7 @@ from turnstate.adapters.contract import Item, ModelRequest
 from turnstate.adapters.json_bytes import json_bytes
 
 OPAQUE_KEYS = frozenset({"encrypted_content", "signature", "thought_signature"})
+OPAQUE_DATA_TYPE = "redacted_thinking"  # a block of this type holds opaque state under "data"
 REDACTED = "[redacted]"
 
 
@@ -103,7 +104,7 @@ def scrub(value: Any, secrets: Sequence[str] = ()) -> Any:
     """A copy of `value` without opaque provider state, with every secret replaced inside string
     values, and non-finite numbers (which JSON cannot hold) as null."""
     if isinstance(value, dict):
-        hidden = OPAQUE_KEYS | ({"data"} if value.get("type") == "redacted_thinking" else set())
+        hidden = OPAQUE_KEYS | ({"data"} if value.get("type") == OPAQUE_DATA_TYPE else set())
         return {key: scrub(item, secrets) for key, item in value.items() if key not in hidden}
     if isinstance(value, (list, tuple)):
         return [scrub(item, secrets) for item in value]
@@ -208,7 +209,7 @@ def _scrub_markers(secrets: Sequence[str]) -> tuple[bytes, ...]:
     the type whose "data" is opaque), and each secret as a JSON string holds it. JSON escapes a
     string character by character, so a string that holds a secret holds its escaped form, as both
     encoders `json_bytes` uses escape it."""
-    names = [*OPAQUE_KEYS, "redacted_thinking"]
+    names = [*OPAQUE_KEYS, OPAQUE_DATA_TYPE]
     escaped = {json.dumps(secret, ensure_ascii=False)[1:-1].encode() for secret in secrets}
     escaped |= {json_bytes(secret)[1:-1] for secret in secrets}
     return (*(f'"{name}"'.encode() for name in names), *escaped)
