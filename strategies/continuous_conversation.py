@@ -10,15 +10,19 @@ Rules
 3. A reply is provisional. It commits only when the runner's parser accepts an action from it; a
    retry starts again from the unchanged accepted items, so no orphan item reaches a later request.
 4. Retries, backoff and buffered inputs are those of every turn-taking strategy (strategies/turn.py).
-5. Compaction. Inline native compaction (OpenAI) arrives inside an action reply as a compaction item,
-   and committing such a reply keeps only the latest compaction item and everything after it, as one
+5. Compaction. Inline native compaction (OpenAI) arrives inside an action reply as a compaction item
+   (after the reply's message, standing for the whole conversation so far), and committing such a
+   reply keeps only the latest compaction item the reply carried and everything after it, as one
    turn. A compaction by a call of its own, native (xAI, Anthropic: the nested compaction_call
    machine) or written by the harness from the model's summary (the nested harness_summary machine),
    is scheduled when an accepted action's completed context (its reported input plus output tokens)
    reaches the trigger: the next turn first compacts the accepted history alone, then sends the
    action request on the compacted history. The compaction and the action form one provisional turn,
-   committed together only with an accepted action; a rejected action discards both, and the retry
-   compacts the unchanged accepted history again. The first observation never compacts.
+   committed together only with an accepted action, and exactly as the action request was built on
+   them (xAI's compacted window keeps user messages before its compaction item: they stay). Whatever
+   fails after a compaction succeeded (a rejected action, a refused, truncated or transient action
+   request) discards both, and the retry compacts the unchanged accepted history again; every call
+   is billed to the turn. The first observation never compacts.
 6. A context overflow fails closed: opaque turns cannot be dropped or rewritten from here. With
    harness summaries, an action request that overflows before a compaction was scheduled first
    summarizes the accepted history (the turn's inputs held aside) and is sent once more; a second
@@ -37,6 +41,7 @@ from turnstate.strategies import compaction_call, harness_summary
 from turnstate.strategies.events import (
     ActionAccepted,
     ActionRejected,
+    BackoffElapsed,
     CallCompaction,
     CallProvider,
     CallSummary,
@@ -82,8 +87,10 @@ RECOVERING = "Summarizing_OverflowRecovery"
 COMMIT = ("record_compaction", "commit_provisional", "keep_from_latest_compaction", "submit_action")
 
 # continuous_conversation's own rows around the rows every turn-taking strategy shares
-# (strategies/turn.py). A rejected action in a turn that compacted compacts again, and an overflow
-# with harness summaries summarizes once: those rows come before the shared ones, which retry or fail.
+# (strategies/turn.py). A retry of a turn that compacted, whatever failed (a rejected action, a
+# refused, truncated or transient action request), compacts the unchanged accepted history again,
+# and an overflow with harness summaries summarizes once: those rows come before the shared ones,
+# which retry or fail.
 # fmt: off
 TRANSITIONS = (
     # event               source                  dest
@@ -91,6 +98,12 @@ TRANSITIONS = (
                           actions=("discard_provisional", "spend_retry", "request_compaction")),
     T(ActionRejected,     S.Provisional,          S.Summarizing,    guards=("has_retries_left", "compacted_by_summary"),
                           actions=("discard_provisional", "spend_retry", "request_summary")),
+    T(ProviderFailed,     S.AwaitingReply,        S.Compacting,     guards=("is_retryable_at_once", "has_retries_left", "compacted_by_call"),
+                          actions=("spend_retry", "request_compaction")),
+    T(ProviderFailed,     S.AwaitingReply,        S.Summarizing,    guards=("is_retryable_at_once", "has_retries_left", "compacted_by_summary"),
+                          actions=("spend_retry", "request_summary")),
+    T(BackoffElapsed,     S.BackingOff,           S.Compacting,     guards=("compacted_by_call",), actions=("request_compaction",)),
+    T(BackoffElapsed,     S.BackingOff,           S.Summarizing,    guards=("compacted_by_summary",), actions=("request_summary",)),
     *shared_rows(S),
     T(ActionAccepted,     S.Provisional,          S.CompactionScheduled, guards=("is_compaction_due",), actions=COMMIT),
     T(ActionAccepted,     S.Provisional,          S.Accepted,       actions=COMMIT),
@@ -165,10 +178,10 @@ class ContinuousConversation(TurnTaking):
     def compacts_by_call(self, event: ObservationArrived) -> bool:
         return self.compaction_mode == "native_call"
 
-    def compacted_by_call(self, event: ActionRejected) -> bool:
+    def compacted_by_call(self, event: object) -> bool:
         return self.compacted is not None and self.compacted.by == "call"
 
-    def compacted_by_summary(self, event: ActionRejected) -> bool:
+    def compacted_by_summary(self, event: object) -> bool:
         return self.compacted is not None and self.compacted.by == "summary"
 
     def is_empty_summary(self, event: CompactionReplied) -> bool:
@@ -265,12 +278,16 @@ class ContinuousConversation(TurnTaking):
         self.turn = self.compacted = self.summary_pass = None
 
     def keep_from_latest_compaction(self, event: ActionAccepted) -> None:
-        """Rule 5: a compaction item replaces everything before it, and what is kept is one turn."""
+        """Rule 5: a compaction item that the accepted reply carried (inline) replaces everything before
+        it, and what is kept is one turn. A compaction by a call is a window of its own (xAI's keeps the
+        user messages before its compaction item), committed exactly as the action request was built on
+        it, so only the turn just committed is searched."""
         items = self.accepted.items
-        cut = self.transcript.latest_compaction(items)
-        if not cut:  # no compaction item, or nothing before it
+        turn_start = self.accepted.turns[-1].start
+        found = self.transcript.latest_compaction(items[turn_start:])
+        if found is None or turn_start + found == 0:  # no inline compaction, or nothing before it
             return
-        kept = items[cut:]
+        kept = items[turn_start + found :]
         self.accepted = self.accepted.replace(payload={"items": kept}, turns=[TurnSpan(start=0, end=len(kept))])
 
     def build_request(self) -> ModelRequest:

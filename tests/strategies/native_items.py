@@ -1,7 +1,7 @@
 """A Responses-like transcript for strategy tests: what the machines carry without knowing its shape.
 
-An input becomes one item; a reply's native items are an opaque reasoning item, a compaction item
-when the provider compacted, and the message. Nothing here talks to a provider.
+An input becomes one item; a reply's native items are an opaque reasoning item, the message, and a
+compaction item when the provider compacted. Nothing here talks to a provider.
 """
 
 from __future__ import annotations
@@ -31,10 +31,12 @@ class NativeItems:
 
 def native_reply(text: str, *, compacted: bool = False, response_id: str | None = "resp_1") -> ModelResponse:
     """A reply as a Responses-like adapter normalizes it: sealed reasoning, maybe a compaction, the message."""
-    items: list[Item] = [{"type": "reasoning", "encrypted_content": f"sealed({text})"}]
-    if compacted:
-        items.insert(0, {"type": "compaction", "encrypted_content": f"summary-before({text})"})
-    items.append({"type": "message", "text": text})
+    items: list[Item] = [
+        {"type": "reasoning", "encrypted_content": f"sealed({text})"},
+        {"type": "message", "text": text},
+    ]
+    if compacted:  # after the message, as OpenAI's inline compaction answers
+        items.append({"type": "compaction", "encrypted_content": f"summary-through({text})"})
     return ModelResponse(
         text=text, usage=Usage(10, 0, 3), stop_reason="completed", response_id=response_id, native_items=tuple(items)
     )

@@ -64,11 +64,12 @@ def start_compacting_by_call():
     return machine
 
 
-def compacted(text: str = "summary of f1") -> CompactionReplied:
-    """A compaction call's answer: one opaque compaction item."""
+def compacted(text: str = "summary of f1", *, kept: tuple[str, ...] = ()) -> CompactionReplied:
+    """A compaction call's answer: the user inputs it kept (as xAI's does), then one opaque compaction item."""
+    items = ({"type": "input", "text": t} for t in kept)
     item = {"type": "compaction", "encrypted_content": f"sealed({text})"}
     return CompactionReplied(
-        ModelResponse(text="", usage=Usage(30, 0, 5), stop_reason="completed", native_items=(item,))
+        ModelResponse(text="", usage=Usage(30, 0, 5), stop_reason="completed", native_items=(*items, item))
     )
 
 
@@ -130,6 +131,9 @@ CALL_CASES = {
     "a fatal compaction failure fails closed": ([ObservationArrived("f2")], failure(ErrorKind.FATAL), "FailedClosed", [FailClosed]),
     "a compaction overflow fails closed": ([ObservationArrived("f2")], OVERFLOW, "FailedClosed", [FailClosed]),
     "a rejected action compacts the accepted history again": ([ObservationArrived("f2"), compacted(), replied("hmm")], ActionRejected("no action"), "Compacting_Requesting", [CallCompaction]),
+    "a refused action request compacts the accepted history again": ([ObservationArrived("f2"), compacted()], failure(ErrorKind.REFUSAL), "Compacting_Requesting", [CallCompaction]),
+    "a truncated action request compacts the accepted history again": ([ObservationArrived("f2"), compacted()], failure(ErrorKind.TRUNCATED), "Compacting_Requesting", [CallCompaction]),
+    "a transient action failure waits, then compacts again": ([ObservationArrived("f2"), compacted(), failure(ErrorKind.TRANSIENT)], BackoffElapsed(), "Compacting_Requesting", [CallCompaction]),
 }
 # fmt: on
 
@@ -163,6 +167,38 @@ def test_the_compaction_commits_only_together_with_an_accepted_action():
     state = machine.model.accepted
     assert [item["type"] for item in state.items] == ["compaction", "input", "reasoning", "message"]
     assert state.turns == (TurnSpan(start=0, end=1), TurnSpan(start=1, end=4))
+
+
+def test_the_commit_keeps_exactly_the_compacted_window_the_accepted_request_was_built_on():
+    machine = start_compacting_by_call()
+    machine.fire(ObservationArrived("f2"))
+    sent = request_of(machine.fire(compacted(kept=("f1",))))
+    machine.fire(replied("ACTION: ACTION1 (f2)"))
+    machine.fire(ActionAccepted("ACTION1"))
+    state = machine.model.accepted
+    assert state.items[: len(sent)] == sent  # the kept user input before the compaction item stays
+    assert [item["type"] for item in state.items] == ["input", "compaction", "input", "reasoning", "message"]
+    assert state.turns == (TurnSpan(start=0, end=2), TurnSpan(start=2, end=5))
+
+
+@pytest.mark.parametrize(
+    "failed",
+    [failure(ErrorKind.REFUSAL), failure(ErrorKind.TRUNCATED), failure(ErrorKind.TRANSIENT)],
+    ids=["refused", "truncated", "transient"],
+)
+def test_an_action_request_that_fails_after_a_compaction_is_retried_on_a_new_compaction(failed):
+    machine = start_compacting_by_call()
+    before = machine.model.accepted
+    (first_call,) = machine.fire(ObservationArrived("f2"))
+    machine.fire(compacted("first summary"))
+    effects = machine.fire(failed)
+    if machine.path == "BackingOff":
+        effects = machine.fire(BackoffElapsed())
+    (second_call,) = effects
+    assert isinstance(second_call, CallCompaction) and second_call.request == first_call.request
+    assert machine.model.accepted == before and machine.model.compacted is None  # the first compaction is gone
+    sent = request_of(machine.fire(compacted("second summary")))
+    assert sent[0] == {"type": "compaction", "encrypted_content": "sealed(second summary)"}
 
 
 def test_a_failed_action_after_a_compaction_commits_nothing_and_the_retry_compacts_the_unchanged_history():
@@ -257,9 +293,9 @@ def test_a_compacted_reply_keeps_the_latest_compaction_item_and_everything_after
     play_turn(machine, "f1")
     play_turn(machine, "f2", compacted=True)
     state = machine.model.accepted
-    assert [item["type"] for item in state.items] == ["compaction", "reasoning", "message"]
-    assert state.items[0]["encrypted_content"] == "summary-before(ACTION: ACTION1 (f2))"
-    assert state.turns == (TurnSpan(start=0, end=3),)
+    assert [item["type"] for item in state.items] == ["compaction"]  # it came after the reply's message
+    assert state.items[0]["encrypted_content"] == "summary-through(ACTION: ACTION1 (f2))"
+    assert state.turns == (TurnSpan(start=0, end=1),)
     sent = request_of(machine.fire(ObservationArrived("f3")))
     assert sent == [*state.items, {"type": "input", "text": "f3"}]
 
@@ -303,17 +339,22 @@ class ContinuousConversationWalk(CommitDisciplineWalk):
 
     def check_committed(self, state: RuntimeState, reply: ModelResponse) -> None:
         reply_items = self.transcript.reply_items(reply)
-        if self.transcript.latest_compaction(reply_items) is None:
+        found = self.transcript.latest_compaction(reply_items)
+        if found is None:
             super().check_committed(state, reply)
         else:
-            assert state.items == reply_items, "a compacted reply must replace everything before its compaction"
+            assert state.items == reply_items[found:], "a compacted reply must replace everything before its compaction"
 
     @invariant()
     def nothing_before_the_latest_compaction_is_kept_and_the_turns_cover_every_item(self) -> None:
         state = self.accepted
-        assert self.transcript.latest_compaction(state.items) in (None, 0)
+        assert self.latest_compaction_is_kept_whole(state)
         ends = [0, *(span.end for span in state.turns)]
         assert [span.start for span in state.turns] == ends[:-1] and ends[-1] == len(state.items)
+
+    def latest_compaction_is_kept_whole(self, state: RuntimeState) -> bool:
+        """An inline compaction is the first item kept."""
+        return self.transcript.latest_compaction(state.items) in (None, 0)
 
 
 ContinuousConversationWalk.TestCase.settings = WALK_SETTINGS
@@ -326,8 +367,12 @@ class CompactionByCallWalk(ContinuousConversationWalk):
     strategy_settings = BY_CALL
 
     def compaction_response(self) -> ModelResponse:
-        self.compaction = {"type": "compaction", "encrypted_content": self.fresh("summary")}
-        return ModelResponse(text="", usage=Usage(3, 0, 1), stop_reason="completed", native_items=(self.compaction,))
+        """The user inputs the compaction kept (the accepted history's, as xAI's compact does), then its item."""
+        kept = [item for item in self.accepted.items if item["type"] == "input"]
+        self.compaction = [*kept, {"type": "compaction", "encrypted_content": self.fresh("summary")}]
+        return ModelResponse(
+            text="", usage=Usage(3, 0, 1), stop_reason="completed", native_items=tuple(self.compaction)
+        )
 
     def reply_response(self, text: str) -> ModelResponse:
         return native_reply(text)
@@ -344,9 +389,18 @@ class CompactionByCallWalk(ContinuousConversationWalk):
 
     def check_committed(self, state: RuntimeState, reply: ModelResponse) -> None:
         super().check_committed(state, reply)
-        if self.compaction is not None:  # the compaction committed with the action, and replaced the history
-            assert state.items[0] == self.compaction
-            assert len(state.items) == 1 + len(self.opening) + len(self.transcript.reply_items(reply))
+        if (
+            self.compaction is not None
+        ):  # the compacted window committed whole with the action, and replaced the history
+            assert state.items[: len(self.compaction)] == self.compaction
+            assert len(state.items) == len(self.compaction) + len(self.opening) + len(
+                self.transcript.reply_items(reply)
+            )
+
+    def latest_compaction_is_kept_whole(self, state: RuntimeState) -> bool:
+        """A compacted window is kept whole: only user inputs may come before its compaction item."""
+        found = self.transcript.latest_compaction(state.items)
+        return found is None or all(item["type"] == "input" for item in state.items[:found])
 
 
 CompactionByCallWalk.TestCase.settings = WALK_SETTINGS

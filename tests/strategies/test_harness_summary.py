@@ -103,6 +103,8 @@ CASES = {
     "a refusal in recovery is asked again at once": (3, [OBSERVE, OVERFLOW], failure(ErrorKind.REFUSAL), "Summarizing_OverflowRecovery", [CallSummary]),
     "a fatal failure in recovery fails closed": (3, [OBSERVE, OVERFLOW], failure(ErrorKind.FATAL), "FailedClosed", [FailClosed]),
     "a rejected action summarizes the accepted turns again": (1, [OBSERVE, summarized(), REPLY], ActionRejected("no action"), "Summarizing_Requesting", [CallSummary]),
+    "a refused action request summarizes the accepted turns again": (1, [OBSERVE, summarized()], failure(ErrorKind.REFUSAL), "Summarizing_Requesting", [CallSummary]),
+    "a transient action failure waits, then summarizes again": (1, [OBSERVE, summarized(), failure(ErrorKind.TRANSIENT)], BackoffElapsed(), "Summarizing_Requesting", [CallSummary]),
 }
 # fmt: on
 
