@@ -153,6 +153,7 @@ REFUSED_OPTIONS: Mapping[str, tuple[str, str]] = {
 
 class MessagesAdapter:
     transcript: ClassVar[Transcript] = MessagesItems()
+    action_tool: ClassVar[str | None] = None
     native_compaction: ClassVar[NativeCompaction | None] = "call"
     summary_compaction: ClassVar[SummaryCompaction | None] = (
         None  # its compaction is native and on demand, never a harness summary

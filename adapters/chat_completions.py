@@ -75,6 +75,7 @@ class ChatCompletionsAdapter:
     transcript: ClassVar[Transcript] = ChatMessages()
     native_compaction: ClassVar[NativeCompaction | None] = None
     summary_compaction: ClassVar[SummaryCompaction | None] = None
+    action_tool: ClassVar[str | None] = None
     # Where a server returns an answer's reasoning string, read from the reply and replayed with the
     # answer under each of these names; none here: OpenAI's models do not show their reasoning.
     reasoning_aliases: tuple[str, ...] = ()

@@ -281,6 +281,10 @@ class ProviderAdapter(Protocol):
     transcript: ClassVar[Transcript]
     native_compaction: ClassVar[NativeCompaction | None]
     summary_compaction: ClassVar[SummaryCompaction | None]  # None: harness summaries are refused
+    # The action channel: the name of the adapter's own tool that the model must call to act (its
+    # calls arrive as ModelResponse.tool_actions), or None for a text line. The scaffold tells the
+    # model to act through this channel, and only through it.
+    action_tool: ClassVar[str | None]
 
     @classmethod
     def connect(cls, endpoint: Endpoint, settings: RequestSettings) -> ProviderAdapter:

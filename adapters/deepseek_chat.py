@@ -50,6 +50,7 @@ OWNED_OPTIONS = ("tools", "tool_choice", "parallel_tool_calls")
 class DeepSeekChatAdapter(ChatCompletionsAdapter):
     summary_compaction: ClassVar[SummaryCompaction | None] = SummaryCompaction()
     reasoning_aliases = ("reasoning_content",)
+    action_tool: ClassVar[str | None] = ACTION_TOOL_NAME
 
     @classmethod
     def connect(cls, endpoint: Endpoint, settings: RequestSettings) -> DeepSeekChatAdapter:

@@ -123,6 +123,7 @@ class InteractionsAdapter:
     transcript: ClassVar[Transcript] = InteractionSteps()
     native_compaction: ClassVar[NativeCompaction | None] = None
     summary_compaction: ClassVar[SummaryCompaction | None] = SummaryCompaction()
+    action_tool: ClassVar[str | None] = None
 
     def __init__(self, client: genai.Client, settings: RequestSettings) -> None:
         self.client = client

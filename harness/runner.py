@@ -195,7 +195,7 @@ class _Loop:
         self.on_step = on_step
         self.sleep = sleep
         self.ledger = Ledger(profile.prices())
-        system = scaffold.system_prompt(environment.actions)
+        system = scaffold.system_prompt(environment.actions, adapter.action_tool)
         strategy = STRATEGIES[profile.runtime.strategy]
         self.machine: LiveMachine[StrategyModel] = strategy.start(
             profile.strategy_settings(system), adapter.transcript, None

@@ -14,12 +14,18 @@ from turnstate.harness.environments import Frame
 _ACTION_LINE = re.compile(r"^ACTION:\s*(\S+)\s*$", re.MULTILINE)
 
 
-def system_prompt(actions: Sequence[str]) -> str:
+def system_prompt(actions: Sequence[str], action_tool: str | None = None) -> str:
+    """What the model is told, the way to act included: through the adapter's action channel (its
+    `action_tool`, or an ACTION line), since `parse_action` accepts that channel alone."""
+    how = (
+        f"act by calling the {action_tool} tool exactly once, with its action argument set to one of"
+        if action_tool is not None
+        else "answer with exactly one line of the form 'ACTION: <name>', where <name> is one of"
+    )
     return (
         "You are an agent playing a turn-based grid game. Each user message shows the latest frame "
-        "of the game as text (sometimes several frames, oldest first). Think briefly, then answer "
-        "with exactly one line of the form 'ACTION: <name>', where <name> is one of: "
-        f"{', '.join(actions)}."
+        "of the game as text (sometimes several frames, oldest first). Think briefly, then "
+        f"{how}: {', '.join(actions)}."
     )
 
 
