@@ -15,6 +15,17 @@ beta-only fields, the rest. Rules:
 - Roles alternate, starting with user. One exception: a conversation may start with an assistant
   message whose first block is a compaction block (a compaction replayed "first in `messages`, in
   place of the messages it summarizes").
+- A `document` block's source is one of the SDK's five (DocumentBlockParam.Source), each with only
+  its own keys: `text` (media_type "text/plain", data) and `content` (a string, or text and image
+  blocks) are read as text; `base64` (media_type "application/pdf") and `url` are accepted and not
+  read (this model reads text only, as it does not see images); `file` is refused, because this
+  provider keeps no files for a `file_id` to name. `citations` is {enabled?: bool}; `title` and
+  `context` are strings.
+- `metadata` is {user_id?: string or null}; `tools` is a list of tools: a custom tool (`type`
+  absent, null or "custom") needs `name` (a string) and `input_schema` (an object) and has only
+  BetaToolParam's keys; a server tool is known by its `type` (the SDK's BetaToolUnionParam) and is
+  accepted unchecked, never run (this model calls no tool). `tool_choice` is {type: auto | any |
+  tool | none} with its type's keys (`tool` needs `name`). Each as the SDK's types have it.
 - `system` is a string or a list of text blocks.
 - `thinking` is {type: enabled, budget_tokens >= 1024 and < max_tokens, display?}, {type: adaptive,
   display?} or {type: disabled}; display is summarized (the default) or omitted.
@@ -74,6 +85,7 @@ ROLES = ("user", "assistant")
 BLOCK_KEYS: Mapping[str, frozenset[str]] = {
     "text": frozenset({"type", "text", "cache_control", "citations"}),
     "image": frozenset({"type", "source", "cache_control"}),
+    "document": frozenset({"type", "source", "cache_control", "citations", "context", "title"}),
     "thinking": frozenset({"type", "thinking", "signature"}),
     "redacted_thinking": frozenset({"type", "data"}),
     "compaction": frozenset({"type", "content", "encrypted_content", "signature", "cache_control", "tool_changes"}),
@@ -86,11 +98,77 @@ USER_ONLY = frozenset({"tool_result"})
 THINKING_TYPES = ("adaptive", "disabled", "enabled")
 DISPLAYS = ("summarized", "omitted")
 CACHE_TTLS = ("5m", "1h")
+DEFAULT_TTL = "5m"
+# A document's sources (anthropic SDK 2.15: DocumentBlockParam.Source), each with its keys.
+DOCUMENT_SOURCES: Mapping[str, frozenset[str]] = {
+    "base64": frozenset({"type", "media_type", "data"}),
+    "text": frozenset({"type", "media_type", "data"}),
+    "content": frozenset({"type", "content"}),
+    "url": frozenset({"type", "url"}),
+    "file": frozenset({"type", "file_id"}),
+}
+SOURCE_MEDIA_TYPES: Mapping[str, str] = {"base64": "application/pdf", "text": "text/plain"}
+SOURCE_CONTENT_BLOCKS = ("text", "image")  # what a `content` source may hold
+# A custom tool's keys (BetaToolParam), and the server tools known by their `type` (BetaToolUnionParam).
+CUSTOM_TOOL_KEYS = frozenset(
+    {
+        "type",
+        "name",
+        "input_schema",
+        "description",
+        "cache_control",
+        "strict",
+        "allowed_callers",
+        "defer_loading",
+        "eager_input_streaming",
+        "input_examples",
+    }
+)
+SERVER_TOOL_TYPES: frozenset[str] = frozenset(
+    {
+        "advisor_20260301",
+        "bash_20241022",
+        "bash_20250124",
+        "browser_toolset_20260801",
+        "code_execution_20250522",
+        "code_execution_20250825",
+        "code_execution_20260120",
+        "code_execution_20260521",
+        "computer_20241022",
+        "computer_20250124",
+        "computer_20251124",
+        "computer_toolset_20260801",
+        "mcp_toolset",
+        "memory_20250818",
+        "text_editor_20241022",
+        "text_editor_20250124",
+        "text_editor_20250429",
+        "text_editor_20250728",
+        "tool_search_tool_bm25",
+        "tool_search_tool_bm25_20251119",
+        "tool_search_tool_regex",
+        "tool_search_tool_regex_20251119",
+        "web_fetch_20250910",
+        "web_fetch_20260209",
+        "web_fetch_20260309",
+        "web_fetch_20260318",
+        "web_search_20250305",
+        "web_search_20260209",
+        "web_search_20260318",
+    }
+)
+TOOL_CHOICE_KEYS: Mapping[str, frozenset[str]] = {
+    "auto": frozenset({"type", "disable_parallel_tool_use"}),
+    "any": frozenset({"type", "disable_parallel_tool_use"}),
+    "tool": frozenset({"type", "name", "disable_parallel_tool_use"}),
+    "none": frozenset({"type"}),
+}
 
 
 @dataclass(frozen=True)
 class MessagesRequest:
-    """An accepted request; `messages` have list content (a string content is one text block)."""
+    """An accepted request; `messages` have list content (a string content is one text block);
+    `automatic_cache` is the ttl of automatic caching, None when it is off."""
 
     model: str
     max_tokens: int
@@ -100,7 +178,7 @@ class MessagesRequest:
     show_thinking: bool
     stream: bool
     compaction: bool
-    automatic_cache: bool
+    automatic_cache: str | None
     betas: frozenset[str]
 
 
@@ -128,6 +206,9 @@ def parse_request(body: Mapping[str, object], headers: Message) -> MessagesReque
     thinking, show = _thinking(body.get("thinking"), max_tokens)
     compaction = _compaction(body, betas)
     automatic = _cache_control("cache_control", body.get("cache_control"))
+    _metadata(body.get("metadata"))
+    _tools(body.get("tools"))
+    _tool_choice(body.get("tool_choice"))
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise wrong_type("stream", "a valid boolean")
@@ -196,34 +277,93 @@ def _message(path: str, message: object, betas: frozenset[str]) -> Mapping[str, 
 
 
 def _check_block(path: str, block: object, role: str, betas: frozenset[str] = frozenset()) -> None:
-    if not isinstance(block, dict):
-        raise wrong_type(path, "a valid dictionary")
-    kind = block.get("type")
-    if kind is None:
-        raise field_required(f"{path}.type")
     known = [name for name in BLOCK_KEYS if name not in BETA_BLOCKS or BETA_BLOCKS[name] in betas]
-    if kind not in known:
-        expected = ", ".join(f"'{name}'" for name in known)
-        raise InvalidRequest(
-            f"{path}: Input tag '{kind}' found using 'type' does not match any of the expected tags: {expected}"
-        )
-    for key in block:
-        if key not in BLOCK_KEYS[str(kind)]:
-            raise extra_input(f"{path}.{kind}.{key}")
+    kind = _tag_of(path, block, known)
+    assert isinstance(block, dict)
+    _only_keys(f"{path}.{kind}", block, BLOCK_KEYS[kind])
     if (kind in ASSISTANT_ONLY and role != "assistant") or (kind in USER_ONLY and role != "user"):
         raise InvalidRequest(f"{path}.type: `{kind}` blocks are not allowed in `{role}` messages")
-    for key in {"text": ("text",), "thinking": ("thinking", "signature"), "redacted_thinking": ("data",)}.get(
-        str(kind), ()
-    ):
-        if key not in block:
-            raise field_required(f"{path}.{kind}.{key}")
-        if not isinstance(block[key], str):
-            raise wrong_type(f"{path}.{kind}.{key}", "a valid string")
+    for key in {"text": ("text",), "thinking": ("thinking", "signature"), "redacted_thinking": ("data",)}.get(kind, ()):
+        _required_string(f"{path}.{kind}", block, key)
     if kind == "compaction" and "content" in block and block["content"] is not None:
         if not isinstance(block["content"], str) or not block["content"]:
             raise InvalidRequest(f"{path}.compaction.content: must be a non-empty string or null")
+    if kind == "document":
+        _check_document(f"{path}.document", block)
     if "cache_control" in block:
         _cache_control(f"{path}.{kind}.cache_control", block["cache_control"])
+
+
+def _check_document(path: str, block: Block) -> None:
+    """A document's source (one of DOCUMENT_SOURCES, with only its keys), citations, title, context."""
+    if "source" not in block:
+        raise field_required(f"{path}.source")
+    source = block["source"]
+    kind = _tag_of(f"{path}.source", source, list(DOCUMENT_SOURCES))
+    assert isinstance(source, dict)
+    where = f"{path}.source.{kind}"
+    _only_keys(where, source, DOCUMENT_SOURCES[kind])
+    if kind == "content":
+        _check_source_content(f"{where}.content", source.get("content"))
+    else:
+        for key in sorted(DOCUMENT_SOURCES[kind] - {"type"}):
+            _required_string(where, source, key)
+    media_type = SOURCE_MEDIA_TYPES.get(kind)
+    if media_type is not None and source["media_type"] != media_type:
+        raise wrong_type(f"{where}.media_type", f"'{media_type}'")
+    if kind == "file":
+        raise InvalidRequest(f"{where}.file_id: no file `{source['file_id']}`: this provider keeps no files")
+    citations = block.get("citations")
+    if citations is not None:
+        if not isinstance(citations, dict):
+            raise wrong_type(f"{path}.citations", "a valid dictionary")
+        _only_keys(f"{path}.citations", citations, frozenset({"enabled"}))
+        if "enabled" in citations and not isinstance(citations["enabled"], bool):
+            raise wrong_type(f"{path}.citations.enabled", "a valid boolean")
+    for key in ("title", "context"):
+        if block.get(key) is not None and not isinstance(block[key], str):
+            raise wrong_type(f"{path}.{key}", "a valid string")
+
+
+def _check_source_content(path: str, content: object) -> None:
+    """A `content` source: a string, or a list of text and image blocks."""
+    if content is None:
+        raise field_required(path)
+    if isinstance(content, str):
+        return
+    if not isinstance(content, list):
+        raise wrong_type(path, "a valid string or a valid list")
+    for index, block in enumerate(content):
+        _tag_of(f"{path}.{index}", block, SOURCE_CONTENT_BLOCKS)
+        _check_block(f"{path}.{index}", block, "user")
+
+
+def _tag_of(path: str, value: object, tags: Sequence[str]) -> str:
+    """The `type` of a member of a tagged union, or the validator's error naming the expected tags."""
+    if not isinstance(value, dict):
+        raise wrong_type(path, "a valid dictionary")
+    kind = value.get("type")
+    if kind is None:
+        raise field_required(f"{path}.type")
+    if kind not in tags:
+        expected = ", ".join(f"'{name}'" for name in tags)
+        raise InvalidRequest(
+            f"{path}: Input tag '{kind}' found using 'type' does not match any of the expected tags: {expected}"
+        )
+    return str(kind)
+
+
+def _only_keys(path: str, value: Mapping[str, object], allowed: frozenset[str]) -> None:
+    for key in value:
+        if key not in allowed:
+            raise extra_input(f"{path}.{key}")
+
+
+def _required_string(path: str, value: Mapping[str, object], key: str) -> None:
+    if key not in value:
+        raise field_required(f"{path}.{key}")
+    if not isinstance(value[key], str):
+        raise wrong_type(f"{path}.{key}", "a valid string")
 
 
 def _first_type(message: Mapping[str, object]) -> object:
@@ -250,20 +390,10 @@ def _thinking(value: object, max_tokens: int) -> tuple[bool, bool]:
     """(thinking on, its text shown)."""
     if value is None:
         return False, False
-    if not isinstance(value, dict):
-        raise wrong_type("thinking", "a valid dictionary")
-    kind = value.get("type")
-    if kind not in THINKING_TYPES:
-        expected = ", ".join(f"'{name}'" for name in THINKING_TYPES)
-        raise InvalidRequest(
-            f"thinking: Input tag '{kind}' found using 'type' does not match any of the expected tags: {expected}"
-        )
-    allowed = {"enabled": {"type", "budget_tokens", "display"}, "adaptive": {"type", "display"}}.get(
-        str(kind), {"type"}
-    )
-    for key in value:
-        if key not in allowed:
-            raise extra_input(f"thinking.{kind}.{key}")
+    kind = _tag_of("thinking", value, THINKING_TYPES)
+    assert isinstance(value, dict)
+    allowed = {"enabled": {"type", "budget_tokens", "display"}, "adaptive": {"type", "display"}}.get(kind, {"type"})
+    _only_keys(f"thinking.{kind}", value, frozenset(allowed))
     if kind == "disabled":
         return False, False
     if kind == "enabled":
@@ -303,30 +433,88 @@ def _compaction(body: Mapping[str, object], betas: frozenset[str]) -> bool:
     return True
 
 
-def _cache_control(path: str, value: object) -> bool:
-    """Whether a cache_control value asks for a breakpoint (None does not); raises if it is malformed."""
+def _cache_control(path: str, value: object) -> str | None:
+    """The ttl of the breakpoint a cache_control value asks for (None asks for none); raises if it is
+    malformed."""
     if value is None:
-        return False
+        return None
     if not isinstance(value, dict) or value.get("type") != "ephemeral":
         raise wrong_type(f"{path}.type", "'ephemeral'")
-    for key in value:
-        if key not in ("type", "ttl"):
-            raise extra_input(f"{path}.{key}")
-    if value.get("ttl", "5m") not in CACHE_TTLS:
+    _only_keys(path, value, frozenset({"type", "ttl"}))
+    ttl = value.get("ttl", DEFAULT_TTL)
+    if ttl not in CACHE_TTLS:
         raise wrong_type(f"{path}.ttl", "'5m' or '1h'")
-    return True
+    return str(ttl)
+
+
+def _metadata(value: object) -> None:
+    if value is None:
+        return
+    if not isinstance(value, dict):
+        raise wrong_type("metadata", "a valid dictionary")
+    _only_keys("metadata", value, frozenset({"user_id"}))
+    if value.get("user_id") is not None and not isinstance(value["user_id"], str):
+        raise wrong_type("metadata.user_id", "a valid string")
+
+
+def _tools(value: object) -> None:
+    """Custom tools checked as BetaToolParam; server tools known by their type and accepted unchecked."""
+    if value is None:
+        return
+    if not isinstance(value, list):
+        raise wrong_type("tools", "a valid list")
+    tags = ["custom", *sorted(SERVER_TOOL_TYPES)]
+    for index, tool in enumerate(value):
+        path = f"tools.{index}"
+        if not isinstance(tool, dict):
+            raise wrong_type(path, "a valid dictionary")
+        if tool.get("type") is not None and _tag_of(path, tool, tags) != "custom":
+            continue
+        where = f"{path}.custom"
+        _only_keys(where, tool, CUSTOM_TOOL_KEYS)
+        _required_string(where, tool, "name")
+        if "input_schema" not in tool:
+            raise field_required(f"{where}.input_schema")
+        if not isinstance(tool["input_schema"], dict):
+            raise wrong_type(f"{where}.input_schema", "a valid dictionary")
+        _cache_control(f"{where}.cache_control", tool.get("cache_control"))
+
+
+def _tool_choice(value: object) -> None:
+    if value is None:
+        return
+    kind = _tag_of("tool_choice", value, list(TOOL_CHOICE_KEYS))
+    assert isinstance(value, dict)
+    where = f"tool_choice.{kind}"
+    _only_keys(where, value, TOOL_CHOICE_KEYS[kind])
+    if kind == "tool":
+        _required_string(where, value, "name")
+    if "disable_parallel_tool_use" in value and not isinstance(value["disable_parallel_tool_use"], bool):
+        raise wrong_type(f"{where}.disable_parallel_tool_use", "a valid boolean")
 
 
 def text_of(blocks: Sequence[Block]) -> str:
-    """The readable text of content blocks: text blocks, and tool results' text, joined by newlines."""
+    """The readable text of content blocks, joined by newlines: text blocks, tool results' text, and
+    documents with a `text` or `content` source."""
     texts = []
     for block in blocks:
-        if block.get("type") == "text":
+        kind = block.get("type")
+        source = block.get("source")
+        if kind == "text":
             texts.append(str(block.get("text", "")))
-        elif block.get("type") == "tool_result":
-            content = block.get("content")
-            if isinstance(content, str):
-                texts.append(content)
-            elif isinstance(content, list):
-                texts.append(text_of([part for part in content if isinstance(part, dict)]))
+        elif kind == "tool_result":
+            texts.append(_content_text(block.get("content")))
+        elif kind == "document" and isinstance(source, dict) and source.get("type") == "text":
+            texts.append(str(source.get("data", "")))
+        elif kind == "document" and isinstance(source, dict) and source.get("type") == "content":
+            texts.append(_content_text(source.get("content")))
     return "\n".join(texts)
+
+
+def _content_text(content: object) -> str:
+    """The text of a string-or-blocks content (a tool result's, a content source's)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return text_of([part for part in content if isinstance(part, dict)])
+    return ""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import typing
 from collections.abc import Callable, Iterator, Sequence
 from email.message import Message
 from typing import Any
@@ -16,8 +17,9 @@ from typing import Any
 import anthropic
 import httpx2
 import pytest
+from anthropic.types import DocumentBlockParam
 from anthropic.types import Message as SdkMessage
-from anthropic.types.beta import BetaMessage
+from anthropic.types.beta import BetaMessage, BetaMetadataParam, BetaToolChoiceParam, BetaToolParam, BetaToolUnionParam
 from anthropic.types.beta import message_create_params as beta_params
 
 from turnstate.adapters.tokens import estimate_text_tokens
@@ -25,7 +27,13 @@ from turnstate.local_provider.exchange import MALFORMED_REPLY
 from turnstate.local_provider.faults import FAULT_KINDS, Fault
 from turnstate.local_provider.messages import COMPACTION_CONTENT, THINKING_SUMMARY
 from turnstate.local_provider.messages_conversation import PromptCache, PromptUnit
-from turnstate.local_provider.messages_request import REQUEST_FIELDS
+from turnstate.local_provider.messages_request import (
+    CUSTOM_TOOL_KEYS,
+    DOCUMENT_SOURCES,
+    REQUEST_FIELDS,
+    SERVER_TOOL_TYPES,
+    TOOL_CHOICE_KEYS,
+)
 from turnstate.local_provider.server import LocalProvider
 
 from .test_policy import EXAMPLE_ROWS, frame_text
@@ -245,6 +253,123 @@ def test_another_providers_thinking_cannot_be_replayed(client: anthropic.Anthrop
     with pytest.raises(anthropic.BadRequestError) as raised:
         ask(client, [*history, user(DARK)])
     assert "Invalid `signature` in `thinking` block" in refused(raised)
+
+
+# --- documents -------------------------------------------------------------------------------------
+
+
+def document(source: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    return {"type": "document", "source": source, **fields}
+
+
+def test_a_plain_text_document_is_accepted_and_read(client: anthropic.Anthropic) -> None:
+    text_source = {"type": "text", "media_type": "text/plain", "data": SHOWN}
+    reply = ask(client, [{"role": "user", "content": [document(text_source, title="frame")]}])
+    assert REMEMBERED in text_of(reply)
+    content_source = {"type": "content", "content": [{"type": "text", "text": SHOWN}]}
+    assert REMEMBERED in text_of(ask(client, [{"role": "user", "content": [document(content_source)]}]))
+
+
+def test_a_pdf_or_url_document_is_accepted_though_not_read(client: anthropic.Anthropic) -> None:
+    pdf = {"type": "base64", "media_type": "application/pdf", "data": base64.b64encode(b"%PDF-1.4").decode()}
+    url = {"type": "url", "url": "https://example.com/frame.pdf"}
+    for source in (pdf, url):
+        reply = ask(client, [{"role": "user", "content": [document(source), {"type": "text", "text": DARK}]}])
+        assert FORGOTTEN in text_of(reply)
+
+
+DOCUMENT_PATH = "messages.0.content.0.document"
+INVALID_DOCUMENTS: list[tuple[dict[str, Any], str]] = [
+    (document({"type": "html", "data": "x"}), f"{DOCUMENT_PATH}.source: Input tag 'html' found using 'type'"),
+    (
+        document({"type": "text", "media_type": "text/html", "data": "x"}),
+        f"{DOCUMENT_PATH}.source.text.media_type: Input should be 'text/plain'",
+    ),
+    (document({"type": "text", "media_type": "text/plain"}), f"{DOCUMENT_PATH}.source.text.data: Field required"),
+    (
+        document({"type": "url", "url": "https://example.com", "x": 1}),
+        f"{DOCUMENT_PATH}.source.url.x: Extra inputs are not permitted",
+    ),
+    (
+        document({"type": "content", "content": [{"type": "thinking", "thinking": "", "signature": ""}]}),
+        f"{DOCUMENT_PATH}.source.content.content.0: Input tag 'thinking'",
+    ),
+    (document({"type": "file", "file_id": "file_1"}), f"{DOCUMENT_PATH}.source.file.file_id: no file `file_1`"),
+    (document({"type": "url", "url": "u"}, citations={"on": True}), f"{DOCUMENT_PATH}.citations.on: Extra inputs"),
+    (document({"type": "url", "url": "u"}, title=3), f"{DOCUMENT_PATH}.title: Input should be a valid string"),
+]
+
+
+@pytest.mark.parametrize(("block", "words"), INVALID_DOCUMENTS, ids=[words for _, words in INVALID_DOCUMENTS])
+def test_a_document_the_sdks_types_forbid_is_a_400_naming_its_field(
+    client: anthropic.Anthropic, block: dict[str, Any], words: str
+) -> None:
+    with pytest.raises(anthropic.BadRequestError) as raised:
+        ask(client, [{"role": "user", "content": [block]}])
+    assert refused(raised).startswith(words)
+
+
+def test_the_document_sources_are_the_installed_sdks() -> None:
+    sources = typing.get_args(_hint(DocumentBlockParam, "source"))
+    assert {_literal_type(source): set(source.__annotations__) for source in sources} == DOCUMENT_SOURCES
+
+
+TOOLS = [{"name": "look", "input_schema": {"type": "object"}}]
+
+
+# --- the fields the SDK's types constrain ---------------------------------------------------------
+
+
+TYPED: list[tuple[dict[str, Any], str]] = [
+    ({"metadata": {"user_id": "u-1", "plan": "pro"}}, "metadata.plan: Extra inputs are not permitted"),
+    ({"metadata": {"user_id": 42}}, "metadata.user_id: Input should be a valid string"),
+    ({"tools": [{"name": "look"}]}, "tools.0.custom.input_schema: Field required"),
+    ({"tools": [{"input_schema": {"type": "object"}}]}, "tools.0.custom.name: Field required"),
+    ({"tools": [{**TOOLS[0], "color": "red"}]}, "tools.0.custom.color: Extra inputs are not permitted"),
+    ({"tools": [{"type": "teleport_20990101", "name": "t"}]}, "tools.0: Input tag 'teleport_20990101'"),
+    ({"tools": "look"}, "tools: Input should be a valid list"),
+    ({"tool_choice": {"type": "sometimes"}}, "tool_choice: Input tag 'sometimes' found using 'type'"),
+    ({"tool_choice": {"type": "tool"}}, "tool_choice.tool.name: Field required"),
+    ({"tool_choice": {"type": "none", "disable_parallel_tool_use": True}}, "tool_choice.none.disable_parallel"),
+]
+
+
+@pytest.mark.parametrize(("params", "words"), TYPED, ids=[words for _, words in TYPED])
+def test_a_field_the_sdks_types_forbid_is_a_400_naming_it(
+    client: anthropic.Anthropic, params: dict[str, Any], words: str
+) -> None:
+    with pytest.raises(anthropic.BadRequestError) as raised:
+        ask(client, [user(SHOWN)], **params)
+    assert refused(raised).startswith(words)
+
+
+def test_the_fields_the_sdks_types_allow_are_accepted(client: anthropic.Anthropic) -> None:
+    reply = ask(
+        client,
+        [user(SHOWN)],
+        metadata={"user_id": None},
+        tools=[*TOOLS, {"type": "web_search_20250305", "name": "web_search"}],
+        tool_choice={"type": "auto", "disable_parallel_tool_use": True},
+    )
+    assert REMEMBERED in text_of(reply)
+
+
+def test_the_tool_fields_are_the_installed_sdks() -> None:
+    assert set(BetaToolParam.__annotations__) == CUSTOM_TOOL_KEYS
+    server = typing.get_args(BetaToolUnionParam)[1:]
+    assert {name for tool in server for name in typing.get_args(_hint(tool, "type"))} == SERVER_TOOL_TYPES
+    choices = typing.get_args(BetaToolChoiceParam)
+    assert {_literal_type(choice): set(choice.__annotations__) for choice in choices} == TOOL_CHOICE_KEYS
+    assert set(BetaMetadataParam.__annotations__) == {"user_id"}
+
+
+def _hint(typed: Any, name: str) -> Any:
+    return typing.get_type_hints(typed)[name]
+
+
+def _literal_type(typed: Any) -> str:
+    (tag,) = typing.get_args(_hint(typed, "type"))
+    return str(tag)
 
 
 # --- compaction ------------------------------------------------------------------------------------
