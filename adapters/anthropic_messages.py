@@ -335,6 +335,7 @@ def _usage(usage: Any) -> Usage:
             input_tokens=uncached + read + written,
             cached_input_tokens=read,
             output_tokens=token_count(getattr(part, "output_tokens", None)),
+            cache_write_tokens=written,
         )
     top = _thinking_tokens(usage)
     sampled = [part for part in iterations if getattr(part, "type", None) != "compaction"]

@@ -31,6 +31,7 @@ from turnstate.adapters.contract import (
     UsageSeen,
     never_raising,
     no_compaction_call,
+    reported_cost,
     token_count,
 )
 from turnstate.adapters.json_bytes import json_bytes
@@ -222,11 +223,18 @@ def _gather_call(call: dict[str, Any], piece: Any) -> None:
 
 
 def _usage(usage: Any) -> Usage:
+    """OpenAI's fields, with DeepSeek's `prompt_cache_hit_tokens` standing in for cache reads where
+    `prompt_tokens_details` does not report them."""
     prompt_details = getattr(usage, "prompt_tokens_details", None)
     completion_details = getattr(usage, "completion_tokens_details", None)
+    cached = getattr(prompt_details, "cached_tokens", None)
     return Usage(
         input_tokens=token_count(getattr(usage, "prompt_tokens", None)),
-        cached_input_tokens=token_count(getattr(prompt_details, "cached_tokens", None)),
+        cached_input_tokens=token_count(
+            cached if cached is not None else getattr(usage, "prompt_cache_hit_tokens", None)
+        ),
         output_tokens=token_count(getattr(usage, "completion_tokens", None)),
         reasoning_tokens=token_count(getattr(completion_details, "reasoning_tokens", None)),
+        cache_write_tokens=token_count(getattr(prompt_details, "cache_write_tokens", None)),
+        cost=reported_cost(usage),
     )

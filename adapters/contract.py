@@ -32,12 +32,17 @@ class ErrorKind(str, enum.Enum):
 
 @dataclass(frozen=True)
 class Usage:
-    """Provider-reported token usage. `input_tokens` includes cached ones; zero means unreported."""
+    """Provider-reported usage; zero means unreported. `input_tokens` includes the cache reads
+    (`cached_input_tokens`) and the cache writes (`cache_write_tokens`), which are breakdowns of it,
+    as `reasoning_tokens` is of `output_tokens`. `cost` is the provider's own figure (`usage.cost`)
+    when it reports one, never the harness's estimate; None means unreported."""
 
     input_tokens: int = 0
     cached_input_tokens: int = 0
     output_tokens: int = 0
     reasoning_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost: float | None = None
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -45,20 +50,26 @@ class Usage:
             self.cached_input_tokens + other.cached_input_tokens,
             self.output_tokens + other.output_tokens,
             self.reasoning_tokens + other.reasoning_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+            other.cost if self.cost is None else self.cost if other.cost is None else self.cost + other.cost,
         )
 
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 
-    def to_dict(self) -> dict[str, int]:
-        return {
+    def to_dict(self) -> dict[str, Any]:
+        counts: dict[str, Any] = {
             "input_tokens": self.input_tokens,
             "cached_input_tokens": self.cached_input_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
             "output_tokens": self.output_tokens,
             "reasoning_tokens": self.reasoning_tokens,
             "total_tokens": self.total_tokens,
         }
+        if self.cost is not None:
+            counts["cost"] = self.cost
+        return counts
 
 
 @dataclass(frozen=True)
@@ -115,6 +126,15 @@ class ProviderError:
 def token_count(value: object) -> int:
     """A provider-reported token count; 0 (meaning unreported) unless it is a non-negative whole number."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def reported_cost(usage: object) -> float | None:
+    """A provider-reported `usage.cost` (OpenRouter's, for one); None unless it is a finite,
+    non-negative number. The SDKs keep such unknown fields as extras, read here by name."""
+    value = getattr(usage, "cost", None)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if 0 <= value < float("inf") else None
 
 
 def no_compaction_call(adapter: object) -> ProviderError:

@@ -39,6 +39,7 @@ from turnstate.adapters.contract import (
     UsageSeen,
     malformed_reply,
     never_raising,
+    reported_cost,
     schema_problems,
     token_count,
 )
@@ -297,4 +298,6 @@ def _usage(usage: Any) -> Usage:
         cached_input_tokens=token_count(getattr(input_details, "cached_tokens", None)),
         output_tokens=token_count(getattr(usage, "output_tokens", None)),
         reasoning_tokens=token_count(getattr(output_details, "reasoning_tokens", None)),
+        cache_write_tokens=token_count(getattr(input_details, "cache_write_tokens", None)),
+        cost=reported_cost(usage),
     )
