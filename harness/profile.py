@@ -102,9 +102,10 @@ class CompactionConfig(_Section):
     # compact when the last accepted action's completed context reaches it; DEFAULT_TRIGGER_TOKENS
     # when omitted.
     trigger_tokens: int | None = Field(default=None, ge=1)
-    # harness_summary only: room kept for the summary request between the trigger plus the output
-    # cap and agent.max_context_length; the summary's own output cap (default: the request's); and
-    # whether it may fork the latest action request (default: the adapter's, else on).
+    # A compaction by a call of its own: its own output cap (default: the request's; xAI's
+    # /responses/compact takes none). harness_summary only: room kept for the summary request
+    # between the trigger plus the output cap and agent.max_context_length, and whether it may fork
+    # the latest action request (default: the adapter's, else on).
     summary_input_headroom_tokens: int = Field(default=DEFAULT_SUMMARY_HEADROOM_TOKENS, ge=0)
     summary_max_output_tokens: int | None = Field(default=None, ge=1)
     fork: bool | None = None
@@ -386,10 +387,13 @@ def _check_compaction(compaction: CompactionConfig, adapter: type[ProviderAdapte
     if compaction.strategy != "harness_summary":
         defaults = CompactionConfig()
         for key in SUMMARY_KEYS:
+            if key == "summary_max_output_tokens" and by_call:
+                continue  # a native compaction call caps its output too
             if getattr(compaction, key) != getattr(defaults, key):
-                raise _Contradiction(
-                    f"runtime.compaction.{key}", "only a harness_summary compaction has it", "remove it"
+                problem = (
+                    "only a compaction by a call" if key == "summary_max_output_tokens" else "only a harness_summary"
                 )
+                raise _Contradiction(f"runtime.compaction.{key}", f"{problem} compaction has it", "remove it")
 
 
 class _Contradiction(ValueError):

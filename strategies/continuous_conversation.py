@@ -215,9 +215,13 @@ class ContinuousConversation(TurnTaking):
         self.emit(CallProvider(self.latest_request))
 
     def request_compaction(self, event: object) -> None:
-        """Rule 5: the accepted items alone, never the turn's fresh or buffered inputs."""
+        """Rule 5: the accepted items alone, never the turn's fresh or buffered inputs, with the
+        compaction's own output cap (where the provider's compaction call takes one)."""
         self.compacted = None
-        self.emit(CallCompaction(ModelRequest(system=self.system_prompt, items=tuple(self.accepted.items))))
+        request = ModelRequest(
+            self.system_prompt, tuple(self.accepted.items), max_output_tokens=self.summary_max_output_tokens
+        )
+        self.emit(CallCompaction(request))
 
     def hold_compaction(self, event: CompactionReplied) -> None:
         items = self.transcript.reply_items(event.response)
@@ -229,7 +233,12 @@ class ContinuousConversation(TurnTaking):
         if self.summary_pass is None:
             self.summary_pass = first_pass("trigger", self.accepted, self.latest_request, self.summary_fork)
         request = summary_request(
-            self.summary_pass, self.accepted, self.transcript, self.latest_request, self.summary_max_output_tokens
+            self.summary_pass,
+            self.accepted,
+            self.transcript,
+            self.latest_request,
+            self.summary_max_output_tokens,
+            self.system_prompt,
         )
         count = summarized_items(self.accepted.turns, self.summary_pass.summarized_turns)
         self.emit(CallSummary(request, self.summary_pass, count))

@@ -82,6 +82,7 @@ REJECTED = [
     ({"runtime__adapter_id": "xai.responses.v1", "runtime__strategy": "continuous_conversation", "runtime__compaction__strategy": "native", "runtime__compaction__trigger_tokens": 900, "request__options": {"store": False, "include": ["reasoning.encrypted_content"]}}, "runtime.compaction.trigger_tokens", "900 is not below agent.max_context_length 800"),
     ({"runtime__adapter_id": "xai.responses.v1", "runtime__strategy": "continuous_conversation", "request__options": {"store": False, "include": ["reasoning.encrypted_content"], "context_management": [{"type": "compaction", "compact_threshold": 500}]}}, "request.options.context_management", "xAI compacts by a separate /responses/compact call, not inline"),
     ({"runtime__compaction__trigger_tokens": 500}, "runtime.compaction.trigger_tokens", "only a compaction by a call of its own has a trigger here"),
+    ({"runtime__adapter_id": "openai.responses.v1", "runtime__strategy": "continuous_conversation", "runtime__compaction__strategy": "native", "runtime__compaction__summary_max_output_tokens": 64, "request__options": {"store": False, "include": ["reasoning.encrypted_content"], "reasoning": {"summary": "auto", "context": "auto"}, "context_management": [{"type": "compaction", "compact_threshold": 500}]}}, "runtime.compaction.summary_max_output_tokens", "only a compaction by a call compaction has it"),
     # harness_summary: an adapter that can continue from it; room for the output cap and the headroom
     ({"runtime__adapter_id": "anthropic.messages.v1", "runtime__strategy": "continuous_conversation", "runtime__compaction__strategy": "harness_summary"}, "runtime.compaction.strategy", "adapter 'anthropic.messages.v1' cannot continue from a harness summary; fix: use native"),
     ({**SUMMARY, "runtime__compaction__trigger_tokens": 300}, "runtime.compaction.trigger_tokens", "300 + request.max_output_tokens 128 + runtime.compaction.summary_input_headroom_tokens 1024 = 1452 exceeds agent.max_context_length 800; fix: raise agent.max_context_length above 1152"),
@@ -260,3 +261,13 @@ def test_a_rate_limit_faults_retry_after_reaches_the_local_provider(monkeypatch)
     with endpoint.open_endpoint(profile.client):
         pass
     assert given["faults"] == [Fault(at=2, kind="rate_limit", retry_after_seconds=1.5), Fault(at=3, kind="empty")]
+
+
+def test_a_native_compaction_call_takes_its_own_output_cap_and_the_policy_records_it(tmp_path):
+    anthropic = yaml.safe_load((PROFILES_DIR / "local-anthropic-continuous.yaml").read_text())
+    anthropic["runtime"]["compaction"]["summary_max_output_tokens"] = 512
+    path = tmp_path / "capped.yaml"
+    path.write_text(yaml.safe_dump(anthropic))
+    profile = load_profile(path)
+    assert profile.strategy_settings("Play.").summary_max_output_tokens == 512
+    assert profile.compaction_policy()["summary_output_tokens"] == 512

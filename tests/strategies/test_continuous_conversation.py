@@ -169,6 +169,15 @@ def test_the_compaction_commits_only_together_with_an_accepted_action():
     assert state.turns == (TurnSpan(start=0, end=1), TurnSpan(start=1, end=4))
 
 
+def test_a_native_compaction_call_caps_its_output_separately_from_the_action_request():
+    machine = cc.start(replace(BY_CALL, summary_max_output_tokens=40), NativeItems())
+    play_turn(machine, "f1")
+    (call,) = machine.fire(ObservationArrived("f2"))
+    assert isinstance(call, CallCompaction) and call.request.max_output_tokens == 40
+    (action,) = machine.fire(compacted())
+    assert action.request.max_output_tokens is None  # the action request keeps the run's own cap
+
+
 def test_the_commit_keeps_exactly_the_compacted_window_the_accepted_request_was_built_on():
     machine = start_compacting_by_call()
     machine.fire(ObservationArrived("f2"))

@@ -29,7 +29,14 @@ from turnstate.strategies.events import (
 )
 from turnstate.strategies.record import StrategySettings
 from turnstate.strategies.state import RuntimeState, TurnSpan
-from turnstate.strategies.summary import BRIDGE, SUMMARIZER_SYSTEM, SUMMARY_INSTRUCTION, bridge_text
+from turnstate.strategies.summary import (
+    BRIDGE,
+    SUMMARIZER_SYSTEM,
+    SUMMARY_INSTRUCTION,
+    TASK_INSTRUCTIONS,
+    bridge_text,
+    fenced,
+)
 
 from .commit_discipline import WALK_SETTINGS, CommitDisciplineWalk
 from .native_items import NativeItems, native_reply
@@ -149,6 +156,24 @@ def test_a_latest_request_that_did_not_carry_the_whole_state_makes_the_summary_i
     (message,) = call.request.items
     assert "f1" in message["text"] and message["text"].endswith(SUMMARY_INSTRUCTION)
     assert "sealed(" not in message["text"]  # opaque reasoning never reaches the independent form
+
+
+def test_the_independent_summary_carries_the_tasks_instructions_as_fenced_context():
+    machine = played(2)
+    machine.model.latest_request = None  # nothing to fork
+    (call,) = machine.fire(OBSERVE)
+    (message,) = call.request.items
+    text = message["text"]
+    assert call.request.system == SUMMARIZER_SYSTEM and text.startswith(TASK_INSTRUCTIONS)
+    assert f"```\n{machine.model.system_prompt}\n```" in text  # quoted whole, inside one fence
+    assert text.index("```") < text.index("The conversation so far")
+
+
+def test_a_fence_is_longer_than_any_backtick_run_in_what_it_quotes():
+    quoted = "say ``` then ```` and stop"
+    fence, body, closing = fenced(quoted).split("\n")
+    assert fence == closing == "`````" and body == quoted
+    assert fenced("no backticks").startswith("```\n")
 
 
 def test_a_summary_commits_only_with_the_action_as_one_bridge_then_the_turn():
