@@ -4,20 +4,27 @@ not, as a strict counterpart.
 It validates a request as the service does (interactions_request.py), reads its input back under
 the replay rules (interactions_conversation.py: thought steps whose signatures chain turn to turn),
 enforces the context window with the service's own error, asks the Exchange's reasoning model for a
-private thought and a visible reply, and words them as an `interaction` or as an event stream. It
-keeps nothing between requests (store is never honoured), so a client replays every step.
+private thought and a visible reply, and words them as an `interaction` or as an event stream.
+Unless the request says `store: false`, the interaction is stored (interactions_conversation.py), so
+a later request may continue it by `previous_interaction_id` and send only its new steps; with
+`store: false` a client replays every step.
 
 What an interaction holds: {id, model, status, created, updated, steps, usage}, its steps being
 - a thought step {type, signature, summary?}: the signature seals the private thought and pins the
   output it came with; `summary` is one readable text content only with
   generation_config.thinking_summaries "auto". The model always thinks (there is no thinking-off
   level), and max_output_tokens bounds thought and output together;
-- then a model_output step {type, content: [text]} with the visible reply.
+- then a model_output step {type, content: [text]} with the visible reply; or, when the request
+  declares exactly one function tool with a required parameter and the reply names an action, a
+  function_call step {type, id, name, arguments: {<that parameter>: <the action>}} in its place
+  (the rule DeepSeek's wire uses; the visible text is not said, the thought keeps what the model
+  needs). The call's id is call_T, T being the interaction's token.
 
 Status: completed; incomplete when the reply was cut by max_output_tokens (or paused: this wire has
 no pause), and incomplete for a safety stop, whose model_output step then has no content and an
-`error` (google.rpc.Status with an ErrorInfo, reason SAFETY) in place of the text. Never
-requires_continuation: the SDK would re-post on its own.
+`error` (google.rpc.Status with an ErrorInfo, reason SAFETY) in place of the text; requires_action
+when it ends in a function call, which the client answers with a function_result step (the SDK's
+InteractionStatus). Never requires_continuation: the SDK would re-post on its own.
 
 Context window: a prompt estimate over the window is 400 INVALID_ARGUMENT "The input token count
 (N) exceeds the maximum number of tokens allowed (M)."; a prompt that fits, but not with
@@ -25,13 +32,15 @@ max_output_tokens, is the same error naming both counts.
 
 Usage: total_input_tokens is the prompt estimate, of which total_cached_tokens is the prefix an
 earlier request of the same model sent (Gemini's implicit caching: only from 4,096 tokens on);
-total_output_tokens is the visible reply, total_thought_tokens the thought, and total_tokens the sum
-of input, output and thought.
+total_output_tokens is the visible reply (a call's arguments as JSON), total_thought_tokens the
+thought, and total_tokens the sum of input, output and thought.
 
 A stream sends only `data:` lines, each a JSON event named by its `event_type`: interaction.created
 (status in_progress), interaction.status_update (in_progress), then per step step.start (a thought
-step empty, a model_output step without content, with its error if any), step.delta pieces
-(thought_summary, then thought_signature; text for the output, in several pieces), step.stop; and
+step empty, a model_output step without content, with its error if any, a function_call step with
+empty arguments), step.delta pieces (thought_summary, then thought_signature; text for the output,
+in several pieces; one arguments_delta with a call's arguments as JSON text: the SDK's StepDelta
+has that type, and a FunctionCallStep needs `arguments` at its start), step.stop; and
 last interaction.completed with the final status and usage (its steps are the ones streamed).
 
 Faults, in this wire's words (status faults and html_page are the server's; overloaded is 503
@@ -40,7 +49,8 @@ whole reply, incomplete; empty and malformed an empty or useless reply that comp
 key in the text; stream_cut a stream cut after its first text delta, or after its last step if it
 has no text (a non-streamed request gets no response); garbled a JSON body cut in half, or a data
 line that is not JSON; empty_choices an interaction with no steps; null_message a model_output step
-whose content is null; expire_handle changes nothing here (nothing is stored).
+whose content is null; expire_handle forgets every stored interaction (a later
+previous_interaction_id naming one is 404).
 """
 
 from __future__ import annotations
@@ -50,18 +60,21 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import get_args
 
-from turnstate.local_provider.exchange import Ending, Exchange, SseEvent
+from turnstate.adapters.tokens import estimate_text_tokens
+from turnstate.local_provider.exchange import Completion, Ending, Exchange, SseEvent
 from turnstate.local_provider.google_words import IMPLICIT_CACHING, InvalidRequest, error_body
 from turnstate.local_provider.google_words import error_reply as error_reply
 from turnstate.local_provider.interactions_conversation import (
     THOUGHT_KIND,
     Conversation,
-    interactions_sealer,
+    InteractionsState,
+    interactions_state,
+    issued_digest,
     read_conversation,
     shown_digest,
 )
 from turnstate.local_provider.interactions_request import InteractionRequest, parse_request
-from turnstate.local_provider.sealed import Sealer
+from turnstate.local_provider.policy import split_action
 
 # Every ending but a normal stop (a cut, a pause this wire has no word for, a safety stop) is incomplete.
 STATUSES: Mapping[str, str] = {ending: "completed" if ending == "stop" else "incomplete" for ending in get_args(Ending)}
@@ -76,7 +89,7 @@ SAFETY_STOP: Mapping[str, object] = {
         }
     ],
 }
-INTERACTION_PREFIX = "v1_"
+INTERACTION_PREFIX, CALL_PREFIX = "v1_", "call_"
 STREAM_PIECES = 3  # text deltas per streamed reply, so a client must reassemble them
 GARBLED_EVENT: SseEvent = {"data": '{"event_type": "step.delta", "index": 1, '}
 
@@ -86,10 +99,10 @@ Event = dict[str, object]
 def handle(exchange: Exchange) -> None:
     """Answer one admitted request: an error if it is invalid, breaks a replay rule or overflows the
     window; else the interaction."""
-    sealer = interactions_sealer(exchange)
+    state = interactions_state(exchange)
     try:
         request = parse_request(exchange.body)
-        conversation = read_conversation(sealer, request)
+        conversation = read_conversation(state, request)
         check_window(conversation.prompt_tokens, request.max_output_tokens, exchange.context_window)
     except InvalidRequest as invalid:
         exchange.send_json(invalid.status, error_body(invalid.message, invalid.status))
@@ -100,7 +113,7 @@ def handle(exchange: Exchange) -> None:
         return
     matched = exchange.prefix_cache.match_and_record(request.model, conversation.units)
     cached = IMPLICIT_CACHING.reported(sum(conversation.unit_tokens[:matched]))
-    interaction = reply_interaction(exchange, request, conversation, sealer, cached)
+    interaction = reply_interaction(exchange, request, conversation, state, cached)
     if kind == "empty_choices":
         interaction["steps"] = []
     elif kind == "null_message":
@@ -108,6 +121,8 @@ def handle(exchange: Exchange) -> None:
             step if step["type"] == "thought" else {"type": "model_output", "content": None}
             for step in _steps(interaction)
         ]
+    if request.store:
+        state.store.keep(str(interaction["id"]), (*conversation.steps, *_steps(interaction)))
     if not request.stream:
         exchange.send_reply(interaction)
         return
@@ -130,18 +145,23 @@ def check_window(prompt_tokens: int, max_output_tokens: int | None, window: int)
 
 
 def reply_interaction(
-    exchange: Exchange, request: InteractionRequest, conversation: Conversation, sealer: Sealer, cached: int
+    exchange: Exchange, request: InteractionRequest, conversation: Conversation, state: InteractionsState, cached: int
 ) -> Event:
-    """Think and answer: a signed thought step, then the model's output (or its safety stop)."""
-    token = sealer.new_token()
+    """Think and answer: a signed thought step, then the model's output (or its safety stop), or its
+    call of the function tool it was offered."""
+    token = state.sealer.new_token()
     reasoning = exchange.reason(
         conversation.system, conversation.current, conversation.memory, request.max_output_tokens
     )
     completion = reasoning.completion
-    if completion.ending == "refusal":
-        output: Event = {"type": "model_output", "content": [], "error": dict(SAFETY_STOP)}
+    call = function_call(completion, request.functions, CALL_PREFIX + token)
+    if call is not None:
+        output, status, output_tokens = call, "requires_action", estimate_text_tokens(json.dumps(call["arguments"]))
+    elif completion.ending == "refusal":
+        output, status, output_tokens = _safety_stop(), STATUSES["refusal"], completion.tokens
     else:
         output = {"type": "model_output", "content": [{"type": "text", "text": completion.text}]}
+        status, output_tokens = STATUSES[completion.ending], completion.tokens
     summary = [{"type": "text", "text": THOUGHT_SUMMARY}] if request.show_summary else []
     sealed = {
         "kind": THOUGHT_KIND,
@@ -149,21 +169,39 @@ def reply_interaction(
         "after": conversation.last_link,
         "thought": reasoning.thought,
         "shown": shown_digest(summary),
-        "output": shown_digest(output["content"]),
+        "output": issued_digest(output),
     }
-    thought: Event = {"type": "thought", "signature": sealer.seal(sealed)}
+    thought: Event = {"type": "thought", "signature": state.sealer.seal(sealed)}
     if summary:
         thought["summary"] = summary
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     return {
         "id": INTERACTION_PREFIX + token,
         "model": request.model,
-        "status": STATUSES[completion.ending],
+        "status": status,
         "created": now,
         "updated": now,
         "steps": [thought, output],
-        "usage": usage_object(conversation.prompt_tokens, cached, completion.tokens, reasoning.thought_tokens),
+        "usage": usage_object(conversation.prompt_tokens, cached, output_tokens, reasoning.thought_tokens),
     }
+
+
+def function_call(completion: Completion, functions: Sequence[Mapping[str, object]], call_id: str) -> Event | None:
+    """A completed reply that names an action, given exactly one function tool with a required
+    parameter, as a call of that tool with the action as that argument; else None (the reply stays
+    text). The text besides the action is not said: the thought carries what the model keeps."""
+    if completion.ending != "stop" or len(functions) != 1:
+        return None
+    name, parameters = functions[0].get("name"), functions[0].get("parameters")
+    required = parameters.get("required") if isinstance(parameters, dict) else None
+    _, action = split_action(completion.text)
+    if action is None or not name or not isinstance(required, list) or not required:
+        return None
+    return {"type": "function_call", "id": call_id, "name": name, "arguments": {str(required[0]): action}}
+
+
+def _safety_stop() -> Event:
+    return {"type": "model_output", "content": [], "error": dict(SAFETY_STOP)}
 
 
 def usage_object(input_tokens: int, cached_tokens: int, output_tokens: int, thought_tokens: int) -> dict[str, int]:
@@ -198,6 +236,10 @@ def _step_events(index: int, step: Mapping[str, object]) -> list[Event]:
         start: Event = {"type": "thought"}
         deltas: list[Event] = [{"type": "thought_summary", "content": part} for part in _list(step.get("summary"))]
         deltas.append({"type": "thought_signature", "signature": step["signature"]})
+    elif step["type"] == "function_call":
+        # The call's arguments come as one JSON text delta, after a start that names the call.
+        start = {**step, "arguments": {}}
+        deltas = [{"type": "arguments_delta", "arguments": json.dumps(step["arguments"])}]
     else:
         # Its text comes in deltas; a null content (the null_message fault) is said at the start.
         start = {key: value for key, value in step.items() if key != "content" or value is None}

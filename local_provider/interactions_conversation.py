@@ -1,37 +1,63 @@
-"""The Interactions wire's replay rules, what its model reads, and its token estimate.
+"""The Interactions wire's stored interactions, its replay rules, what its model reads, and its
+token estimate.
+
+Stored interactions. `store` defaults to true (the docs: "The server enables state by default
+(store=true)"; stored interactions are continued with `previous_interaction_id`), so every
+interaction created without `store: false` is kept in memory under its id: the steps of the
+conversation it continued (a stored chain, then the request's input) followed by the steps it
+answered. A request with `previous_interaction_id` reads that chain with its own input steps
+appended; an id this provider never stored (or forgot: the `expire_handle` fault forgets every
+stored interaction) is 404 NOT_FOUND "Interaction '<id>' was not found.". Only the conversation is
+kept: the tools, system instruction and generation config are each request's own.
 
 Opaque state. Every reply is built from one token T (sealed.py). Its thought step's `signature`
 seals {kind, token, after, thought, shown, output}: the private thought, a digest of the text of the
-readable summary the step was issued with (empty without one), a digest of the text of the
-model_output step issued with it, and `after`, the token of the thought the model had read last
-(None on a conversation's first turn). With store=false the client replays every step it was given.
+readable summary the step was issued with (empty without one), a digest of the step issued with it
+(`issued_digest`: a model_output's text, or a function_call's id, name and arguments), and `after`,
+the token of the thought the model had read last (None on a conversation's first turn). With
+store=false the client replays every step it was given.
 
-Rules, for the input's steps in order; the first one broken is a 400 INVALID_ARGUMENT that names the
-step's index in `input`:
+Rules, for the conversation's steps in order (a stored chain's, then the input's); the first one
+broken is a 400 INVALID_ARGUMENT that names the step's index in `input`:
 1. Altered. A thought step must carry its signature, which must open under the provider's key and
    match the step's own summary text, else "Thought signature is not valid" (so a thought from
    another provider, or from before a restart, fails too).
-2. Misplaced. A thought step must be followed at once by the model_output step it was issued with:
-   its text must be the one the signature pins.
+2. Misplaced. A thought step must be followed at once by the model_output or function_call step it
+   was issued with: the step its signature pins.
 3. Dropped. Every model_output step must come right after its thought step: this model always
-   thinks, so a model output without one is a thought that was dropped.
+   thinks, so a model output without one is a thought that was dropped. So must every function_call
+   step of the current turn (after the last user_input step): the Interactions API carries a
+   function call's thought signature on the thought step before it (google-genai 3.6's
+   FunctionCallStep has no signature; the docs' thinking page: thought steps "appear
+   chronologically alongside function calls"), and Gemini 3 refuses a current-turn function call
+   whose signature is not returned (the "Thought signatures" docs: every function call of the
+   current turn is strictly validated, earlier turns are not). A function_call step of an earlier
+   turn needs no thought, so a client may replay calls it made up or got elsewhere.
 4. Reordered. After the first thought read (the input may begin at any whole turn: dropping old
    turns only loses what they held), each thought must follow the thought it followed when it was
    produced.
+5. Undeclared. A function_call step of the input must name a function tool the request declares:
+   the model is only offered, and can only have called, the functions in `tools`.
+6. Unpaired. A function_result step's call_id must be the id of a function_call step earlier in the
+   conversation (FunctionResultStep: "ID to match the ID from the function call block").
 
-What the model reads: the system instruction, the current turn (the text of the user_input steps
-after the last model step, or all of them on a first turn), and its memory: the text of the earlier
+What the model reads: the system instruction, the current turn (the text of the user_input and
+function_result steps after the last model step, or all of them on a first turn; a result is its
+string, the text of its contents, or its object as JSON), and its memory: the text of the earlier
 user_input steps (from which it takes only notes, never an old frame's beacon), then the thought of
 every replayed thought step, in order.
 
 Token estimate (billing, caching and the context window): the system instruction counts as one
 step; every step costs the per-message overhead plus its text, where a thought's text is its
-summary and its signature (an opaque blob costs what it weighs).
+summary and its signature (an opaque blob costs what it weighs), a function call's its name and
+arguments as JSON, and a function result's its result as the model reads it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from turnstate.adapters.tokens import MESSAGE_OVERHEAD_TOKENS, estimate_text_tokens
@@ -42,18 +68,59 @@ from turnstate.local_provider.sealed import Sealer, digest
 
 STATE_NAME = "gemini.interactions"
 THOUGHT_KIND = "gemini.thought"
-MODEL_STEPS = frozenset({"thought", "model_output"})
+ISSUED_STEPS = frozenset({"model_output", "function_call"})
+"""What a thought step is issued with (the step its signature pins)."""
+MODEL_STEPS = frozenset({"thought", *ISSUED_STEPS})
 
 
-def interactions_sealer(exchange: Exchange) -> Sealer:
-    """The key of this provider's thought signatures, made on its first Interactions request."""
-    return exchange.state.get(STATE_NAME, Sealer)
+class InteractionStore:
+    """Stored interactions (store: true) by id, each as the steps of its whole conversation; safe to
+    share between threads."""
+
+    def __init__(self) -> None:
+        self._chains: dict[str, tuple[Step, ...]] = {}
+        self._lock = threading.Lock()
+
+    def keep(self, interaction_id: str, steps: Sequence[Step]) -> None:
+        with self._lock:
+            self._chains[interaction_id] = tuple(steps)
+
+    def chain(self, interaction_id: str) -> tuple[Step, ...] | None:
+        with self._lock:
+            return self._chains.get(interaction_id)
+
+    def forget_all(self) -> None:
+        """Every stored interaction expires at once (the `expire_handle` fault)."""
+        with self._lock:
+            self._chains.clear()
+
+
+@dataclass(frozen=True)
+class InteractionsState:
+    """What the Interactions wire keeps for one provider: the key of its signatures, its stored interactions."""
+
+    sealer: Sealer
+    store: InteractionStore
+
+    @classmethod
+    def new(cls) -> InteractionsState:
+        return cls(Sealer(), InteractionStore())
+
+
+def interactions_state(exchange: Exchange) -> InteractionsState:
+    """This provider's Interactions state, made on its first Interactions request; `expire_handle` empties the store."""
+    state = exchange.state.get(STATE_NAME, InteractionsState.new)
+    if exchange.fault is not None and exchange.fault.kind == "expire_handle":
+        state.store.forget_all()
+    return state
 
 
 @dataclass(frozen=True)
 class Conversation:
-    """An input that passed the rules, as the model reads it."""
+    """A conversation that passed the rules, as the model reads it."""
 
+    steps: tuple[Step, ...]
+    """Every step of the conversation: a stored chain's, then the input's."""
     system: str
     current: tuple[Mapping[str, object], ...]
     """The current turn as {role, content} messages with text content."""
@@ -79,39 +146,44 @@ def shown_digest(content: object) -> str:
     return digest(text_of(content, separator=""))
 
 
-def read_conversation(sealer: Sealer, request: InteractionRequest) -> Conversation:
-    """Hold the request's steps to the module's rules; the conversation as the model reads it."""
-    steps = request.steps
-    thoughts: list[str] = []
-    link: str | None = None
-    for index, step in enumerate(steps):
-        if step["type"] == "thought":
-            payload = _opened_thought(sealer, steps, index)
-            if link is not None and payload.get("after") != link:
-                raise InvalidRequest(
-                    f"input[{index}]: this thought step was produced in another place in the conversation; "
-                    "replay thought steps verbatim, in their own turns and in the order they were produced."
-                )
-            thoughts.append(str(payload.get("thought", "")))
-            link = str(payload["token"])
-        elif step["type"] == "model_output" and (index == 0 or steps[index - 1]["type"] != "thought"):
-            raise InvalidRequest(
-                f"input[{index}]: this model_output step comes without the thought step it was generated with; "
-                "replay every thought step, with its signature, right before its model_output step."
-            )
+def issued_digest(step: Mapping[str, object]) -> str:
+    """What a thought's signature pins of the step it was issued with: a model output's text, or a
+    function call's id, name and arguments."""
+    if step.get("type") == "function_call":
+        return digest([step.get("id"), step.get("name"), step.get("arguments")])
+    return shown_digest(step.get("content"))
+
+
+def read_conversation(state: InteractionsState, request: InteractionRequest) -> Conversation:
+    """The stored chain the request continues, then its input, held to the module's rules; the
+    conversation as the model reads it."""
+    stored = _stored_chain(state.store, request.previous_interaction_id)
+    steps = (*stored, *request.steps)
+    thoughts, link = _check_steps(state.sealer, steps, len(stored), request)
     last = max((index for index, step in enumerate(steps) if step["type"] in MODEL_STEPS), default=-1)
     earlier = [text_of(step.get("content")) for step in steps[: last + 1] if step["type"] == "user_input"]
-    current = tuple({"role": "user", "content": text_of(step.get("content"))} for step in steps[last + 1 :])
+    current = tuple({"role": "user", "content": readable_text(step)} for step in steps[last + 1 :])
     system_unit: tuple[Mapping[str, object], ...] = (
         ({"type": "system_instruction", "text": request.system},) if request.system else ()
     )
     return Conversation(
+        steps=steps,
         system=request.system,
         current=current,
         memory=(*earlier, *thoughts),
         last_link=link,
         units=(*system_unit, *steps),
     )
+
+
+def readable_text(step: Mapping[str, object]) -> str:
+    """A user_input's or function_result's text as the model reads it (and the estimate counts it)."""
+    if step.get("type") != "function_result":
+        return text_of(step.get("content"))
+    result = step.get("result")
+    if isinstance(result, str):
+        return result
+    return text_of(result) if isinstance(result, list) else json.dumps(result)
 
 
 def step_tokens(step: Mapping[str, object]) -> int:
@@ -121,17 +193,83 @@ def step_tokens(step: Mapping[str, object]) -> int:
         text = text_of(step.get("summary")) + str(step.get("signature") or "")
     elif kind == "system_instruction":
         text = str(step.get("text", ""))
+    elif kind == "function_call":
+        text = str(step.get("name", "")) + json.dumps(step.get("arguments"))
     else:
-        text = text_of(step.get("content"))
+        text = readable_text(step)
     return MESSAGE_OVERHEAD_TOKENS + estimate_text_tokens(text)
 
 
-def _opened_thought(sealer: Sealer, steps: Sequence[Step], index: int) -> dict[str, object]:
+# --- the rules -------------------------------------------------------------------------------------
+
+
+def _stored_chain(store: InteractionStore, previous_interaction_id: str | None) -> tuple[Step, ...]:
+    if previous_interaction_id is None:
+        return ()
+    chain = store.chain(previous_interaction_id)
+    if chain is None:
+        raise InvalidRequest(f"Interaction '{previous_interaction_id}' was not found.", status=404)
+    return chain
+
+
+def _check_steps(
+    sealer: Sealer, steps: Sequence[Step], stored: int, request: InteractionRequest
+) -> tuple[list[str], str | None]:
+    """Rules 1-6 over `steps`, the first `stored` of them a stored chain's; (the thoughts read, the last link)."""
+
+    def where(index: int) -> str:
+        if index >= stored:
+            return f"input[{index - stored}]"
+        return f"step {index} of interaction '{request.previous_interaction_id}'"
+
+    declared = {tool.get("name") for tool in request.functions}
+    turn_start = 1 + max((index for index, step in enumerate(steps) if step["type"] == "user_input"), default=-1)
+    thoughts: list[str] = []
+    link: str | None = None
+    calls: set[object] = set()
+    for index, step in enumerate(steps):
+        kind = str(step["type"])
+        if kind == "thought":
+            payload = _opened_thought(sealer, steps, index, where)
+            if link is not None and payload.get("after") != link:
+                raise InvalidRequest(
+                    f"{where(index)}: this thought step was produced in another place in the conversation; "
+                    "replay thought steps verbatim, in their own turns and in the order they were produced."
+                )
+            thoughts.append(str(payload.get("thought", "")))
+            link = str(payload["token"])
+        elif _needs_thought(kind, index, turn_start) and (index == 0 or steps[index - 1]["type"] != "thought"):
+            raise InvalidRequest(
+                f"{where(index)}: this {kind} step comes without the thought step it was generated with; "
+                f"replay every thought step, with its signature, right before its {kind} step."
+            )
+        if kind == "function_call":
+            if index >= stored and step["name"] not in declared:
+                raise InvalidRequest(
+                    f"{where(index)}.name: function '{step['name']}' is not declared in `tools`; "
+                    "a function call can only name a function tool of the request."
+                )
+            calls.add(step["id"])
+        elif kind == "function_result" and step["call_id"] not in calls:
+            raise InvalidRequest(
+                f"{where(index)}.call_id: no function_call step before this result has the id '{step['call_id']}'."
+            )
+    return thoughts, link
+
+
+def _needs_thought(kind: str, index: int, turn_start: int) -> bool:
+    """Rule 3: a model output always needs its thought; a function call only in the current turn."""
+    return kind == "model_output" or (kind == "function_call" and index >= turn_start)
+
+
+def _opened_thought(
+    sealer: Sealer, steps: Sequence[Step], index: int, where: Callable[[int], str]
+) -> dict[str, object]:
     """Rules 1 and 2 for the thought step at `index`: the payload its signature seals."""
     step = steps[index]
     if step.get("signature") is None:
         raise InvalidRequest(
-            f"input[{index}].signature: a thought step must be replayed with the signature it was issued with."
+            f"{where(index)}.signature: a thought step must be replayed with the signature it was issued with."
         )
     payload = sealer.open(step["signature"])
     if (
@@ -139,15 +277,16 @@ def _opened_thought(sealer: Sealer, steps: Sequence[Step], index: int) -> dict[s
         or payload.get("kind") != THOUGHT_KIND
         or payload.get("shown") != shown_digest(step.get("summary"))
     ):
-        raise InvalidRequest(f"input[{index}].signature: Thought signature is not valid.")
+        raise InvalidRequest(f"{where(index)}.signature: Thought signature is not valid.")
     following = steps[index + 1] if index + 1 < len(steps) else None
-    if following is None or following["type"] != "model_output":
+    if following is None or following["type"] not in ISSUED_STEPS:
         raise InvalidRequest(
-            f"input[{index}]: a thought step must be followed right away by the model_output step it was issued with."
+            f"{where(index)}: a thought step must be followed right away by the model_output or function_call "
+            "step it was issued with."
         )
-    if payload.get("output") != shown_digest(following.get("content")):
+    if payload.get("output") != issued_digest(following):
         raise InvalidRequest(
-            f"input[{index}].signature: Thought signature is not valid for input[{index + 1}]: "
-            "that model_output step is not the one this thought was issued with."
+            f"{where(index)}.signature: Thought signature is not valid for {where(index + 1)}: "
+            "that step is not the one this thought was issued with."
         )
     return payload

@@ -2,30 +2,41 @@
 
 `parse_request` accepts a `POST /{v1,v1beta}/interactions` body or raises InvalidRequest in the
 words of Google's JSON front end (google_words.py), e.g. `Invalid JSON payload received. Unknown
-name "temperature": Cannot find field.` or `Invalid value at 'input[2].type', "function_call" ...`.
-The checks run in this order: unknown top-level fields, agent fields, model, background, store,
-previous_interaction_id, continuation_token, stream, input (step by step, content by content),
-system_instruction, generation_config. Rules:
+name "temperature": Cannot find field.` or `Invalid value at 'input[2].type' (one of user_input,
+...), "function_response"`. The checks run in this order: unknown top-level fields, agent fields,
+model, background, store, previous_interaction_id, continuation_token, stream, input (step by step,
+content by content), system_instruction, generation_config, tools. Rules:
 
 - The fields are those of the SDK's create request (google-genai 3.6: CreateModelInteractionParam
   and CreateAgentInteractionParam). This endpoint serves models only: `agent` and `agent_config` are
   refused, and `model` (a non-empty string) is required.
 - `background: true` is refused: nothing here runs in the background (the SDK would then poll).
-- `store` defaults to true, but nothing is ever stored: `previous_interaction_id` is a 400 with
-  `store: false` (there is nothing to continue from) and a 404 otherwise (as for an interaction that
-  expired). A `continuation_token` is never issued, so any is a 400.
+- `store` defaults to true (the docs: "The server enables state by default (store=true)"); a
+  `previous_interaction_id` names a stored interaction to continue (looked up, 404 when unknown, by
+  interactions_conversation.py), and is a 400 with `store: false`. A `continuation_token` is never
+  issued, so any is a 400.
 - `input` is required: a non-empty string, one content object, a list of contents (one user turn),
-  or a list of steps. Steps are user_input {type, content}, thought {type, signature, summary} and
-  model_output {type, content, error}; this model declares no tools, so a function_call or any
-  other step type is refused. Contents are text {type, text, annotations}, image, document, audio
-  and video, each with only its SDK keys; a thought's summary holds text and image contents.
+  or a list of steps. Steps are the SDK's (google-genai 3.6 StepParam) that a client may send this
+  model: user_input {type, content}, thought {type, signature, summary}, model_output {type,
+  content, error}, function_call {type, id, name, arguments} (id, name and an arguments object
+  required, as FunctionCallStepParam has them; it has no signature: the thought step before it
+  carries one) and function_result {type, call_id, result, is_error, name} (call_id and result
+  required: a string, an object, or a list of contents; name optional, as in
+  FunctionResultStepParam). Any other step type is refused. Contents are text {type, text,
+  annotations}, image, document, audio and video, each with only its SDK keys; a thought's summary
+  holds text and image contents. How function steps pair up and what they may name is checked with
+  the conversation (interactions_conversation.py).
 - `system_instruction` is a string.
 - `generation_config` holds only the SDK's keys: max_output_tokens an integer >= 1 (it bounds
   thought and output together), temperature in [0, 2], top_p in [0, 1], seed an integer,
   stop_sequences a list of strings (never matched), thinking_summaries "auto" or "none" (the
   default: no summary), thinking_level minimal, low, medium, high or xhigh (the model thinks the
   same at every level); the media and tool-choice settings are accepted and ignored.
-- Every other known field (tools, safety_settings, response_format ...) is accepted and ignored.
+- `tools` is a list of the SDK's tool types (ToolParam: function, google_search, code_execution ...);
+  a function tool {type, name, description, parameters, defer_loading, short_description} holds
+  only FunctionParam's keys. The function tools are what the model may call; the other tools are
+  accepted and never used.
+- Every other known field (safety_settings, response_format ...) is accepted and ignored.
 """
 
 from __future__ import annotations
@@ -85,6 +96,8 @@ STEP_KEYS: Mapping[str, frozenset[str]] = {
     "user_input": frozenset({"type", "content"}),
     "thought": frozenset({"type", "signature", "summary"}),
     "model_output": frozenset({"type", "content", "error"}),
+    "function_call": frozenset({"type", "id", "name", "arguments"}),
+    "function_result": frozenset({"type", "call_id", "result", "is_error", "name"}),
 }
 CONTENT_KEYS: Mapping[str, frozenset[str]] = {
     "text": frozenset({"type", "text", "annotations"}),
@@ -94,6 +107,24 @@ CONTENT_KEYS: Mapping[str, frozenset[str]] = {
     "video": frozenset({"type", "data", "mime_type", "name", "processing", "resolution", "uri"}),
 }
 SUMMARY_KEYS: Mapping[str, frozenset[str]] = {name: CONTENT_KEYS[name] for name in ("text", "image")}
+# The tool types of the SDK's ToolParam union; of them only a function tool is ever called here.
+TOOL_TYPES = frozenset(
+    {
+        "code_execution",
+        "computer_use",
+        "file_search",
+        "function",
+        "google_maps",
+        "google_search",
+        "mcp_server",
+        "retrieval",
+        "tool_search",
+        "url_context",
+    }
+)
+FUNCTION_KEYS = frozenset({"type", "name", "description", "parameters", "defer_loading", "short_description"})
+# A function_result's result, when a list, holds these (FunctionResultSubcontentParam).
+RESULT_KEYS: Mapping[str, frozenset[str]] = {**CONTENT_KEYS, "function": FUNCTION_KEYS}
 THINKING_SUMMARIES = ("auto", "none")
 THINKING_LEVELS = ("minimal", "low", "medium", "high", "xhigh")
 # (key, lowest, highest) of the sampling numbers the service range-checks.
@@ -110,6 +141,10 @@ class InteractionRequest:
     stream: bool
     max_output_tokens: int | None
     show_summary: bool
+    store: bool
+    previous_interaction_id: str | None
+    functions: tuple[Mapping[str, object], ...]
+    """The function tools declared, as sent."""
 
 
 def parse_request(body: Mapping[str, object]) -> InteractionRequest:
@@ -124,12 +159,14 @@ def parse_request(body: Mapping[str, object]) -> InteractionRequest:
         raise field_required("model")
     if _boolean(body, "background", default=False):
         raise InvalidRequest("Invalid value at 'background': background interactions are not supported; send false.")
-    _check_continuation(body, store=_boolean(body, "store", default=True))
+    store = _boolean(body, "store", default=True)
+    previous = _previous_interaction(body, store=store)
     stream = _boolean(body, "stream", default=False)
     steps = _input(body.get("input"))
     system = _string(body, "system_instruction") or ""
     max_output_tokens, show_summary = _generation_config(body.get("generation_config"))
-    return InteractionRequest(model, steps, system, stream, max_output_tokens, show_summary)
+    functions = _function_tools(body.get("tools"))
+    return InteractionRequest(model, steps, system, stream, max_output_tokens, show_summary, store, previous, functions)
 
 
 def text_of(content: object, separator: str = "\n") -> str:
@@ -156,17 +193,16 @@ def _boolean(body: Mapping[str, object], name: str, *, default: bool) -> bool:
     return value
 
 
-def _check_continuation(body: Mapping[str, object], *, store: bool) -> None:
+def _previous_interaction(body: Mapping[str, object], *, store: bool) -> str | None:
     previous = _string(body, "previous_interaction_id")
     if previous is not None and not store:
         raise InvalidRequest(
             "Invalid value at 'previous_interaction_id': with store=false no interaction is kept to continue from; "
             "send the whole conversation as `input` instead."
         )
-    if previous is not None:
-        raise InvalidRequest(f"Interaction '{previous}' was not found.", status=404)
     if body.get("continuation_token") is not None:
         raise InvalidRequest("Invalid value at 'continuation_token': not a token this service issued.")
+    return previous
 
 
 def _input(value: object) -> tuple[Step, ...]:
@@ -190,18 +226,79 @@ def _user_turn(content: list[object]) -> Step:
 
 
 def _step(path: str, step: object) -> Step:
-    expected = f"this model declares no tools; its steps are {', '.join(STEP_KEYS)}"
-    step = _typed(path, step, STEP_KEYS, expected)
-    if step["type"] == "thought":
+    step = _typed(path, step, STEP_KEYS, f"one of {', '.join(STEP_KEYS)}")
+    kind = step["type"]
+    if kind == "thought":
         signature = step.get("signature")
         if signature is not None and not isinstance(signature, str):
             raise invalid_value(f"{path}.signature", "TYPE_BYTES", signature)
         _check_contents(f"{path}.summary", step.get("summary", []), SUMMARY_KEYS)
+    elif kind == "function_call":
+        _required_string(step, path, "id")
+        _required_string(step, path, "name")
+        _required(step, path, "arguments", dict, "TYPE_MESSAGE")
+    elif kind == "function_result":
+        _required_string(step, path, "call_id")
+        _required(step, path, "result", (str, dict, list), "a string, an object or a list of contents")
+        if isinstance(step["result"], list):
+            _check_contents(f"{path}.result", step["result"], RESULT_KEYS)
+        _optional(step, path, "name", str, "TYPE_STRING")
+        _optional(step, path, "is_error", bool, "TYPE_BOOL")
     else:
         _check_contents(f"{path}.content", step.get("content", []), CONTENT_KEYS)
     if "error" in step and not isinstance(step["error"], dict):
         raise invalid_value(f"{path}.error", "TYPE_MESSAGE", step["error"])
     return step
+
+
+def _required(step: Step, path: str, key: str, kinds: type | tuple[type, ...], expected: str) -> None:
+    if step.get(key) is None:
+        raise field_required(f"{path}.{key}")
+    if not isinstance(step[key], kinds):
+        raise invalid_value(f"{path}.{key}", expected, step[key])
+
+
+def _required_string(step: Step, path: str, key: str) -> None:
+    """A required string field: an empty one is as unset as a missing one."""
+    if step.get(key) == "":
+        raise field_required(f"{path}.{key}")
+    _required(step, path, key, str, "TYPE_STRING")
+
+
+def _optional(step: Mapping[str, object], path: str, key: str, kind: type, expected: str) -> None:
+    """An optional field: absent or null (unset, as JSON null reads in a proto), else of `kind`."""
+    if step.get(key) is not None and not isinstance(step[key], kind):
+        raise invalid_value(f"{path}.{key}", expected, step[key])
+
+
+def _function_tools(value: object) -> tuple[Mapping[str, object], ...]:
+    """The function tools among `tools`, once every tool is one of the SDK's types."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise invalid_value("tools", "a list of tools", value)
+    functions = []
+    for index, tool in enumerate(value):
+        path = f"tools[{index}]"
+        if not isinstance(tool, dict):
+            raise invalid_value(path, "TYPE_MESSAGE", tool)
+        if tool.get("type") is None:
+            raise field_required(f"{path}.type")
+        if tool["type"] not in TOOL_TYPES:
+            raise invalid_value(f"{path}.type", f"one of {', '.join(sorted(TOOL_TYPES))}", tool["type"])
+        if tool["type"] == "function":
+            _check_function(path, tool)
+            functions.append(tool)
+    return tuple(functions)
+
+
+def _check_function(path: str, tool: Mapping[str, object]) -> None:
+    for key in tool:
+        if key not in FUNCTION_KEYS:
+            raise unknown_field(key, path)
+    for key in ("name", "description", "short_description"):
+        _optional(tool, path, key, str, "TYPE_STRING")
+    _optional(tool, path, "defer_loading", bool, "TYPE_BOOL")
 
 
 def _check_contents(path: str, value: object, types: Mapping[str, frozenset[str]]) -> None:

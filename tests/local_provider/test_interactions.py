@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, get_args
+from typing import Any, get_args, get_type_hints
 
 import httpx2
 import pytest
@@ -25,9 +25,11 @@ from turnstate.local_provider.faults import FAULT_KINDS, Fault
 from turnstate.local_provider.interactions import THOUGHT_SUMMARY
 from turnstate.local_provider.interactions_request import (
     CONTENT_KEYS,
+    FUNCTION_KEYS,
     GENERATION_FIELDS,
     REQUEST_FIELDS,
     STEP_KEYS,
+    TOOL_TYPES,
 )
 from turnstate.local_provider.server import INVALID_API_KEY, LocalProvider
 
@@ -249,6 +251,7 @@ def stream(client: genai.Client, steps: Sequence[Step], **params: Any) -> list[A
 def accumulated(events: Sequence[Any]) -> list[Step]:
     """The steps a client rebuilds from a stream: each step's start, with its deltas folded in."""
     steps: dict[int, Step] = {}
+    arguments: dict[int, str] = {}  # a function call's arguments, as JSON text pieces
     for event in events:
         if event.event_type == "step.start":
             steps[event.index] = event.step.model_dump(mode="json", exclude_unset=True)
@@ -258,9 +261,13 @@ def accumulated(events: Sequence[Any]) -> list[Step]:
                 step["signature"] = delta.signature
             elif delta.type == "thought_summary":
                 step.setdefault("summary", []).append(delta.content.model_dump(mode="json", exclude_unset=True))
+            elif delta.type == "arguments_delta":
+                arguments[event.index] = arguments.get(event.index, "") + delta.arguments
             else:  # text pieces, joined into one text content
                 content = step.setdefault("content", [{"type": "text", "text": ""}])
                 content[-1]["text"] += delta.text
+    for index, text in arguments.items():
+        steps[index]["arguments"] = json.loads(text)
     return [steps[index] for index in sorted(steps)]
 
 
@@ -379,6 +386,8 @@ def _raw_headers(**extra: str) -> dict[str, str]:
 
 VALID: dict[str, Any] = {"model": MODEL, "input": SHOWN, "store": False}
 SIGNED = {"type": "thought", "signature": "x"}
+CALL = {"type": "function_call", "id": "c", "name": "f", "arguments": {}}
+RESULT = {"type": "function_result", "call_id": "c", "result": "ok"}
 INVALID: list[tuple[dict[str, Any], str]] = [
     ({"input": SHOWN}, "Field 'model' is required."),
     ({"model": MODEL}, "Field 'input' is required."),
@@ -391,7 +400,19 @@ INVALID: list[tuple[dict[str, Any], str]] = [
     ({**VALID, "continuation_token": "abc"}, "Invalid value at 'continuation_token'"),
     ({**VALID, "system_instruction": 5}, "Invalid value at 'system_instruction' (TYPE_STRING), 5"),
     ({**VALID, "input": ""}, "Invalid value at 'input'"),
-    ({**VALID, "input": [{"type": "function_call", "name": "f"}]}, "Invalid value at 'input[0].type'"),
+    ({**VALID, "input": [{"type": "function_response", "name": "f"}]}, "Invalid value at 'input[0].type'"),
+    ({**VALID, "input": [{"type": "function_call", "name": "f", "arguments": {}}]}, "Field 'input[0].id' is required."),
+    ({**VALID, "input": [{**CALL, "arguments": "{}"}]}, "Invalid value at 'input[0].arguments' (TYPE_MESSAGE)"),
+    ({**VALID, "input": [{**CALL, "signature": "x"}]}, "Unknown name \"signature\" at 'input[0]'"),
+    ({**VALID, "input": [{"type": "function_result", "call_id": "c"}]}, "Field 'input[0].result' is required."),
+    ({**VALID, "input": [{**RESULT, "result": 5}]}, "Invalid value at 'input[0].result'"),
+    ({**VALID, "input": [{**RESULT, "result": [{"type": "gif"}]}]}, "'input[0].result[0].type'"),
+    ({**VALID, "input": [{**RESULT, "is_error": "no"}]}, "Invalid value at 'input[0].is_error' (TYPE_BOOL)"),
+    ({**VALID, "tools": {"type": "function"}}, "Invalid value at 'tools'"),
+    ({**VALID, "tools": [{"name": "f"}]}, "Field 'tools[0].type' is required."),
+    ({**VALID, "tools": [{"type": "bash"}]}, "Invalid value at 'tools[0].type'"),
+    ({**VALID, "tools": [{"type": "function", "name": "f", "strict": True}]}, "Unknown name \"strict\" at 'tools[0]'"),
+    ({**VALID, "tools": [{"type": "function", "name": 5}]}, "Invalid value at 'tools[0].name' (TYPE_STRING)"),
     ({**VALID, "input": [user("a"), {**SIGNED, "extra": 1}]}, "Unknown name \"extra\" at 'input[1]'"),
     ({**VALID, "input": [{"type": "user_input", "content": [{"type": "text"}]}]}, "'input[0].content[0].text'"),
     ({**VALID, "input": [{"type": "user_input", "content": [{"type": "gif"}]}]}, "'input[0].content[0].type'"),
@@ -443,7 +464,7 @@ def test_the_sdk_raises_a_bad_request_error_with_googles_body(client: genai.Clie
     assert "generation_config.max_output_tokens" in google_error(raised)
 
 
-def test_a_previous_interaction_with_store_is_a_404_since_nothing_is_stored(client: genai.Client) -> None:
+def test_an_unknown_previous_interaction_is_a_404_not_found(client: genai.Client) -> None:
     with pytest.raises(_interactions.NotFoundError) as raised:
         client.interactions.create(model=MODEL, input=DARK, previous_interaction_id="v1_abc")
     assert google_error(raised, "NOT_FOUND") == "Interaction 'v1_abc' was not found."
@@ -457,8 +478,13 @@ def test_the_request_fields_are_the_installed_sdks() -> None:
         "user_input": sdk_types.UserInputStepParam,
         "thought": sdk_types.ThoughtStepParam,
         "model_output": sdk_types.ModelOutputStepParam,
+        "function_call": sdk_types.FunctionCallStepParam,
+        "function_result": sdk_types.FunctionResultStepParam,
     }
     assert {kind: set(param.__annotations__) for kind, param in step_params.items()} == STEP_KEYS
+    tool_params = get_args(sdk_types.ToolParam.__value__)
+    assert {get_args(get_type_hints(param)["type"])[0] for param in tool_params} == TOOL_TYPES
+    assert set(sdk_types.FunctionParam.__annotations__) == FUNCTION_KEYS
     content_params = {
         "text": sdk_types.TextContentParam,
         "image": sdk_types.ImageContentParam,
