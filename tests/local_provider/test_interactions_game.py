@@ -2,8 +2,9 @@
 
 The policy notes a level's beacon only in the thought of the turn that saw it, sealed in that
 thought step's signature, so the game is won only by a client that replays its thought steps
-faithfully (with store=false, every step of every turn); a lossy client loses a level whose beacon
-is not the guessed door A, and one that drops thought steps is refused.
+faithfully (with store=false, every step of every turn) or continues the stored interaction by its
+id; a lossy client loses a level whose beacon is not the guessed door A, and one that drops thought
+steps is refused.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from google.genai import _interactions
 from turnstate.harness.environments import GameState, make_environment
 from turnstate.local_provider.server import LocalProvider
 
-from .test_interactions import Step, accumulated, ask, client_for, replayed, user
+from .test_interactions import MODEL, SUMMARIES, SYSTEM, Step, accumulated, ask, client_for, replayed, text_of, user
+from .test_interactions_functions import SUBMIT, result
 from .test_policy import LOST_MEMORY_SEEDS
 
 MAX_STEPS = 300
@@ -96,3 +98,46 @@ def test_a_replay_that_drops_thought_steps_is_refused(client: genai.Client) -> N
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_replay_that_keeps_only_the_latest_turn_loses(client: genai.Client, seed: int) -> None:
     assert play(client, seed, latest_turn_only, stream=False) is GameState.GAME_OVER
+
+
+def play_stored(client: genai.Client, seed: int) -> GameState:
+    """Play one game sending only each new frame, continuing the previous interaction by its id (store unset)."""
+    env = make_environment("beacon_grid", seed)
+    frame = env.reset()
+    previous: dict[str, str] = {}
+    for _ in range(MAX_STEPS):
+        if frame.state is not GameState.NOT_FINISHED:
+            break
+        reply = client.interactions.create(
+            model=MODEL, input=frame.text, system_instruction=SYSTEM, generation_config=SUMMARIES, **previous
+        )
+        match = ACTION_LINE.search(text_of(reply))
+        assert match is not None, reply
+        previous = {"previous_interaction_id": str(reply.id)}
+        frame = env.step(match.group(1))
+    return frame.state
+
+
+def play_through_the_tool(client: genai.Client, seed: int) -> GameState:
+    """Play one game acting by the model's function calls: each next frame is the call's result."""
+    env = make_environment("beacon_grid", seed)
+    frame = env.reset()
+    history: list[Step] = [user(frame.text)]
+    for _ in range(MAX_STEPS):
+        if frame.state is not GameState.NOT_FINISHED:
+            break
+        reply = ask(client, history, tools=[SUBMIT])
+        assert reply.status == "requires_action", reply
+        call = replayed(reply)[-1]
+        frame = env.step(call["arguments"]["action"])
+        history = [*history, *replayed(reply), result(call, frame.text)]
+    return frame.state
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_game_continued_by_previous_interaction_id_wins(client: genai.Client, seed: int) -> None:
+    assert play_stored(client, seed) is GameState.WIN
+
+
+def test_a_game_played_through_a_function_tool_with_a_faithful_replay_wins(client: genai.Client) -> None:
+    assert play_through_the_tool(client, SEEDS[0]) is GameState.WIN
