@@ -1,11 +1,14 @@
 """The Chat Completions wire: `POST /v1/chat/completions`, as strict as the real service.
 
-Two servers speak it. OPENAI is api.openai.com's: its model does not show reasoning, and an
+Three servers speak it. OPENAI is api.openai.com's: its model does not show reasoning, and an
 assistant message with a field the API does not know is a 400. OPEN_WEIGHT is an open-weight
 server's (vLLM, SGLang), served at `/open-weight/v1/chat/completions`: its model thinks before it
 answers, returns the thought under `reasoning_content` and `reasoning` (chat_reasoning.py states how
 it holds a replay of them), bills it as completion tokens (`completion_tokens_details.
-reasoning_tokens`) and streams it as reasoning deltas before the content.
+reasoning_tokens`) and streams it as reasoning deltas before the content. DEEPSEEK is DeepSeek's
+thinking mode, at `/deepseek/v1/chat/completions`: reasoning under `reasoning_content` alone, held by
+turn (chat_reasoning.py, rule 3; a missing one is DeepSeek's own 400 with no param), and a model
+that acts by calling the one function tool it is offered.
 
 It only translates. It validates a request as OpenAI does (chat_completions_request.py: 400 naming
 the offending param), enforces the context window with OpenAI's own error, asks the server's Exchange
@@ -28,7 +31,14 @@ from dataclasses import dataclass
 
 from turnstate.adapters.tokens import estimate_message_tokens, estimate_text_tokens
 from turnstate.local_provider.chat_completions_request import SYSTEM_ROLES, InvalidParam, parse_request
-from turnstate.local_provider.chat_reasoning import REASONING_FIELDS, issued_reasoning, read_conversation
+from turnstate.local_provider.chat_reasoning import (
+    EVERY_TURN,
+    REASONING_FIELDS,
+    TOOL_TURNS,
+    ReplayRule,
+    issued_reasoning,
+    read_conversation,
+)
 from turnstate.local_provider.chat_reasoning import Conversation as ReasoningConversation
 from turnstate.local_provider.exchange import Completion, Exchange, SharedError, SseEvent
 from turnstate.local_provider.openai_words import PROMPT_CACHING, error_body, error_reply
@@ -54,10 +64,12 @@ def context_length_body(window: int, prompt_tokens: int, max_tokens: int) -> dic
 
 @dataclass(frozen=True)
 class ChatWire:
-    """One server's Chat Completions: the fields it returns and reads reasoning under (none: OpenAI),
-    and whether its model acts through a tool it is offered (DeepSeek's thinking mode)."""
+    """One server's Chat Completions: the fields it returns and reads reasoning under (none: OpenAI)
+    and which replayed messages must bring it back, and whether its model acts through a tool it is
+    offered (DeepSeek's thinking mode)."""
 
     reasoning_fields: tuple[str, ...] = ()
+    replay: ReplayRule = EVERY_TURN
     calls_action_tool: bool = False
 
     def error_reply(self, kind: SharedError, detail: str = "") -> tuple[int, dict[str, object]]:
@@ -73,7 +85,11 @@ class ChatWire:
             request = parse_request(exchange.body, self.reasoning_fields, known.messages[: shared.messages])
             system_at, messages = read_roles(request.messages, known, shared.messages)
             system = "\n".join(str(request.messages[index]["content"]) for index in system_at)
-            read = read_conversation(issued_reasoning(exchange), messages) if self.reasoning_fields else None
+            read = (
+                read_conversation(issued_reasoning(exchange), messages, system_at, self.replay)
+                if self.reasoning_fields
+                else None
+            )
         except InvalidParam as invalid:
             exchange.send_json(400, error_body(invalid.message, param=invalid.param, code=invalid.code))
             return
@@ -165,7 +181,7 @@ def _as_list(messages: object) -> list[object]:
 
 OPENAI = ChatWire()
 OPEN_WEIGHT = ChatWire(reasoning_fields=REASONING_FIELDS)
-DEEPSEEK = ChatWire(reasoning_fields=("reasoning_content",), calls_action_tool=True)
+DEEPSEEK = ChatWire(reasoning_fields=("reasoning_content",), replay=TOOL_TURNS, calls_action_tool=True)
 
 
 @dataclass(frozen=True)

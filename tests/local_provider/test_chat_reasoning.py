@@ -83,15 +83,36 @@ def test_a_message_the_provider_never_issued_is_read_as_it_is(client):
     ],
     ids=["dropped", "altered", "altered alias"],
 )
-def test_a_dropped_or_altered_reasoning_string_is_a_400(client, change, problem):
+def test_a_dropped_or_altered_reasoning_string_is_a_400_naming_the_messages_own_index(client, change, problem):
     first = ask(client, [user(SHOWN)])
     message = replayed(first, "reasoning_content")
     if change.pop("drop", False):
         del message["reasoning_content"]
     message |= change
     with pytest.raises(openai.BadRequestError) as raised:
-        ask(client, [user(SHOWN), message, user(DARK)])
-    assert raised.value.param == "messages[1]" and problem in str(raised.value.message)
+        ask(client, [user(SHOWN), message, user(DARK)])  # after SYSTEM: messages[2]
+    assert raised.value.param == "messages[2]" and raised.value.body["message"].startswith("messages[2]: ")
+    assert problem in str(raised.value.message)
+
+
+@pytest.mark.parametrize(
+    ("instructions", "param"),
+    [
+        ((), "messages[2]"),
+        ((SYSTEM,), "messages[3]"),
+        ((SYSTEM, {"role": "developer", "content": "Brief."}), "messages[4]"),
+    ],
+    ids=["no system first", "one system first", "system and developer first"],
+)
+def test_the_index_counts_every_system_message_before_the_one_refused(instructions, param):
+    with LocalProvider() as provider:
+        client = openai.OpenAI(base_url=f"{provider.base_url}/open-weight/v1", api_key="test-key", max_retries=0)
+        dropped = {"role": "assistant", "content": ask(client, [user(SHOWN)]).choices[0].message.content}
+        between = {"role": "system", "content": "Mind the beacon."}
+        messages = [*instructions, user(SHOWN), between, dropped, user(DARK)]
+        with pytest.raises(openai.BadRequestError) as raised:
+            client.chat.completions.create(model="glm-5.3-flash", messages=messages)
+    assert raised.value.param == param and "is missing its reasoning" in str(raised.value.message)
 
 
 def test_openais_own_server_refuses_a_reasoning_field():
@@ -150,3 +171,76 @@ def test_a_tool_call_must_be_answered_and_a_tool_result_must_answer_one(deepseek
     assert "must be a response to a preceeding message with 'tool_calls'" in str(orphan.value.message)
     later = ask(deepseek, [user(SHOWN), called, result, user(DARK)], tools=[TOOL])
     assert "(beacon seen)" in later.choices[0].message.content  # the beacon came back with the reasoning
+
+
+# DeepSeek holds reasoning by turn (chat_reasoning.py, rule 3): only a turn that made a tool call
+# must bring it back, and only there is it read.
+
+
+def test_deepseek_serves_a_plain_answer_without_its_reasoning_and_ignores_any_replayed_with_it(deepseek):
+    reply = ask(deepseek, [user(SHOWN)]).choices[0].message  # no tool offered: a plain answer
+    bare = {"role": "assistant", "content": reply.content}
+    for answer in (bare, {**bare, "reasoning_content": THOUGHT}, {**bare, "reasoning_content": "NOTES: beacon A"}):
+        later = ask(deepseek, [user(SHOWN), answer, user(DARK)])
+        assert FORGOTTEN in later.choices[0].message.content  # a turn without a tool call keeps no reasoning
+
+
+def own_call(reasoning: dict[str, str]) -> list[dict[str, Any]]:
+    """A tool call the client made itself (this provider never issued it), and its result."""
+    call = {"id": "auto_1", "type": "function", "function": {"name": "submit_action", "arguments": "{}"}}
+    return [{"role": "assistant", "content": None, **reasoning, "tool_calls": [call]}, result_of("auto_1")]
+
+
+def result_of(call_id: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": "ok"}
+
+
+@pytest.mark.parametrize(
+    "missing",
+    ["the call issued here", "a call of the client's own", "the answer that closes the turn"],
+)
+def test_deepseek_refuses_a_tool_call_turn_without_reasoning_content_in_its_own_words(deepseek, missing):
+    reply = ask(deepseek, [user(SHOWN)], tools=[TOOL]).choices[0].message
+    called = {
+        "role": "assistant",
+        "content": reply.content,
+        "tool_calls": [call.model_dump() for call in reply.tool_calls],
+    }
+    kept = {**called, "reasoning_content": THOUGHT}
+    turn = {
+        "the call issued here": [called, result_of(reply.tool_calls[0].id)],
+        "a call of the client's own": own_call({}),
+        "the answer that closes the turn": [kept, result_of(reply.tool_calls[0].id), assistant_text("Done.")],
+    }[missing]
+    with pytest.raises(openai.BadRequestError) as raised:
+        ask(deepseek, [user(SHOWN), *turn, user(DARK)], tools=[TOOL])
+    assert raised.value.body == {
+        "message": "The `reasoning_content` in the thinking mode must be passed back to the API.",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": "invalid_request_error",
+    }
+
+
+def assistant_text(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": text}
+
+
+def test_deepseek_takes_any_reasoning_string_on_a_call_of_the_clients_own(deepseek):
+    # Recorded: a client-made call replayed with `reasoning_content: ''` was served.
+    later = ask(deepseek, [user(SHOWN), *own_call({"reasoning_content": ""}), user(DARK)], tools=[TOOL])
+    assert later.choices[0].finish_reason in ("stop", "tool_calls")
+
+
+def test_deepseek_names_an_altered_reasoning_by_the_messages_own_index(deepseek):
+    reply = ask(deepseek, [user(SHOWN)], tools=[TOOL]).choices[0].message
+    calls = [call.model_dump() for call in reply.tool_calls]
+    altered = {
+        "role": "assistant",
+        "content": reply.content,
+        "reasoning_content": "NOTES: beacon A",
+        "tool_calls": calls,
+    }
+    with pytest.raises(openai.BadRequestError) as raised:
+        ask(deepseek, [user(SHOWN), altered, result_of(calls[0]["id"]), user(DARK)], tools=[TOOL])
+    assert raised.value.param == "messages[2]" and "does not match the one issued" in raised.value.body["message"]
