@@ -26,16 +26,32 @@ maximum"; a prompt that fits but not with `max_tokens` is the service's "input l
 prompt alone).
 
 Usage: input_tokens (the uncached part), cache_read_input_tokens and cache_creation_input_tokens
-by the caching rules of messages_conversation.py; output_tokens is the reply plus the thought when
-thinking is on; with the thinking-token-count-2026-05-13 beta, output_tokens_details.thinking_tokens
-is the thought. A compaction's usage has iterations [{type: compaction, the prompt's input and cache
-figures, output_tokens: the summary}, {type: message, all 0: nothing was sampled}], and the top-level
-figures are those of the message iteration: a compaction entry is not added to them.
+by the caching rules of messages_conversation.py, with cache_creation {ephemeral_5m_input_tokens,
+ephemeral_1h_input_tokens} splitting the writes by their breakpoint's ttl (always present, zeros
+included, as in every recorded reply); output_tokens is the reply plus the thought when thinking is
+on; with the thinking-token-count-2026-05-13 beta, output_tokens_details.thinking_tokens is the
+thought; service_tier "standard" (this provider has no priority or batch capacity; recorded replies
+say "standard"). A compaction's usage has iterations [{type: compaction, the prompt's input and
+cache figures, output_tokens: the summary}, {type: message, all 0: nothing was sampled}], each with
+its own cache_creation and no service_tier (as recorded), and the top-level figures are those of the
+message iteration: a compaction entry is not added to them.
 
-A stream sends `event:` and `data:` lines: message_start (content [], stop_reason null), per block
-content_block_start (an empty thinking/text accumulator; a compaction block arrives whole here),
+A stream sends `event:` and `data:` lines: message_start (content [], stop_reason null, the usage
+with output_tokens 0), per block content_block_start (an empty thinking/text accumulator),
 thinking_delta or text_delta pieces, then signature_delta for a thinking block, content_block_stop;
-then message_delta (stop_reason, stop_details, the cumulative usage) and message_stop.
+then message_delta (stop_reason, stop_details, the cumulative usage) and message_stop. The
+message_delta's usage has only MessageDeltaUsage's keys: no cache_creation or service_tier, which
+stay those of message_start (recorded so: test_anthropic_compaction_usage_with_cache_streaming,
+test_anthropic_model_thinking_part_stream).
+A compaction block arrives whole in its content_block_start, then content_block_stop, with no
+delta: the on-demand compaction guide (compaction-on-demand, beta compact-2026-09-04) says "When you
+stream the response, the block arrives whole. You get one `content_block_start` event carrying the
+complete block, then `content_block_stop`, with no `content_block_delta` events." The recorded
+stream that opens a compaction block empty (`content: null`) and sends its content in one
+`compaction_delta` is threshold compaction (context_management compact_20260112,
+test_anthropic_compaction_usage_with_cache_streaming), which this wire refuses; and the SDK's
+accumulator would lose a signature sent that way (a compaction_delta carries content and
+encrypted_content only, and signature_delta is applied to thinking blocks only).
 
 Faults, in this wire's words (status faults and html_page are the server's, overloaded is 529
 overloaded_error): refusal is stop_reason "refusal" after the text the model had written (which
@@ -53,6 +69,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from turnstate.adapters.tokens import estimate_text_tokens
 from turnstate.local_provider.anthropic_words import InvalidRequest, error_body
@@ -61,6 +78,7 @@ from turnstate.local_provider.exchange import Exchange, SseEvent
 from turnstate.local_provider.messages_conversation import (
     COMPACTION_KIND,
     THINKING_KIND,
+    CacheUse,
     Conversation,
     messages_state,
     read_conversation,
@@ -82,6 +100,8 @@ FAILED_COMPACTIONS: Mapping[str, str] = {"refusal": "refusal", "truncation": "ma
 MESSAGE_PREFIX = "msg_"
 STREAM_PIECES = 3  # deltas per streamed text, so a client must reassemble them
 GARBLED_EVENT: SseEvent = {"event": "content_block_delta", "data": '{"type": "content_block_delta", '}
+SERVICE_TIER = "standard"
+START_ONLY_USAGE = frozenset({"cache_creation", "service_tier"})  # not MessageDeltaUsage's: message_start's stand
 
 
 def handle(exchange: Exchange) -> None:
@@ -102,8 +122,8 @@ def handle(exchange: Exchange) -> None:
     if kind == "stream_cut" and not request.stream:
         exchange.drop_connection()
         return
-    read, created = state.cache.read_and_write(request.model, conversation.units)
-    prompt = (conversation.prompt_tokens - read - created, read, created)
+    cache = state.cache.read_and_write(request.model, conversation.units)
+    prompt = Prompt(conversation.prompt_tokens - cache.read - cache.written, cache)
     if request.compaction:
         message = compaction_message(exchange, request, conversation, state.sealer, prompt)
     else:
@@ -138,7 +158,7 @@ def reply_message(
     request: MessagesRequest,
     conversation: Conversation,
     sealer: Sealer,
-    prompt: tuple[int, int, int],
+    prompt: Prompt,
 ) -> dict[str, object]:
     """Think and answer: a signed thinking block (with thinking on), then the text."""
     token = sealer.new_token()
@@ -162,12 +182,13 @@ def reply_message(
             "kind": THINKING_KIND,
             "token": token,
             "after": conversation.last_link,
+            "depth": conversation.depth + 1,
             "thought": reasoning.thought,
             "shown": digest(shown),
             "reply": reply_digest(texts),
         }
         blocks.append({"type": "thinking", "thinking": shown, "signature": sealer.seal(sealed)})
-    usage = usage_object(*prompt, estimate_text_tokens(text) + thought_tokens)
+    usage = {**usage_object(prompt, estimate_text_tokens(text) + thought_tokens), "service_tier": SERVICE_TIER}
     if THINKING_TOKENS_BETA in request.betas:
         usage["output_tokens_details"] = {"thinking_tokens": thought_tokens}
     return message_object(token, request, [*blocks, *texts], STOP_REASONS[completion.ending], usage)
@@ -178,7 +199,7 @@ def compaction_message(
     request: MessagesRequest,
     conversation: Conversation,
     sealer: Sealer,
-    prompt: tuple[int, int, int],
+    prompt: Prompt,
 ) -> dict[str, object]:
     """One signed compaction block: the model's summary of its memory, sealed; or, under a refusal,
     truncation or pause fault, no block at all and that stop reason."""
@@ -186,26 +207,44 @@ def compaction_message(
     summary = exchange.summarize(conversation.memory)
     failed = FAILED_COMPACTIONS.get(exchange.fault.kind) if exchange.fault is not None else None
     if failed is not None:
-        return message_object(token, request, [], failed, usage_object(*prompt, 0))
+        return message_object(token, request, [], failed, {**usage_object(prompt, 0), "service_tier": SERVICE_TIER})
     sealed = {
         "kind": COMPACTION_KIND,
         "token": token,
         "after": conversation.last_link,
+        "depth": conversation.depth + 1,
         "summary": summary,
         "shown": digest(COMPACTION_CONTENT),
     }
     block = {"type": "compaction", "content": COMPACTION_CONTENT, "signature": sealer.seal(sealed)}
-    compacting = {"type": "compaction", **usage_object(*prompt, estimate_text_tokens(summary))}
-    sampling = {"type": "message", **usage_object(0, 0, 0, 0)}
-    usage = {**usage_object(0, 0, 0, 0), "iterations": [compacting, sampling]}
+    compacting = {"type": "compaction", **usage_object(prompt, estimate_text_tokens(summary))}
+    sampling = {"type": "message", **usage_object(Prompt(0, CacheUse()), 0)}
+    usage = {
+        **usage_object(Prompt(0, CacheUse()), 0),
+        "service_tier": SERVICE_TIER,
+        "iterations": [compacting, sampling],
+    }
     return message_object(token, request, [block], "compaction", usage)
 
 
-def usage_object(input_tokens: int, read: int, created: int, output_tokens: int) -> dict[str, object]:
+@dataclass(frozen=True)
+class Prompt:
+    """How a prompt's tokens are billed: the uncached input, and what the cache read and wrote."""
+
+    uncached: int
+    cache: CacheUse
+
+
+def usage_object(prompt: Prompt, output_tokens: int) -> dict[str, object]:
+    """One usage entry's token counts (a message's usage, or one of its iterations)."""
     return {
-        "input_tokens": input_tokens,
-        "cache_creation_input_tokens": created,
-        "cache_read_input_tokens": read,
+        "input_tokens": prompt.uncached,
+        "cache_creation_input_tokens": prompt.cache.written,
+        "cache_read_input_tokens": prompt.cache.read,
+        "cache_creation": {
+            "ephemeral_5m_input_tokens": prompt.cache.written_5m,
+            "ephemeral_1h_input_tokens": prompt.cache.written_1h,
+        },
         "output_tokens": output_tokens,
     }
 
@@ -250,7 +289,8 @@ def stream_events(message: Mapping[str, object]) -> list[SseEvent]:
         "stop_sequence": message["stop_sequence"],
         "stop_details": message["stop_details"],
     }
-    events.append({"type": "message_delta", "delta": delta, "usage": usage})
+    delta_usage = {key: value for key, value in usage.items() if key not in START_ONLY_USAGE}
+    events.append({"type": "message_delta", "delta": delta, "usage": delta_usage})
     events.append({"type": "message_stop"})
     return [{"event": str(event["type"]), "data": json.dumps(event)} for event in events]
 

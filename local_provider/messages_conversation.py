@@ -1,46 +1,71 @@
 """The Messages wire's replay rules, what its model reads, its token estimate and its prompt cache.
 
-Opaque state. Every reply of one request is built from one token T (sealed.py). A thinking block's
-`signature` seals {kind, token, after, thought, shown, reply}: the private thought, a digest of the
-readable `thinking` text, a digest of the rest of its assistant message (its text and tool_use
-blocks), and `after`, the chain element it followed (the token of the previous thinking block or
-compaction the model had read, or None). A compaction block's `signature` seals {kind, token, after,
-summary, shown}: the model's summary of its memory and a digest of the readable `content`.
+Turns. Consecutive messages of one role are one turn, their blocks in order (the SDK's `messages`
+docstring: "Consecutive `user` or `assistant` turns in your request will be combined into a single
+turn"); every rule below reads turns, and names a block by the path it was sent at.
 
-Rules, checked from the latest compaction on (messages before it are tolerated and not read):
-1. Compaction. A compaction block comes first in its assistant message. The latest one whose
-   content is not null (a null one is a failed compaction: a no-op) must open under the provider's
-   key and match its content, else 400 "Invalid `signature` in `compaction` block". Its summary is
-   the first entry of the model's memory and the first element of the chain.
+Opaque state. Every reply of one request is built from one token T (sealed.py). A thinking block's
+`signature` seals {kind, token, after, depth, thought, shown, reply}: the private thought, a digest
+of the readable `thinking` text, a digest of the rest of its assistant turn (its text and tool_use
+blocks), `after`, the chain element it followed (the token of the previous thinking block or
+compaction the model had read, or None), and `depth`, that element's depth plus one (0 after none).
+A compaction block's `signature` seals {kind, token, after, depth, summary, shown}: the model's
+summary of its memory and a digest of the readable `content`.
+
+Rules, checked from the latest compaction on (turns before it are tolerated and not read):
+1. Compaction. A compaction block comes first in its assistant turn. The latest one whose content
+   is not null (a null one is a failed compaction: a no-op) must open under the provider's key and
+   match its content, else 400 "Invalid `signature` in `compaction` block". Its summary is the
+   first entry of the model's memory and the first element of the chain.
 2. Altered. A thinking block must open under the provider's key and match its own `thinking` text
-   and the rest of its message, else 400 "Invalid `signature` in `thinking` block" (so a thinking
+   and the rest of its turn, else 400 "Invalid `signature` in `thinking` block" (so a thinking
    block moved into another turn fails too). A redacted_thinking block is never issued here, so
    its data never verifies.
-3. Misordered. A thinking block comes first in its assistant message (after a compaction block, if
+3. Misordered. A thinking block comes first in its assistant turn (after a compaction block, if
    any), else 400. After the first chain element read (the conversation may begin at any whole
    turn: dropping old turns only loses what they held), each thinking block must follow the
-   element it followed when it was produced, else 400.
-4. Dropped. With thinking on, every assistant message read must start with a thinking block, else
-   400 "Expected `thinking` or `redacted_thinking`, but found `text`", as the real service words it.
+   element read before it: it was produced after it (`after` is that element), or after elements
+   the request left out (its `depth` is more than one past that element's), else 400. So thinking
+   dropped from earlier turns is allowed, and only forgets; a block that is moved, swapped,
+   repeated or from another branch of the conversation is not.
+4. Dropped. With thinking on, the first assistant turn of an open tool loop (the turns after the
+   last user turn without a tool_result, when the request ends with a user turn that has one) must
+   start with a thinking block, else 400 "Expected `thinking` or `redacted_thinking`, but found
+   `text`. When `thinking` is enabled, a final `assistant` message must start with a thinking
+   block (preceeding the lastmost set of `tool_use` and `tool_result` blocks)...", as the real
+   service words it. Any other assistant turn may lack one: recorded, claude-sonnet-4 accepted
+   thinking on with a final assistant turn of text blocks only, followed by a user text turn
+   (test_anthropic_model_thinking_part_from_other_model); the extended-thinking docs: "During tool
+   use, you must pass thinking blocks back to the API for the last assistant message", while
+   thinking blocks "from prior assistant role turns" may be omitted. The loop's later assistant
+   turns are exempt too: without interleaved thinking the model writes none after a tool result
+   (recorded in test_anthropic_tool_with_thinking).
 
-What the model reads: the system prompt, the current turn (the text of the user messages after the
-last assistant message), and its memory: the latest compaction's summary, then the thought of every
-thinking block after it, in order. Never the text of older user messages.
+What the model reads: the system prompt, the current turn (the text of the user turn after the last
+assistant turn, as one message), and its memory: the latest compaction's summary, then the thought
+of every thinking block after it, in order. Never the text of older user turns.
 
-Token estimate: the system prompt counts as one message; every message costs the per-message
-overhead plus the estimate of its blocks' text, where a thinking block's text is its `thinking`
-and its signature, a compaction's its content and signature (opaque state weighs what it is long),
-a tool_use's its name and input JSON. Every message is counted, those before a compaction included.
+Token estimate: the system prompt counts as one message; every turn costs the per-message overhead
+plus the estimate of its blocks' text, where a thinking block's text is its `thinking` and its
+signature, a compaction's its content and signature (opaque state weighs what it is long), a
+tool_use's its name and input JSON, a document's its readable text (a PDF or URL source, like an
+image, weighs nothing here). Every turn is counted, those before a compaction included.
 
 Prompt caching (`PromptCache`, Anthropic's documented rules, simplified): the prompt is a list of
-blocks (system blocks, then each message's blocks). A breakpoint is a block with `cache_control`, or,
+blocks (system blocks, then each turn's blocks). A breakpoint is a block with `cache_control`, or,
 with the top-level `cache_control` (automatic caching), the last block; at most 4. A request writes
 the prefix ending at each breakpoint that is at least 1,024 tokens long; it reads the longest prefix,
 ending at any block boundary up to its last breakpoint, that an earlier request of the same model
 wrote. cache_read_input_tokens is that prefix's length; cache_creation_input_tokens is what the
 longest written prefix adds beyond it; input_tokens is the rest. Without a breakpoint nothing is read
 or written. A block's `cache_control` is not part of what is compared, so a breakpoint may move.
-Time to live is not modelled: an entry lives as long as its provider.
+The writes are split by the ttl of the breakpoint that wrote them ("Mixing different TTLs" in the
+prompt-caching guide): with A the read prefix, B the longest prefix a 1h breakpoint writes (or A),
+C the longest written prefix, cache_creation.ephemeral_1h_input_tokens is B - A and
+ephemeral_5m_input_tokens is C - B. A 1h breakpoint after a 5m one is a 400, "a ttl='1h'
+cache_control block must not come after a ttl='5m' cache_control block" (the service's words, as
+quoted in a public write-up of the error). Time to live is not modelled otherwise: an entry lives as
+long as its provider.
 """
 
 from __future__ import annotations
@@ -49,17 +74,18 @@ import hashlib
 import json
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from turnstate.adapters.tokens import MESSAGE_OVERHEAD_TOKENS, estimate_text_tokens
 from turnstate.local_provider.anthropic_words import MAX_BREAKPOINTS, MIN_CACHEABLE_TOKENS, InvalidRequest
 from turnstate.local_provider.exchange import Exchange
-from turnstate.local_provider.messages_request import Block, MessagesRequest, text_of
+from turnstate.local_provider.messages_request import Block, MessagesRequest, cache_ttl, text_of
 from turnstate.local_provider.sealed import Sealer, digest
 
 STATE_NAME = "anthropic.messages"
 THINKING_KIND, COMPACTION_KIND = "anthropic.thinking", "anthropic.compaction"
 THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})
+THINKING_DOCS = "https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
 
 
 class PromptCache:
@@ -69,29 +95,72 @@ class PromptCache:
         self._written: set[bytes] = set()
         self._lock = threading.Lock()
 
-    def read_and_write(self, model: str, units: Sequence[PromptUnit]) -> tuple[int, int]:
-        """(cache_read_input_tokens, cache_creation_input_tokens) of a prompt; records its writes."""
-        ends = [index for index, unit in enumerate(units) if unit.breakpoint]
+    def read_and_write(self, model: str, units: Sequence[PromptUnit]) -> CacheUse:
+        """What a prompt reads from the cache and writes to it; records its writes."""
+        ends = [index for index, unit in enumerate(units) if unit.ttl is not None]
         if not ends:
-            return 0, 0
+            return CacheUse()
         keys, lengths = _prefix_keys(model, units)
         writes = [index for index in ends if lengths[index] >= MIN_CACHEABLE_TOKENS]
         with self._lock:
             hits = [index for index in range(ends[-1] + 1) if keys[index] in self._written]
             self._written.update(keys[index] for index in writes)
         read = lengths[hits[-1]] if hits else 0
-        written = lengths[writes[-1]] if writes else 0
-        return read, max(0, written - read)
+        longest = lengths[writes[-1]] if writes else 0
+        hour = max([read, *(lengths[index] for index in writes if units[index].ttl == "1h")])
+        return CacheUse(read, written_5m=max(0, longest - hour), written_1h=hour - read)
+
+
+@dataclass(frozen=True)
+class CacheUse:
+    """What a prompt read from the cache, and what it wrote, by the ttl of the breakpoint that wrote it."""
+
+    read: int = 0
+    written_5m: int = 0
+    written_1h: int = 0
+
+    @property
+    def written(self) -> int:
+        return self.written_5m + self.written_1h
 
 
 @dataclass(frozen=True)
 class PromptUnit:
-    """One block of the prompt as the cache and the estimate see it."""
+    """One block of the prompt as the cache and the estimate see it; `ttl` is its breakpoint's, None
+    when it is not a breakpoint; `path` is where it was sent."""
 
     role: str
     block: Block
     tokens: int
-    breakpoint: bool
+    ttl: str | None = None
+    path: str = ""
+
+
+@dataclass(frozen=True)
+class Turn:
+    """Consecutive messages of one role, read as one turn: their blocks in order, each with the path
+    it was sent at."""
+
+    role: str
+    blocks: tuple[Block, ...]
+    paths: tuple[str, ...]
+
+    def has(self, kind: str) -> bool:
+        return any(block.get("type") == kind for block in self.blocks)
+
+
+def turns_of(messages: Sequence[Mapping[str, object]]) -> tuple[Turn, ...]:
+    """The request's messages as turns: consecutive messages of one role combined."""
+    turns: list[Turn] = []
+    for index, message in enumerate(messages):
+        blocks = _blocks(message)
+        paths = tuple(f"messages.{index}.content.{position}" for position in range(len(blocks)))
+        if turns and turns[-1].role == message["role"]:
+            last = turns.pop()
+            turns.append(Turn(last.role, last.blocks + tuple(blocks), last.paths + paths))
+        else:
+            turns.append(Turn(str(message["role"]), tuple(blocks), paths))
+    return tuple(turns)
 
 
 @dataclass(frozen=True)
@@ -118,6 +187,7 @@ class Conversation:
     current: tuple[Mapping[str, object], ...]
     memory: tuple[str, ...]
     last_link: str | None
+    depth: int  # the depth of the last chain element read, -1 when none was
     units: tuple[PromptUnit, ...]
 
     @property
@@ -136,76 +206,74 @@ def reply_digest(blocks: Sequence[Block]) -> str:
 
 
 def read_conversation(sealer: Sealer, request: MessagesRequest) -> Conversation:
-    """Hold the request's messages to the module's rules; the conversation as the model reads it."""
-    messages = request.messages
-    start = _latest_compaction(messages)
+    """Hold the request's turns to the module's rules; the conversation as the model reads it."""
+    turns = turns_of(request.messages)
+    start = _latest_compaction(turns)
     memory: list[str] = []
     link: str | None = None
+    depth = -1
     if start is not None:
-        payload = _opened(sealer, messages[start], start, 0, COMPACTION_KIND)
+        payload = _opened(sealer, turns[start], 0, COMPACTION_KIND)
         memory.append(str(payload.get("summary", "")))
-        link = str(payload["token"])
+        link, depth = str(payload["token"]), _depth(payload)
     chained = link is not None
-    for index in range(start or 0, len(messages)):
-        message = messages[index]
-        if message["role"] != "assistant":
+    opener = _tool_loop_opener(turns)
+    for index in range(start or 0, len(turns)):
+        turn = turns[index]
+        if turn.role != "assistant":
             continue
-        blocks = _blocks(message)
-        first = 1 if blocks[0].get("type") == "compaction" else 0
-        for position, block in enumerate(blocks):
-            kind = block.get("type")
-            if kind == "compaction" and position != 0:
-                raise InvalidRequest(
-                    f"messages.{index}.content.{position}: a `compaction` block must come first in its message"
-                )
-            if kind in THINKING_TYPES and position != first:
-                raise InvalidRequest(
-                    f"messages.{index}.content.{position}: `{kind}` blocks must come first in an `assistant` message"
-                )
-        if first == len(blocks):
+        first = _check_order(turn)
+        if first == len(turn.blocks):
             continue  # a compaction alone: it was read above, or it is an earlier one, not read
-        if blocks[first].get("type") in THINKING_TYPES:
-            payload = _opened(sealer, message, index, first, THINKING_KIND)
-            if chained and payload.get("after") != link:
+        if turn.blocks[first].get("type") in THINKING_TYPES:
+            payload = _opened(sealer, turn, first, THINKING_KIND)
+            if chained and not _follows(payload, link, depth):
                 raise InvalidRequest(
-                    f"messages.{index}.content.{first}: this `thinking` block was produced in another place in the "
-                    "conversation; replay thinking blocks verbatim, in their own turns and in the order they were produced"
+                    f"{turn.paths[first]}: this `thinking` block was produced in another place in the conversation; "
+                    "replay thinking blocks verbatim, in their own turns and in the order they were produced"
                 )
             memory.append(str(payload.get("thought", "")))
-            link, chained = str(payload["token"]), True
-        elif request.thinking:
-            found = blocks[first].get("type")
+            link, depth, chained = str(payload["token"]), _depth(payload), True
+        elif request.thinking and index == opener:
+            found = turn.blocks[first].get("type")
             raise InvalidRequest(
-                f"messages.{index}.content.{first}.type: Expected `thinking` or `redacted_thinking`, but found `{found}`. "
-                "When `thinking` is enabled, an `assistant` message must start with a thinking block. "
-                "We recommend you include thinking blocks from previous turns."
+                f"{turn.paths[first]}.type: Expected `thinking` or `redacted_thinking`, but found `{found}`. "
+                "When `thinking` is enabled, a final `assistant` message must start with a thinking block "
+                "(preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include "
+                f"thinking blocks from previous turns. To avoid this requirement, disable `thinking`. "
+                f"Please consult our documentation at {THINKING_DOCS}"
             )
     return Conversation(
         system="\n".join(str(block.get("text", "")) for block in request.system),
-        current=_current_turn(messages),
+        current=_current_turn(turns),
         memory=tuple(memory),
         last_link=link,
-        units=prompt_units(request),
+        depth=depth,
+        units=prompt_units(request, turns),
     )
 
 
-def prompt_units(request: MessagesRequest) -> tuple[PromptUnit, ...]:
-    """The prompt's blocks in order, each with its estimate and whether it is a cache breakpoint."""
+def prompt_units(request: MessagesRequest, turns: Sequence[Turn]) -> tuple[PromptUnit, ...]:
+    """The prompt's blocks in order, each with its estimate and its breakpoint's ttl, if it is one."""
+    parts = [Turn("system", request.system, tuple(f"system.{index}" for index in range(len(request.system))))]
     units: list[PromptUnit] = []
-    for position, block in enumerate(request.system):
-        overhead = MESSAGE_OVERHEAD_TOKENS if position == 0 else 0
-        units.append(PromptUnit("system", block, overhead + block_tokens(block), _marked(block)))
-    for message in request.messages:
-        for position, block in enumerate(_blocks(message)):
+    for turn in (*parts, *turns):
+        for position, (block, path) in enumerate(zip(turn.blocks, turn.paths, strict=True)):
             overhead = MESSAGE_OVERHEAD_TOKENS if position == 0 else 0
-            units.append(PromptUnit(str(message["role"]), block, overhead + block_tokens(block), _marked(block)))
-    if request.automatic_cache and units:
-        units[-1] = PromptUnit(units[-1].role, units[-1].block, units[-1].tokens, True)
-    breakpoints = sum(unit.breakpoint for unit in units)
-    if breakpoints > MAX_BREAKPOINTS:
+            units.append(PromptUnit(turn.role, block, overhead + block_tokens(block), cache_ttl(block), path))
+    if request.automatic_cache is not None and units and units[-1].ttl is None:
+        units[-1] = replace(units[-1], ttl=request.automatic_cache)
+    ttls = [unit for unit in units if unit.ttl is not None]
+    if len(ttls) > MAX_BREAKPOINTS:
         raise InvalidRequest(
-            f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {breakpoints}."
+            f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {len(ttls)}."
         )
+    for before, after in zip(ttls, ttls[1:], strict=False):
+        if (before.ttl, after.ttl) == ("5m", "1h"):
+            raise InvalidRequest(
+                f"{after.path}.cache_control.ttl: a ttl='1h' cache_control block must not come after "
+                "a ttl='5m' cache_control block."
+            )
     return tuple(units)
 
 
@@ -233,27 +301,57 @@ def _blocks(message: Mapping[str, object]) -> list[Block]:
     return content
 
 
-def _latest_compaction(messages: Sequence[Mapping[str, object]]) -> int | None:
-    for index in range(len(messages) - 1, -1, -1):
-        blocks = _blocks(messages[index])
-        if blocks[0].get("type") == "compaction" and blocks[0].get("content") is not None:
+def _latest_compaction(turns: Sequence[Turn]) -> int | None:
+    for index in range(len(turns) - 1, -1, -1):
+        block = turns[index].blocks[0]
+        if block.get("type") == "compaction" and block.get("content") is not None:
             return index
     return None
 
 
-def _opened(sealer: Sealer, message: Mapping[str, object], index: int, position: int, kind: str) -> dict[str, object]:
+def _check_order(turn: Turn) -> int:
+    """Rules 1 and 3's order: compaction first, thinking right after it; where the reply's blocks start."""
+    first = 1 if turn.blocks[0].get("type") == "compaction" else 0
+    for position, block in enumerate(turn.blocks):
+        kind = block.get("type")
+        if kind == "compaction" and position != 0:
+            raise InvalidRequest(f"{turn.paths[position]}: a `compaction` block must come first in its message")
+        if kind in THINKING_TYPES and position != first:
+            raise InvalidRequest(f"{turn.paths[position]}: `{kind}` blocks must come first in an `assistant` message")
+    return first
+
+
+def _tool_loop_opener(turns: Sequence[Turn]) -> int | None:
+    """Rule 4: the index of the first assistant turn of an open tool loop, None when no loop is open."""
+    if not turns or turns[-1].role != "user" or not turns[-1].has("tool_result"):
+        return None
+    openers = [index for index, turn in enumerate(turns) if turn.role == "user" and not turn.has("tool_result")]
+    after = openers[-1] + 1 if openers else 0
+    return next((index for index in range(after, len(turns)) if turns[index].role == "assistant"), None)
+
+
+def _follows(payload: Mapping[str, object], link: str | None, depth: int) -> bool:
+    """Rule 3: a block follows the element read before it, or elements the request left out."""
+    return payload.get("after") == link or _depth(payload) > depth + 1
+
+
+def _depth(payload: Mapping[str, object]) -> int:
+    value = payload.get("depth")
+    return value if isinstance(value, int) else 0
+
+
+def _opened(sealer: Sealer, turn: Turn, position: int, kind: str) -> dict[str, object]:
     """Rules 1 and 2: the payload sealed in the block at `position`, if it is the one issued for it."""
-    blocks = _blocks(message)
-    block = blocks[position]
+    block = turn.blocks[position]
     if block.get("type") == "redacted_thinking":
-        raise InvalidRequest(f"messages.{index}.content.{position}: Invalid `data` in `redacted_thinking` block")
+        raise InvalidRequest(f"{turn.paths[position]}: Invalid `data` in `redacted_thinking` block")
     payload = sealer.open(block.get("signature"))
     if kind == THINKING_KIND:
         valid = (
             payload is not None
             and payload.get("kind") == kind
             and payload.get("shown") == digest(block.get("thinking"))
-            and payload.get("reply") == reply_digest(blocks)
+            and payload.get("reply") == reply_digest(turn.blocks)
         )
     else:
         valid = (
@@ -261,17 +359,16 @@ def _opened(sealer: Sealer, message: Mapping[str, object], index: int, position:
         )
     if not valid or payload is None:
         name = "thinking" if kind == THINKING_KIND else "compaction"
-        raise InvalidRequest(f"messages.{index}.content.{position}: Invalid `signature` in `{name}` block")
+        raise InvalidRequest(f"{turn.paths[position]}: Invalid `signature` in `{name}` block")
     return payload
 
 
-def _current_turn(messages: Sequence[Mapping[str, object]]) -> tuple[Mapping[str, object], ...]:
-    last = max((index for index, message in enumerate(messages) if message["role"] == "assistant"), default=-1)
-    return tuple({"role": "user", "content": text_of(_blocks(message))} for message in messages[last + 1 :])
-
-
-def _marked(block: Block) -> bool:
-    return block.get("cache_control") is not None
+def _current_turn(turns: Sequence[Turn]) -> tuple[Mapping[str, object], ...]:
+    """The user turn after the last assistant turn, as one message (none when the request ends with
+    an assistant turn)."""
+    if not turns or turns[-1].role != "user":
+        return ()
+    return ({"role": "user", "content": text_of(turns[-1].blocks)},)
 
 
 def _prefix_keys(model: str, units: Sequence[PromptUnit]) -> tuple[list[bytes], list[int]]:

@@ -12,9 +12,12 @@ beta-only fields, the rest. Rules:
   redacted_thinking, compaction and tool_use blocks are assistant-only, tool_result user-only.
 - A compaction block is known only with the compact-2026-09-04 beta: every request that replays one
   sends the beta, as the request that asked for it did.
-- Roles alternate, starting with user. One exception: a conversation may start with an assistant
-  message whose first block is a compaction block (a compaction replayed "first in `messages`, in
-  place of the messages it summarizes").
+- The conversation starts with user. One exception: it may start with an assistant message whose
+  first block is a compaction block (a compaction replayed "first in `messages`, in place of the
+  messages it summarizes").
+- Roles need not alternate: consecutive user (or assistant) messages are accepted and read as one
+  turn (messages_conversation.py). Evidence: the SDK's `messages` docstring, "Consecutive `user` or
+  `assistant` turns in your request will be combined into a single turn."
 - A `document` block's source is one of the SDK's five (DocumentBlockParam.Source), each with only
   its own keys: `text` (media_type "text/plain", data) and `content` (a string, or text and image
   blocks) are read as text; `base64` (media_type "application/pdf") and `url` are accepted and not
@@ -240,12 +243,6 @@ def _messages(value: object, betas: frozenset[str]) -> tuple[Mapping[str, object
     opens_with_compaction = first["role"] == "assistant" and _first_type(first) == "compaction"
     if first["role"] != "user" and not opens_with_compaction:
         raise InvalidRequest('messages: first message must use the "user" role')
-    for before, after in zip(messages, messages[1:], strict=False):
-        if before["role"] == after["role"]:
-            raise InvalidRequest(
-                f'messages: roles must alternate between "user" and "assistant", '
-                f'but found multiple "{after["role"]}" roles in a row'
-            )
     return messages
 
 
@@ -445,6 +442,11 @@ def _cache_control(path: str, value: object) -> str | None:
     if ttl not in CACHE_TTLS:
         raise wrong_type(f"{path}.ttl", "'5m' or '1h'")
     return str(ttl)
+
+
+def cache_ttl(block: Block) -> str | None:
+    """The ttl of the breakpoint a validated block asks for, None when it is not one."""
+    return _cache_control("cache_control", block.get("cache_control"))
 
 
 def _metadata(value: object) -> None:

@@ -26,7 +26,7 @@ from turnstate.adapters.tokens import estimate_text_tokens
 from turnstate.local_provider.exchange import MALFORMED_REPLY
 from turnstate.local_provider.faults import FAULT_KINDS, Fault
 from turnstate.local_provider.messages import COMPACTION_CONTENT, THINKING_SUMMARY
-from turnstate.local_provider.messages_conversation import PromptCache, PromptUnit
+from turnstate.local_provider.messages_conversation import CacheUse, PromptCache, PromptUnit
 from turnstate.local_provider.messages_request import (
     CUSTOM_TOOL_KEYS,
     DOCUMENT_SOURCES,
@@ -193,10 +193,6 @@ def _without_signature(history: list[Turn]) -> list[Turn]:
     return [history[0], {"role": "assistant", "content": blocks}]
 
 
-def _thinking_dropped(history: list[Turn]) -> list[Turn]:
-    return [history[0], {"role": "assistant", "content": history[1]["content"][1:]}]
-
-
 def _thinking_after_the_text(history: list[Turn]) -> list[Turn]:
     return [history[0], {"role": "assistant", "content": history[1]["content"][::-1]}]
 
@@ -210,7 +206,6 @@ UNFAITHFUL: list[tuple[str, Callable[[list[Turn]], list[Turn]], str]] = [
     ("altered signature", _altered_signature, "Invalid `signature` in `thinking` block"),
     ("altered thinking text", lambda history: _with_first_block(history, thinking="I know it."), "Invalid `signature`"),
     ("missing signature", _without_signature, "messages.1.content.0.thinking.signature: Field required"),
-    ("thinking dropped", _thinking_dropped, "Expected `thinking` or `redacted_thinking`, but found `text`"),
     ("thinking after the text", _thinking_after_the_text, "`thinking` blocks must come first"),
     ("its message's text edited", _text_edited, "Invalid `signature` in `thinking` block"),
 ]
@@ -253,6 +248,71 @@ def test_another_providers_thinking_cannot_be_replayed(client: anthropic.Anthrop
     with pytest.raises(anthropic.BadRequestError) as raised:
         ask(client, [*history, user(DARK)])
     assert "Invalid `signature` in `thinking` block" in refused(raised)
+
+
+def without_thinking(turn: Turn) -> Turn:
+    return {"role": "assistant", "content": [block for block in turn["content"] if block["type"] != "thinking"]}
+
+
+def test_a_turn_replayed_without_its_thinking_is_accepted_and_only_forgets(client: anthropic.Anthropic) -> None:
+    """Recorded: with thinking on, the real service answered a final assistant turn of text alone
+    followed by a user text turn (test_anthropic_model_thinking_part_from_other_model)."""
+    history, _ = first_turn(client)
+    reply = ask(client, [history[0], without_thinking(history[1]), user(DARK)])
+    assert reply.stop_reason == "end_turn" and FORGOTTEN in text_of(reply)
+
+
+def test_thinking_dropped_from_a_middle_turn_leaves_the_later_thinking_valid(client: anthropic.Anthropic) -> None:
+    history, _ = first_turn(client)
+    second = replayed(ask(client, [*history, user(DARK)]))
+    third = replayed(ask(client, [*history, user(DARK), second, user(DARK)]))
+    middle_dropped = [*history, user(DARK), without_thinking(second), user(DARK), third, user(DARK)]
+    assert REMEMBERED in text_of(ask(client, middle_dropped))
+    repeated = [*history, user(DARK), second, user(DARK), second, user(DARK)]
+    with pytest.raises(anthropic.BadRequestError) as raised:
+        ask(client, repeated)
+    assert "messages.5.content.0: this `thinking` block was produced in another place" in refused(raised)
+
+
+TOOL_USE = {"type": "tool_use", "id": "toolu_1", "name": "look", "input": {}}
+TOOL_RESULT = {"type": "tool_result", "tool_use_id": "toolu_1", "content": DARK}
+TOOLS = [{"name": "look", "input_schema": {"type": "object"}}]
+
+
+def test_an_open_tool_loop_whose_first_assistant_turn_lacks_thinking_is_a_400(client: anthropic.Anthropic) -> None:
+    """The service's rule: "a final `assistant` message must start with a thinking block (preceeding the
+    lastmost set of `tool_use` and `tool_result` blocks)"; only the loop's first assistant turn is held
+    to it, and a finished turn before the loop is not."""
+    history, _ = first_turn(client)
+    calling = {"role": "assistant", "content": [{"type": "text", "text": "Looking."}, TOOL_USE]}
+    results = {"role": "user", "content": [TOOL_RESULT]}
+    again = {"role": "assistant", "content": [{**TOOL_USE, "id": "toolu_2"}]}
+    loop = [calling, results, again, {"role": "user", "content": [{**TOOL_RESULT, "tool_use_id": "toolu_2"}]}]
+    with pytest.raises(anthropic.BadRequestError) as raised:
+        ask(client, [history[0], without_thinking(history[1]), user(DARK), *loop], tools=TOOLS)
+    assert refused(raised).startswith(
+        "messages.3.content.0.type: Expected `thinking` or `redacted_thinking`, but found `text`. "
+        "When `thinking` is enabled, a final `assistant` message must start with a thinking block"
+    )
+    answered = {"role": "assistant", "content": [{"type": "text", "text": "Seen."}]}
+    closed = [history[0], without_thinking(history[1]), user(DARK), calling, results, answered, user(DARK)]
+    assert ask(client, closed, tools=TOOLS).stop_reason == "end_turn"
+
+
+# --- turns -----------------------------------------------------------------------------------------
+
+
+def test_consecutive_user_messages_are_accepted_and_read_as_one_turn(client: anthropic.Anthropic) -> None:
+    """The SDK's `messages` docstring: consecutive user or assistant turns are combined into one."""
+    reply = ask(client, [user(SHOWN), user(DARK)])
+    assert REMEMBERED in text_of(reply)  # the beacon of the first message is read with the second's frame
+
+
+def test_a_reply_replayed_as_consecutive_assistant_messages_is_read_as_one_turn(client: anthropic.Anthropic) -> None:
+    history, _ = first_turn(client)
+    thinking, text = history[1]["content"]
+    split = [{"role": "assistant", "content": [thinking]}, {"role": "assistant", "content": [text]}]
+    assert REMEMBERED in text_of(ask(client, [history[0], *split, user(DARK)]))
 
 
 # --- documents -------------------------------------------------------------------------------------
@@ -312,9 +372,6 @@ def test_a_document_the_sdks_types_forbid_is_a_400_naming_its_field(
 def test_the_document_sources_are_the_installed_sdks() -> None:
     sources = typing.get_args(_hint(DocumentBlockParam, "source"))
     assert {_literal_type(source): set(source.__annotations__) for source in sources} == DOCUMENT_SOURCES
-
-
-TOOLS = [{"name": "look", "input_schema": {"type": "object"}}]
 
 
 # --- the fields the SDK's types constrain ---------------------------------------------------------
@@ -435,6 +492,7 @@ def test_a_compaction_reports_its_usage_as_iterations_not_at_the_top(client: ant
     assert compaction.type == "compaction" and compaction.input_tokens > 0 and compaction.output_tokens > 0
     assert message.type == "message" and message.input_tokens == message.output_tokens == 0
     assert (usage.input_tokens, usage.output_tokens) == (message.input_tokens, message.output_tokens)
+    assert compaction.cache_creation is not None and usage.service_tier == "standard"  # each entry as recorded
 
 
 # --- streaming -------------------------------------------------------------------------------------
@@ -544,44 +602,108 @@ def test_thinking_tokens_are_reported_only_with_their_beta(client: anthropic.Ant
     assert counted.usage.output_tokens == plain.usage.output_tokens  # thinking is inside output_tokens
 
 
-def _units(*tokens_and_breakpoints: tuple[str, int, bool]) -> list[PromptUnit]:
-    return [
-        PromptUnit("user", {"type": "text", "text": text}, tokens, mark)
-        for text, tokens, mark in tokens_and_breakpoints
-    ]
+def _units(*blocks: tuple[str, int, str | None]) -> list[PromptUnit]:
+    """Prompt units from (text, tokens, the breakpoint's ttl or None)."""
+    return [PromptUnit("user", {"type": "text", "text": text}, tokens, ttl) for text, tokens, ttl in blocks]
 
 
-CACHE_CASES: list[tuple[str, list[list[PromptUnit]], tuple[int, int]]] = [
-    ("no breakpoint", [_units(("a", 2000, False))] * 2, (0, 0)),
-    ("first write", [_units(("a", 2000, True))], (0, 2000)),
-    ("read back", [_units(("a", 2000, True))] * 2, (2000, 0)),
-    ("under the minimum", [_units(("a", 1000, True))] * 2, (0, 0)),
+# Each case: the requests in order, and the last one's (cache read, 5m writes, 1h writes).
+CACHE_CASES: list[tuple[str, list[list[PromptUnit]], tuple[int, int, int]]] = [
+    ("no breakpoint", [_units(("a", 2000, None))] * 2, (0, 0, 0)),
+    ("first write", [_units(("a", 2000, "5m"))], (0, 2000, 0)),
+    ("read back", [_units(("a", 2000, "5m"))] * 2, (2000, 0, 0)),
+    ("under the minimum", [_units(("a", 1000, "5m"))] * 2, (0, 0, 0)),
     (
         "longer prompt reads the old prefix",
-        [_units(("a", 1500, True)), _units(("a", 1500, False), ("b", 100, True))],
-        (1500, 100),
+        [_units(("a", 1500, "5m")), _units(("a", 1500, None), ("b", 100, "5m"))],
+        (1500, 100, 0),
     ),
     (
         "a moved breakpoint still reads",
-        [_units(("a", 1500, True), ("b", 10, False)), _units(("a", 1500, False), ("b", 10, True))],
-        (1500, 10),
+        [_units(("a", 1500, "5m"), ("b", 10, None)), _units(("a", 1500, None), ("b", 10, "5m"))],
+        (1500, 10, 0),
     ),
-    ("an edited block ends the prefix", [_units(("a", 1500, True)), _units(("z", 1500, True))], (0, 1500)),
+    ("an edited block ends the prefix", [_units(("a", 1500, "5m")), _units(("z", 1500, "5m"))], (0, 1500, 0)),
     (
         "only prefixes ending at a breakpoint are written",
-        [_units(("a", 1500, False), ("b", 10, True)), _units(("a", 1500, True), ("b", 10, False))],
-        (0, 1500),
+        [_units(("a", 1500, None), ("b", 10, "5m")), _units(("a", 1500, "5m"), ("b", 10, None))],
+        (0, 1500, 0),
+    ),
+    ("a 1h breakpoint writes for 1h", [_units(("a", 2000, "1h"))], (0, 0, 2000)),
+    ("1h up to its breakpoint, 5m beyond it", [_units(("a", 1500, "1h"), ("b", 600, "5m"))], (0, 600, 1500)),
+    (
+        "1h from the read prefix to the 1h breakpoint, 5m after it",
+        [_units(("a", 1500, "5m")), _units(("a", 1500, None), ("b", 600, "1h"), ("c", 300, "5m"))],
+        (1500, 300, 600),
+    ),
+    (
+        "a 1h breakpoint inside the read prefix writes nothing",
+        [_units(("a", 1500, "1h"), ("b", 600, "5m"))] * 2,
+        (2100, 0, 0),
     ),
 ]
 
 
 @pytest.mark.parametrize(("case", "requests", "expected"), CACHE_CASES, ids=[case[0] for case in CACHE_CASES])
 def test_the_prompt_cache_follows_anthropics_rules(
-    case: str, requests: list[list[PromptUnit]], expected: tuple[int, int]
+    case: str, requests: list[list[PromptUnit]], expected: tuple[int, int, int]
 ) -> None:
     cache = PromptCache()
     results = [cache.read_and_write(MODEL, units) for units in requests]
-    assert results[-1] == expected
+    assert results[-1] == CacheUse(*expected)
+
+
+def test_usage_splits_cache_writes_by_ttl_and_names_the_service_tier(client: anthropic.Anthropic) -> None:
+    """The recorded shape: usage.cache_creation {ephemeral_5m_input_tokens, ephemeral_1h_input_tokens},
+    zeros included, beside cache_creation_input_tokens (their sum), and service_tier."""
+    plain = ask(client, [user(SHOWN)])
+    assert plain.usage.cache_creation is not None and plain.usage.service_tier == "standard"
+    assert (
+        plain.usage.cache_creation.ephemeral_5m_input_tokens,
+        plain.usage.cache_creation.ephemeral_1h_input_tokens,
+    ) == (0, 0)
+    system = [{"type": "text", "text": LONG_SYSTEM, "cache_control": {"type": "ephemeral", "ttl": "1h"}}]
+    hour = ask(client, [user(SHOWN)], system=system, cache_control={"type": "ephemeral"})
+    created = hour.usage.cache_creation
+    assert created is not None and created.ephemeral_1h_input_tokens >= 1024
+    assert (
+        created.ephemeral_5m_input_tokens > 0
+    )  # the messages after the system prompt, under the automatic 5m breakpoint
+    assert (
+        hour.usage.cache_creation_input_tokens == created.ephemeral_1h_input_tokens + created.ephemeral_5m_input_tokens
+    )
+
+
+def test_a_1h_breakpoint_after_a_5m_one_is_a_400(client: anthropic.Anthropic) -> None:
+    system = [{"type": "text", "text": LONG_SYSTEM, "cache_control": {"type": "ephemeral"}}]
+    late = {
+        "role": "user",
+        "content": [{"type": "text", "text": SHOWN, "cache_control": {"type": "ephemeral", "ttl": "1h"}}],
+    }
+    with pytest.raises(anthropic.BadRequestError) as raised:
+        ask(client, [late], system=system)
+    assert refused(raised) == (
+        "messages.0.content.0.cache_control.ttl: a ttl='1h' cache_control block must not come after "
+        "a ttl='5m' cache_control block."
+    )
+
+
+def test_a_stream_reports_the_cache_breakdown_and_tier_at_its_start_only(client: anthropic.Anthropic) -> None:
+    """Recorded streams carry cache_creation and service_tier in message_start's usage; message_delta's
+    usage has neither (MessageDeltaUsage has no such field), and the SDK keeps the start's."""
+    system = [{"type": "text", "text": LONG_SYSTEM, "cache_control": {"type": "ephemeral", "ttl": "1h"}}]
+    with client.messages.stream(
+        model=MODEL, max_tokens=MAX_TOKENS, thinking=THINKING, system=system, messages=[user(SHOWN)]
+    ) as stream:
+        events = list(stream)
+        final = stream.get_final_message()
+    start = next(event for event in events if event.type == "message_start").message.usage
+    delta = next(event for event in events if event.type == "message_delta").usage
+    assert start.service_tier == "standard" and start.cache_creation is not None
+    assert "cache_creation" not in delta.model_dump(exclude_unset=True)
+    assert "service_tier" not in delta.model_dump(exclude_unset=True)
+    assert final.usage.cache_creation is not None and final.usage.cache_creation.ephemeral_1h_input_tokens >= 1024
+    assert final.usage.service_tier == "standard"
 
 
 # --- validation, window, auth ----------------------------------------------------------------------
@@ -598,7 +720,6 @@ INVALID: list[tuple[dict[str, Any], str]] = [
     ({**VALID, "temperature": 0.5}, "temperature: Extra inputs are not permitted"),
     ({**VALID, "max_tokens": 0}, "max_tokens: Input should be greater than or equal to 1"),
     ({**VALID, "messages": [{"role": "assistant", "content": "hi"}]}, 'first message must use the "user" role'),
-    ({**VALID, "messages": [user("a"), user("b")]}, 'found multiple "user" roles in a row'),
     (
         {**VALID, "messages": [{"role": "system", "content": "x"}]},
         "messages.0.role: Input should be 'user' or 'assistant'",

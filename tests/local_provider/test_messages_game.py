@@ -83,7 +83,8 @@ def test_compacting_every_few_turns_keeps_the_game_winnable(client: anthropic.An
     assert state is GameState.WIN and compactions >= 2
 
 
-def test_a_replay_that_drops_thinking_is_refused(client: anthropic.Anthropic) -> None:
-    with pytest.raises(anthropic.BadRequestError) as raised:
-        play(client, SEEDS[0], keep_thinking=False)
-    assert "Expected `thinking` or `redacted_thinking`" in str(raised.value)
+def test_a_replay_that_drops_thinking_is_accepted_and_loses(client: anthropic.Anthropic) -> None:
+    """Thinking may be left out of finished turns (the service requires it only in an open tool loop),
+    so the game goes on; but the beacon was noted only in the dropped thinking."""
+    state, _ = play(client, SEEDS[0], keep_thinking=False)
+    assert state is GameState.GAME_OVER
