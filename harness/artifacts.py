@@ -46,6 +46,12 @@ def step_name(index: int) -> str:
     return f"step_{index:06d}.json"
 
 
+ACTION_METADATA_BYTES = 16 * 1024
+"""The seed's action-metadata size: a step record's visible output and reasoning summary, as JSON
+encodes them, fit in it together; a text cut to fit says so."""
+CUT_MARK = "\n[cut to fit the action record: {kept} of {total} characters kept]"
+
+
 def request_delta(
     previous: tuple[int, ModelRequest] | None,
     request: ModelRequest,
@@ -54,20 +60,77 @@ def request_delta(
     """How `request` follows from the previous step's (its step and request): the same system
     message, then the previous request's items less the `dropped` oldest, then `added`, all as
     `readable` projects them. With no such relation (the first step, a new system prompt, a rebuilt
-    history), the whole request is `added`, after no step.
+    history), the whole request is `added`, after no step. Beside them: `items_sent`, how many
+    native items the request held, and `input_items`, the structural descriptors of the items it
+    added (item_descriptor), so a record names every item sent once, where it first went out.
 
     Items are compared, and only what was dropped or added is projected, so a record costs what the
     request changed; the kept items are the same objects turn after turn, so even comparing them is
     cheap. `readable` must project item by item (a list's projection is its items', concatenated)."""
+    delta: dict[str, Any] | None = None
     if previous is not None and previous[1].system == request.system:
         step, before = previous
         for dropped in range(len(before.items) + 1):
             kept = len(before.items) - dropped
             if request.items[:kept] == before.items[dropped:]:
                 added = readable(request.items[kept:])
-                return {"after_step": step, "dropped": len(readable(before.items[:dropped])), "added": added}
-    system = {"role": "system", "content": request.system}
-    return {"after_step": None, "dropped": 0, "added": [system, *readable(request.items)]}
+                dropped_messages = len(readable(before.items[:dropped]))
+                delta = {"after_step": step, "dropped": dropped_messages, "added": added}
+                new_items = request.items[kept:]
+                break
+    if delta is None:
+        system = {"role": "system", "content": request.system}
+        delta = {"after_step": None, "dropped": 0, "added": [system, *readable(request.items)]}
+        new_items = request.items
+    return delta | {"items_sent": len(request.items), "input_items": [item_descriptor(item) for item in new_items]}
+
+
+def item_descriptor(item: Item) -> dict[str, Any]:
+    """What an artifact may say of a native item: its type, id and role, the types of its content
+    blocks and the ids of its tool calls; never a body, so never any opaque state."""
+    described: dict[str, Any] = {"type": str(item.get("type", "message"))}
+    for key in ("id", "role", "call_id", "tool_call_id"):
+        if isinstance(item.get(key), str):
+            described[key] = item[key]
+    content = item.get("content")
+    if isinstance(content, list):
+        described["blocks"] = [str(part.get("type")) for part in content if isinstance(part, dict)]
+    calls = item.get("tool_calls")
+    if isinstance(calls, list):
+        described["tool_calls"] = [str(call.get("id")) for call in calls if isinstance(call, dict)]
+    return described
+
+
+def fitted(texts: dict[str, str | None], limit: int = ACTION_METADATA_BYTES) -> tuple[dict[str, str | None], list[str]]:
+    """`texts` fitted so that, as JSON encodes them, they take at most `limit` bytes together, and the
+    names of those that were cut. Each text gets an even share of what the smaller ones leave; a cut
+    one keeps its head and ends with CUT_MARK."""
+    sizes = {name: len(json_bytes(text)) for name, text in texts.items() if text is not None}
+    if sum(sizes.values()) <= limit:
+        return texts, []
+    result, cut = dict(texts), []
+    budget, left = limit, len(sizes)
+    for name in sorted(sizes, key=sizes.__getitem__):
+        share = budget // left
+        text = str(texts[name])
+        if sizes[name] > share:
+            result[name] = _cut_to(text, share)
+            cut.append(name)
+        budget -= len(json_bytes(result[name]))
+        left -= 1
+    return result, sorted(cut)
+
+
+def _cut_to(text: str, limit: int) -> str:
+    """The longest head of `text`, with its CUT_MARK, that JSON encodes in at most `limit` bytes."""
+    low, high = 0, len(text)
+    while low < high:  # the largest k whose cut fits
+        middle = (low + high + 1) // 2
+        if len(json_bytes(text[:middle] + CUT_MARK.format(kept=middle, total=len(text)))) <= limit:
+            low = middle
+        else:
+            high = middle - 1
+    return text[:low] + CUT_MARK.format(kept=low, total=len(text))
 
 
 class StepRecordError(ValueError):

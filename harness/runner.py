@@ -34,7 +34,7 @@ from turnstate.adapters.contract import (
 from turnstate.adapters.registry import descriptor_for
 from turnstate.harness import scaffold
 from turnstate.harness.accounting import Ledger
-from turnstate.harness.artifacts import ArtifactWriter, new_run_id, request_delta
+from turnstate.harness.artifacts import ArtifactWriter, fitted, new_run_id, request_delta
 from turnstate.harness.endpoint import open_endpoint
 from turnstate.harness.environments import (
     Environment,
@@ -66,6 +66,7 @@ from turnstate.strategies.state import RuntimeState
 
 RESET = "RESET"
 FAILED_TURN = "failed_turn.json"  # the attempts of the turn that failed closed, referenced from run_meta.json
+SUMMARY_INPUT = "summary_input.json"  # the latest harness summary call's input, written before the call
 
 
 @dataclass
@@ -78,6 +79,7 @@ class RunResult:
     accepted_actions: int
     failed_attempts: int
     levels_won: int
+    compactions: int  # committed, of every kind
     usage: Usage
     unattributed_usage: Usage
     cost: float
@@ -109,18 +111,21 @@ class _Attempt:
     diagnostics: dict[str, Any] = field(default_factory=dict)
     waited_seconds: float = 0.0  # the wait the machine asked for after this attempt, before the next
     summarized_items: int | None = None  # a compaction call's: how many accepted items it was asked to replace
+    compaction_items: int = 0  # how many compaction items the reply returned (a call's, or an inline one's)
     # A harness summary's input, told before the call (its lane and form, how many turns it summarizes
     # and how many recent ones it left out to fit), so the record of a failed attempt keeps it too.
     summary_input: dict[str, Any] | None = None
 
     def record(self) -> dict[str, Any]:
+        texts, cut = fitted({"response_text": self.response_text})
         return {
             "outcome": self.outcome,
             **({"summary_input": self.summary_input} if self.summary_input is not None else {}),
             "problem": self.problem,
             "diagnostics": self.diagnostics,
             "usage": self.usage.to_dict(),
-            "response_text": self.response_text,
+            **texts,
+            **({"cut": cut} if cut else {}),
             "waited_seconds": round(self.waited_seconds, 3),
         }
 
@@ -167,7 +172,8 @@ class Runner:
             "config_id": self.profile.id,
             # The profile never holds a key, only the name of the variable that does.
             "settings": self.profile.model_dump(mode="json"),
-            "compaction": self.profile.compaction_policy(),
+            # The validated compaction policy, its defaults filled in, where the seed names it.
+            "runtime": {"compaction": self.profile.compaction_policy()},
             "endpoint": "local" if endpoint.is_local else endpoint.base_url,
             "implementation_path": descriptor.implementation_path,
             "adapter_version": descriptor.version,
@@ -204,7 +210,8 @@ class _Loop:
         self.failed_attempts = 0
         self.turns = self.accepted = self.levels_won = 0
         self.failed_turn_record: str | None = None
-        self.compactions = 0  # harness summaries committed, numbering compaction_NNN.json
+        self.summaries = 0  # harness summaries committed, numbering compaction_NNN.json
+        self.compactions = 0  # compactions of every kind committed (inline, by a call, harness summaries)
         self.last_sent: tuple[int, ModelRequest] | None = None  # the previous step and its request
         self.continuation: dict[str, Any] | None = None  # the summary the step being written committed
 
@@ -250,6 +257,7 @@ class _Loop:
             accepted_actions=self.accepted,
             failed_attempts=self.failed_attempts,
             levels_won=self.levels_won,
+            compactions=self.compactions,
             usage=self.ledger.total,
             unattributed_usage=self.ledger.unattributed,
             cost=self.ledger.cost(self.ledger.total),
@@ -265,6 +273,7 @@ class _Loop:
     def _turn(self, index: int, observation: str) -> tuple[str | None, str | None]:
         """Drive the machine through one turn; return (accepted action, None) or (None, failure)."""
         self.machine.take_fired()  # between turns (a buffered input): in the transition log, not in a step
+        history_before = self.machine.model.accepted.item_count
         attempts: list[_Attempt] = []
         effects = deque(self._fire(ObservationArrived(observation)))
         action = failure = None
@@ -296,7 +305,7 @@ class _Loop:
         self.failed_attempts += sum(1 for attempt in attempts if attempt.outcome not in ("accepted", "compacted"))
         if action is not None:
             with _signals_deferred():  # the step's record and its count, together or not at all
-                self._write_step(index, action, attempts, self.machine.take_fired())
+                self._write_step(index, action, attempts, self.machine.take_fired(), history_before)
                 self.accepted = index
         else:
             self._write_failed_turn(index, failure, attempts, self.machine.take_fired())
@@ -318,6 +327,7 @@ class _Loop:
     ) -> Event:
         """One provider call: an action request's, a native compaction call's (`compaction`) or a
         harness summary's (`summary`, an ordinary call); its usage is billed to the turn either way."""
+        summary_input = None if summary is None else self._disclose_summary_input(summary, len(attempts) + 1)
         started = time.perf_counter()
         outcome: ModelResponse | ProviderError
         if summary is not None and self.adapter.summary_compaction is None:
@@ -331,31 +341,40 @@ class _Loop:
         if isinstance(outcome, ModelResponse):
             replied = "compacted" if compaction else "replied"
             attempt = _Attempt(request, replied, outcome.usage, outcome.text, outcome.reasoning_summary)
+            attempt.compaction_items = _compaction_items(self.adapter, outcome)
         else:
             attempt = _Attempt(request, outcome.kind.value, outcome.usage, diagnostics=dict(outcome.diagnostics))
         if compaction:
             attempt.summarized_items = len(request.items) if summary is None else summary.summarized_items
-        if summary is not None:
-            summarized = summary.summary_pass
-            attempt.summary_input = {
-                "lane": summarized.lane,
-                "form": "fork" if summarized.fork else "independent",
-                "summarized_turns": summarized.summarized_turns,
-                "excluded_turns": summarized.excluded_turns,
-            }
+        attempt.summary_input = summary_input
         attempts.append(attempt)
         return outcome_event(outcome, compaction=compaction)
+
+    def _disclose_summary_input(self, summary: CallSummary, attempt: int) -> dict[str, Any]:
+        """A harness summary's input (seed 003's fidelity disclosure: its lane and form, the turns it
+        summarizes and those it leaves out to fit), written to SUMMARY_INPUT before the call, so a kill
+        during the call keeps it; every attempt's record repeats it."""
+        summarized = summary.summary_pass
+        disclosed = {
+            "lane": summarized.lane,
+            "form": "fork" if summarized.fork else "independent",
+            "summarized_turns": summarized.summarized_turns,
+            "excluded_turns": summarized.excluded_turns,
+        }
+        self.writer.write_json(SUMMARY_INPUT, {"turn": self.turns, "attempt": attempt, **disclosed})
+        return disclosed
 
     def _write_compaction(self, record: RecordCompaction, attempts: list[_Attempt]) -> None:
         """compaction_NNN.json for a harness summary that committed with this turn's action, and the
         continuation the step records; no opaque provider state is in either."""
-        self.compactions += 1
+        self.summaries += 1
         calls = _compaction_calls(attempts)
         summarized = record.summary_pass
+        usage = sum((attempt.usage for attempt in calls), Usage())
         self.writer.write_json(
-            f"compaction_{self.compactions:03d}.json",
+            f"compaction_{self.summaries:03d}.json",
             {
-                "compaction": self.compactions,
+                "compaction": self.summaries,
                 "lane": summarized.lane,
                 "trigger_tokens": record.trigger_tokens,
                 "summary": record.summary,
@@ -365,10 +384,11 @@ class _Loop:
                 "excluded_turns": summarized.excluded_turns,
                 "overflow_recoveries": record.overflow_recoveries,
                 "attempts": [attempt.record() for attempt in calls],
-                "usage": sum((attempt.usage for attempt in calls), Usage()).to_dict(),
+                "usage": usage.to_dict(),
+                "cost_estimate": self.ledger.cost(usage),
             },
         )
-        self.continuation = {"compaction": self.compactions, "summary": record.summary, "bridge": record.bridge}
+        self.continuation = {"compaction": self.summaries, "summary": record.summary, "bridge": record.bridge}
 
     def _parse(self, response: ModelResponse, attempt: _Attempt) -> Event:
         parsed = scaffold.parse_action(response.text, self.environment.actions, response.tool_actions)
@@ -378,21 +398,28 @@ class _Loop:
         attempt.outcome = "accepted"
         return ActionAccepted(parsed.action)
 
-    def _write_step(self, index: int, action: str, attempts: list[_Attempt], fired: list[Fired]) -> None:
+    def _write_step(
+        self, index: int, action: str, attempts: list[_Attempt], fired: list[Fired], history_before: int
+    ) -> None:
         accepted = attempts[-1]
         usage = self.ledger.take_for_step()
+        compaction = _compaction_record(attempts, self.ledger)
+        self.compactions += compaction is not None
+        texts, cut = fitted({"response_text": accepted.response_text, "reasoning_summary": accepted.reasoning_summary})
         self.writer.write_step(
             index,
             {
                 "step": index,
                 "request": self._request_record(index, accepted.request),
-                "response_text": accepted.response_text,
-                "reasoning_summary": accepted.reasoning_summary,
+                **texts,
+                **({"cut": cut} if cut else {}),
                 "action": action,
                 "usage": usage.to_dict(),
                 "cost_estimate": self.ledger.cost(usage),
                 "retries": [attempt.record() for attempt in attempts[:-1]],
-                "compaction": _compaction_record(attempts),
+                # The accepted history's size in items before this turn and after its commit (pruned or compacted).
+                "history": {"items_before": history_before, "items_after": self.machine.model.accepted.item_count},
+                "compaction": compaction,
                 **({"continuation": self.continuation} if self.continuation is not None else {}),
                 "transitions": [transition.record() for transition in fired],
             },
@@ -462,15 +489,40 @@ def _compaction_calls(attempts: list[_Attempt]) -> list[_Attempt]:
     return [attempt for attempt in attempts if attempt.summarized_items is not None]
 
 
-def _compaction_record(attempts: list[_Attempt]) -> dict[str, Any] | None:
-    """A step's compaction calls, if it made any: their usage alone (already in the step's usage),
-    and how many accepted items the one that committed replaced. Never the compaction's payload."""
+def _compaction_items(adapter: ProviderAdapter, response: ModelResponse) -> int:
+    """How many of a reply's native items are compaction items, as the adapter's transcript knows them."""
+    latest = adapter.transcript.latest_compaction
+    return sum(1 for item in response.native_items if latest([item]) == 0)
+
+
+def _compaction_record(attempts: list[_Attempt], ledger: Ledger) -> dict[str, Any] | None:
+    """The compaction a step committed, if any, never its payload: how it was made (`inline` in the
+    accepted reply, by a `call` of its own, or a harness `summary`), how many compaction items came
+    back, how many accepted items it replaced (a call's or a summary's; an inline one replaces all
+    before it, which `history` shows), and the usage of the turn's compaction calls alone (already
+    in the step's usage; an inline compaction's is not reported apart) with its configured-price cost."""
+    accepted = attempts[-1]
     calls = _compaction_calls(attempts)
     compacted = [attempt for attempt in calls if attempt.outcome == "compacted"]
-    if not compacted:
-        return None
-    usage = sum((attempt.usage for attempt in calls), Usage())
-    return {"usage": usage.to_dict(), "summarized_items": compacted[-1].summarized_items}
+    if compacted:
+        usage = sum((attempt.usage for attempt in calls), Usage())
+        committed = compacted[-1]
+        return {
+            "by": "call" if committed.summary_input is None else "summary",
+            "items_returned": committed.compaction_items,
+            "summarized_items": committed.summarized_items,
+            "usage": usage.to_dict(),
+            "cost_estimate": ledger.cost(usage),
+        }
+    if accepted.compaction_items:
+        return {
+            "by": "inline",
+            "items_returned": accepted.compaction_items,
+            "summarized_items": None,
+            "usage": None,
+            "cost_estimate": None,
+        }
+    return None
 
 
 def _totals(result: RunResult, ledger: Ledger) -> dict[str, Any]:
@@ -482,6 +534,7 @@ def _totals(result: RunResult, ledger: Ledger) -> dict[str, Any]:
         "failed_attempts": result.failed_attempts,
         "levels_won": result.levels_won,
         "provider_calls": ledger.calls,
+        "compactions": result.compactions,
         "usage": result.usage.to_dict(),
         "unattributed_usage": result.unattributed_usage.to_dict(),
         "cost_estimate": result.cost,

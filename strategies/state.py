@@ -91,6 +91,11 @@ class RuntimeState(BaseModel):
     def items(self) -> list[Any]:
         return list(self.payload.get("items", []))
 
+    @property
+    def item_count(self) -> int:
+        """How many items the accepted history holds, without copying them."""
+        return len(self.payload.get("items", ()))
+
     def validate_for(self, adapter_id: str, strategy: str) -> RuntimeState:
         """Return self if it belongs to this adapter and strategy; raise StateMismatch otherwise."""
         if self.adapter_id != adapter_id or self.strategy != strategy:

@@ -9,7 +9,17 @@ import pytest
 
 from turnstate.adapters.chat_completions import ChatMessages
 from turnstate.adapters.contract import ModelRequest
-from turnstate.harness.artifacts import REDACTED, ArtifactWriter, request_delta, scrub, sent_messages, step_name
+from turnstate.harness.artifacts import (
+    ACTION_METADATA_BYTES,
+    REDACTED,
+    ArtifactWriter,
+    fitted,
+    item_descriptor,
+    request_delta,
+    scrub,
+    sent_messages,
+    step_name,
+)
 
 OPAQUE = {
     "type": "reasoning",
@@ -199,7 +209,11 @@ def request(*turns: list[dict[str, str]], system: str = SYSTEM["content"]) -> Mo
 def test_a_request_is_recorded_as_what_it_changed_and_rebuilds_to_itself(tmp_path, previous, sent, expected):
     readable = ChatMessages().readable
     delta = request_delta((4, previous) if previous else None, sent, readable)
-    assert delta == expected
+    assert {key: delta[key] for key in expected} == expected
+    assert delta["items_sent"] == len(sent.items)  # and the added items, by structure alone:
+    assert delta["input_items"] == [
+        {"type": "message", "role": m["role"]} for m in expected["added"] if m is not SYSTEM and m["role"] != "system"
+    ]
     writer = ArtifactWriter(tmp_path, "run-1")
     if previous:
         writer.write_step(4, {"request": request_delta(None, previous, readable)})
@@ -218,3 +232,44 @@ def test_only_what_a_request_added_or_dropped_is_projected():
     before = request(turn(1), turn(2), turn(3))
     request_delta((1, before), request(turn(2), turn(3), turn(4)), readable)
     assert sorted(item["content"] for item in projected) == ["frame 1", "frame 4", "reply 1", "reply 4"]
+
+
+def encoded_size(texts: dict) -> int:
+    return sum(len(json.dumps(text, ensure_ascii=False).encode()) for text in texts.values() if text is not None)
+
+
+def test_texts_that_fit_the_action_record_are_left_whole():
+    texts = {"response_text": "ACTION: ACTION1", "reasoning_summary": None}
+    assert fitted(texts) == (texts, [])
+
+
+def test_long_texts_share_the_action_record_and_say_where_they_were_cut():
+    texts = {"response_text": "a" * 20_000, "reasoning_summary": "€" * 9_000, "short": "kept whole"}
+    result, cut = fitted(texts)
+    assert cut == ["reasoning_summary", "response_text"] and result["short"] == "kept whole"
+    assert ACTION_METADATA_BYTES - 64 < encoded_size(result) <= ACTION_METADATA_BYTES  # the budget is used, not passed
+    assert result["reasoning_summary"].startswith("€€€") and result["reasoning_summary"].endswith(
+        " of 9000 characters kept]"
+    )
+
+
+def test_escaped_characters_count_as_json_writes_them():
+    result, cut = fitted({"response_text": "\n" * 10_000})  # 20,000 bytes once escaped
+    assert cut == ["response_text"] and encoded_size(result) <= ACTION_METADATA_BYTES
+
+
+def test_an_item_descriptor_names_structure_never_a_body():
+    reasoning = {
+        "type": "reasoning",
+        "id": "rs_1",
+        "encrypted_content": "sealed",
+        "summary": [{"type": "summary_text", "text": "t"}],
+    }
+    assert item_descriptor(reasoning) == {"type": "reasoning", "id": "rs_1"}
+    anthropic = {
+        "role": "assistant",
+        "content": [{"type": "thinking", "thinking": "x", "signature": "s"}, {"type": "text", "text": "y"}],
+    }
+    assert item_descriptor(anthropic) == {"type": "message", "role": "assistant", "blocks": ["thinking", "text"]}
+    chat = {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "function": {"name": "f"}}]}
+    assert item_descriptor(chat) == {"type": "message", "role": "assistant", "tool_calls": ["call_1"]}

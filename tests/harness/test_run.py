@@ -434,19 +434,39 @@ def test_an_xai_run_compacts_by_a_separate_call_billed_to_the_turn_it_belongs_to
     (compaction,) = step["retries"]
     assert step["usage"]["input_tokens"] > compaction["usage"]["input_tokens"] > 0  # both calls billed here
     assert result.failed_attempts == 0  # a compaction call is no failed attempt
+    record = step["compaction"]
+    assert record["by"] == "call" and record["items_returned"] == 1 and record["usage"] == compaction["usage"]
+    prices = XAI_CONTINUOUS.pricing
+    usage = compaction["usage"]
+    assert record["cost_estimate"] == pytest.approx(
+        (usage["input_tokens"] * prices.input + usage["output_tokens"] * prices.output) / 1e6
+    )
+    assert read_meta(result.artifacts)["compactions"] == len(steps)
     assert any(trigger == "CompactionReplied" for _, trigger, _ in fired(result.artifacts))
 
 
-def test_a_rejected_action_after_a_compaction_call_compacts_the_unchanged_history_again(tmp_path):
-    first = Runner(XAI_CONTINUOUS, tmp_path / "first").run()
-    step = compaction_steps(first.artifacts)[0]["step"]
+@pytest.fixture(scope="module")
+def first_xai_compaction(tmp_path_factory) -> int:
+    """The step of an xAI run's first compacting turn."""
+    result = Runner(XAI_CONTINUOUS, tmp_path_factory.mktemp("xai")).run()
+    return compaction_steps(result.artifacts)[0]["step"]
+
+
+@pytest.mark.parametrize(
+    ("fault", "failed"),
+    [("malformed", "action_rejected"), ("server_error", "transient")],
+    ids=["rejected", "transient"],
+)
+def test_an_action_that_fails_after_a_compaction_call_compacts_the_unchanged_history_again(
+    tmp_path, clock, first_xai_compaction, fault, failed
+):
+    step = first_xai_compaction
     action_request = step + 1  # the ordinal of the first compacting turn's action request
-    result = Runner(
-        with_changes(XAI_CONTINUOUS, client=faults((action_request, "malformed"))), tmp_path / "second"
-    ).run()
+    profile = with_changes(XAI_CONTINUOUS, client=faults((action_request, fault)))
+    result = Runner(profile, tmp_path, sleep=clock.sleep).run()
     assert result.outcome == "win"
     attempts = read_steps(result.artifacts)[step - 1]["retries"]
-    assert [attempt["outcome"] for attempt in attempts] == ["compacted", "action_rejected", "compacted"]
+    assert [attempt["outcome"] for attempt in attempts] == ["compacted", failed, "compacted"]
     assert attempts[0]["usage"]["input_tokens"] == attempts[2]["usage"]["input_tokens"]  # the same history again
 
 
@@ -502,9 +522,9 @@ def test_an_anthropic_action_that_fails_after_a_compaction_compacts_again_and_ev
     assert meta["provider_calls"] == len(steps) + sum(len(s["retries"]) for s in steps)
 
 
-def test_run_meta_records_the_compaction_policy_with_its_defaults(tmp_path):
+def test_run_meta_records_the_compaction_policy_with_its_defaults_under_runtime(tmp_path):
     result = Runner(with_changes(ANTHROPIC_CONTINUOUS, agent={"max_actions": 1}), tmp_path).run()
-    assert read_meta(result.artifacts)["compaction"] == {
+    assert read_meta(result.artifacts)["runtime"]["compaction"] == {
         "strategy": "native",
         "mode": "native_call",
         "trigger_tokens": 1500,
@@ -566,6 +586,9 @@ def test_a_harness_summary_run_compacts_at_least_twice_wins_and_records_each_com
         assert "NOTES: level" in compaction["summary"] and compaction["lane"] == "trigger"
         assert compaction["trigger_tokens"] >= profile.runtime.compaction.trigger_tokens
         assert compaction["items_after"] == 1
+        assert (
+            step["compaction"]["by"] == "summary" and step["compaction"]["cost_estimate"] == compaction["cost_estimate"]
+        )
         assert step["compaction"]["usage"] == compaction["usage"]  # the breakdown kept on the action's step ...
         assert step["usage"]["input_tokens"] > compaction["usage"]["input_tokens"] > 0  # ... inside its usage
         (attempt,) = compaction["attempts"]
@@ -576,7 +599,8 @@ def test_a_harness_summary_run_compacts_at_least_twice_wins_and_records_each_com
     assert any(cached) if profile is not GEMINI else not any(cached)
     meta = read_meta(result.artifacts)
     assert sum(step["usage"]["total_tokens"] for step in steps) == meta["usage"]["total_tokens"]  # each call once
-    assert meta["compaction"]["mode"] == "harness_summary" and meta["compaction"]["fork"] is True
+    policy = meta["runtime"]["compaction"]
+    assert policy["mode"] == "harness_summary" and policy["fork"] is True
 
 
 def test_the_fork_sends_the_latest_action_requests_exact_prefix(tmp_path, monkeypatch):
