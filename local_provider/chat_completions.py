@@ -18,7 +18,20 @@ the server.
 
 Tokens are the harness's estimate (turnstate.adapters.tokens) over the messages with their content
 flattened to text, so a prompt the harness trimmed to fit the window fits here exactly. Cached tokens
-follow OpenAI's documented prompt-caching rule (PROMPT_CACHING).
+follow each server's documented prompt-caching rule (PROMPT_CACHING; DEEPSEEK_CACHING).
+
+What each server's reply carries, and why:
+- OPENAI's message is `role`, `content`, `refusal: null` and `annotations: []`. `refusal` is required
+  by the spec (openai-openapi, ChatCompletionResponseMessage: role, content, refusal); both it and the
+  empty `annotations` are in recorded replies of api.openai.com.
+- OPEN_WEIGHT's message also carries `refusal: null`: vLLM's ChatMessage has the field and its server
+  writes the whole model (`model_dump()`), null fields included. (SGLang's has no `refusal`; vLLM's
+  other null fields, `annotations`, `audio`, `function_call`, and its `tool_calls: []` are left out.)
+- DEEPSEEK's message has no `refusal` and no `annotations`: recorded DeepSeek replies carry only
+  `role`, `content`, `reasoning_content` and, when it called a tool, `tool_calls`, each call with its
+  `index`. Its usage adds `prompt_cache_hit_tokens` and `prompt_cache_miss_tokens` (hit + miss =
+  prompt_tokens) beside `prompt_tokens_details.cached_tokens` (= the hits), as every recorded reply
+  does.
 """
 
 from __future__ import annotations
@@ -27,7 +40,7 @@ import json
 import time
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from turnstate.adapters.tokens import estimate_message_tokens, estimate_text_tokens
 from turnstate.local_provider.chat_completions_request import SYSTEM_ROLES, InvalidParam, parse_request
@@ -43,6 +56,7 @@ from turnstate.local_provider.chat_reasoning import Conversation as ReasoningCon
 from turnstate.local_provider.exchange import Completion, Exchange, SharedError, SseEvent
 from turnstate.local_provider.openai_words import PROMPT_CACHING, error_body, error_reply
 from turnstate.local_provider.policy import split_action
+from turnstate.local_provider.prefix_cache import CacheRule
 
 FINISH_REASONS: Mapping[str, str] = {
     "stop": "stop",
@@ -51,6 +65,11 @@ FINISH_REASONS: Mapping[str, str] = {
     "refusal": "content_filter",
 }
 STREAM_PIECES = 3  # content deltas per streamed reply, so a client must reassemble them
+
+# DeepSeek's context caching (api-docs.deepseek.com/guides/kv_cache, "Additional Notes"): "The cache
+# system uses 64 tokens as a storage unit; content less than 64 tokens will not be cached." OpenAI's
+# 1,024-token minimum does not hold there: a recorded reply reports 512 hit tokens of a 563-token prompt.
+DEEPSEEK_CACHING = CacheRule(min_tokens=64, increment=64)
 
 
 def context_length_body(window: int, prompt_tokens: int, max_tokens: int) -> dict[str, object]:
@@ -62,15 +81,20 @@ def context_length_body(window: int, prompt_tokens: int, max_tokens: int) -> dic
     return error_body(message, param="messages", code="context_length_exceeded")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # a wire is itself: compared and hashed (in the prompt cache's key) by identity
 class ChatWire:
     """One server's Chat Completions: the fields it returns and reads reasoning under (none: OpenAI)
-    and which replayed messages must bring it back, and whether its model acts through a tool it is
-    offered (DeepSeek's thinking mode)."""
+    and which replayed messages must bring it back, whether its model acts through a tool it is
+    offered (DeepSeek's thinking mode), the fields every reply message carries beside role and
+    content, its caching rule, and whether its usage also splits the prompt into cache hits and
+    misses (DeepSeek)."""
 
     reasoning_fields: tuple[str, ...] = ()
     replay: ReplayRule = EVERY_TURN
     calls_action_tool: bool = False
+    message_fields: Mapping[str, object] = field(default_factory=dict)
+    cache_rule: CacheRule = PROMPT_CACHING
+    splits_cache_hits: bool = False
 
     def error_reply(self, kind: SharedError, detail: str = "") -> tuple[int, dict[str, object]]:
         return error_reply(kind, detail)
@@ -115,14 +139,20 @@ class ChatWire:
             issued_reasoning(exchange).issue(completion.text, thought)
         reading = ReadMessages(request.messages, message_tokens, system_at, messages)
         exchange.prefix_cache.record(cache_key, request.sent_messages, reading, shared)
-        cached_tokens = PROMPT_CACHING.reported(sum(message_tokens[: shared.messages]))
+        cached_tokens = self.cache_rule.reported(sum(message_tokens[: shared.messages]))
         thought_tokens = estimate_text_tokens(thought) if thought is not None else 0
-        usage = usage_object(prompt_tokens, cached_tokens, (completion.tokens + thought_tokens) * request.choices)
-        usage["completion_tokens_details"] = {"reasoning_tokens": thought_tokens * request.choices}
+        completion_tokens = (completion.tokens + thought_tokens) * request.choices
+        usage = usage_object(prompt_tokens, cached_tokens, completion_tokens, thought_tokens * request.choices)
+        if self.splits_cache_hits:
+            usage |= {
+                "prompt_cache_hit_tokens": cached_tokens,
+                "prompt_cache_miss_tokens": prompt_tokens - cached_tokens,
+            }
         head = {"id": f"chatcmpl-local-{exchange.ordinal}", "created": int(time.time()), "model": request.model}
         broken = exchange.fault.kind if exchange.fault is not None and exchange.fault.kind in BROKEN_REPLIES else None
         if not request.stream:
-            body = completion_object(head, completion, request.choices, usage, reasoning, call)
+            fields = {**self.message_fields, **reasoning}
+            body = completion_object(head, completion, request.choices, usage, fields, call)
             exchange.send_reply(body if broken in (None, "garbled") else _broken_object(body, broken))
             return
         included = usage if request.include_usage else None
@@ -179,9 +209,15 @@ def _as_list(messages: object) -> list[object]:
     return messages if isinstance(messages, list) else []
 
 
-OPENAI = ChatWire()
-OPEN_WEIGHT = ChatWire(reasoning_fields=REASONING_FIELDS)
-DEEPSEEK = ChatWire(reasoning_fields=("reasoning_content",), replay=TOOL_TURNS, calls_action_tool=True)
+OPENAI = ChatWire(message_fields={"refusal": None, "annotations": []})
+OPEN_WEIGHT = ChatWire(reasoning_fields=REASONING_FIELDS, message_fields={"refusal": None})
+DEEPSEEK = ChatWire(
+    reasoning_fields=("reasoning_content",),
+    replay=TOOL_TURNS,
+    calls_action_tool=True,
+    cache_rule=DEEPSEEK_CACHING,
+    splits_cache_hits=True,
+)
 
 
 @dataclass(frozen=True)
@@ -204,6 +240,7 @@ def action_call(completion: Completion, tools: Sequence[Mapping[str, object]], o
         return None
     arguments = json.dumps({str(required[0]): action})
     call = {
+        "index": 0,
         "id": f"call_{ordinal}",
         "type": "function",
         "function": {"name": functions[0]["name"], "arguments": arguments},
@@ -240,13 +277,15 @@ def _broken_events(events: Sequence[SseEvent], kind: str) -> list[SseEvent]:
     return broken
 
 
-def usage_object(prompt_tokens: int, cached_tokens: int, completion_tokens: int) -> dict[str, object]:
+def usage_object(
+    prompt_tokens: int, cached_tokens: int, completion_tokens: int, reasoning_tokens: int
+) -> dict[str, object]:
     return {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
         "prompt_tokens_details": {"cached_tokens": cached_tokens},
-        "completion_tokens_details": {"reasoning_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": reasoning_tokens},
     }
 
 
@@ -255,11 +294,13 @@ def completion_object(
     completion: Completion,
     choices: int,
     usage: Mapping[str, object],
-    reasoning: Mapping[str, str] | None = None,
+    fields: Mapping[str, object] | None = None,
     call: ActionCall | None = None,
 ) -> dict[str, object]:
+    """`fields` are what the message carries beside its role and content (the server's own fields,
+    the reasoning), before any tool call."""
     called = {"tool_calls": [call.call]} if call is not None else {}
-    message = {"role": "assistant", "content": completion.text, **(reasoning or {}), **called}
+    message = {"role": "assistant", "content": completion.text, **(fields or {}), **called}
     finish_reason = "tool_calls" if call is not None else FINISH_REASONS[completion.ending]
     listed = [
         {"index": index, "message": message, "finish_reason": finish_reason, "logprobs": None}
@@ -295,7 +336,7 @@ def chunk_events(
 def _call_chunks(head: Mapping[str, object], index: int, call: ActionCall) -> list[dict[str, object]]:
     function = call.call["function"]
     assert isinstance(function, Mapping)
-    opening = {**call.call, "index": 0, "function": {"name": function["name"], "arguments": ""}}
+    opening = {**call.call, "function": {"name": function["name"], "arguments": ""}}
     pieces = _pieces(str(function["arguments"]), STREAM_PIECES)
     return [
         _chunk(head, index, {"tool_calls": [opening]}),

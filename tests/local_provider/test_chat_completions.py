@@ -269,6 +269,28 @@ def test_an_edited_message_ends_the_cached_prefix(client: openai.OpenAI) -> None
     assert edited.usage.prompt_tokens_details.cached_tokens == 1024  # LONG_SYSTEM alone
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_deepseek_reports_a_repeated_prefix_as_cache_hits_in_64_token_units_with_no_1024_minimum(stream: bool) -> None:
+    messages = [SYSTEM, user("z" * 1000)]  # 264 tokens: 256 of them in whole 64-token units
+
+    def usage(client: openai.OpenAI) -> openai.types.CompletionUsage:
+        if not stream:
+            return client.chat.completions.create(model="deepseek-reasoner", messages=messages).usage
+        streamed = client.chat.completions.create(
+            model="deepseek-reasoner", messages=messages, stream=True, stream_options={"include_usage": True}
+        )
+        return list(streamed)[-1].usage
+
+    with LocalProvider(reply=echo_last_message) as provider:
+        client = openai.OpenAI(base_url=f"{provider.base_url}/deepseek/v1", api_key="test-key", max_retries=0)
+        fresh, repeated = usage(client), usage(client)
+
+    assert estimate_messages_tokens(messages) == repeated.prompt_tokens == 264
+    assert fresh.model_extra == {"prompt_cache_hit_tokens": 0, "prompt_cache_miss_tokens": 264}
+    assert repeated.model_extra == {"prompt_cache_hit_tokens": 256, "prompt_cache_miss_tokens": 8}
+    assert repeated.prompt_tokens_details.cached_tokens == 256
+
+
 # --- context window --------------------------------------------------------------------------------
 
 
