@@ -3,18 +3,42 @@
 The wires (responses.py for `POST /v1/responses`, responses_compact.py for `POST /v1/responses/compact`)
 answer a request only after `parse_create` / `parse_compact` accepts it. The checks run in a fixed
 order: unknown arguments, model, input (item by item, in order), then the other parameters, and the
-first failure is the 400. The rules follow the installed SDK's parameter types and the replies
-api.openai.com is known to give (`Unknown parameter: 'input[3].status'.`, `unknown_parameter`); where
-the SDK's types and the service disagree, the service wins:
+first failure is the 400. The rules follow OpenAI's published OpenAPI spec (openai/openai-openapi,
+`CreateResponse`, `InputItem`), the installed SDK's parameter types, and the replies api.openai.com
+is known to give (`Unknown parameter: 'input[3].status'.`, `unknown_parameter`). Decisions where
+those sources need weighing, each with its evidence:
 
-- an input `reasoning` item may not carry `status`, and an input `compaction` item may not carry
-  `created_by`, although both come back on output items: a client must remove them before replay;
+- an input `reasoning` item may carry `status` (in_progress, completed or incomplete): the spec's
+  input `ReasoningItem` and the SDK's `ResponseReasoningItemParam` both list it, and OpenAI's own
+  openai-node `toResponseInputItems` replays it unchanged. The seed's "the input schema rejects
+  status" is not what the schema says; the live rejections reported by clients (haskell-agent #689,
+  oh-my-pi #6513, nanobot #5613) are from the ChatGPT Codex backend and Copilot, not this API. The
+  real service never returns it (recorded replies: reasoning items are {type, id, summary,
+  encrypted_content}), so a client replaying output unchanged never sends it anyway;
+- an input `compaction` item may not carry `created_by`: the spec's `CompactionSummaryItemParam`
+  has only type, id and encrypted_content, and openai-node's `toResponseInputItems` strips
+  `created_by` from every item as output-only provenance;
+- a user, system or developer message may carry `id` and `status`: `status` is in the spec's
+  `InputMessage`; `id` is not, but `/responses/compact` returns each kept user message with both
+  (recorded: compact_messages.yaml), the guide says to pass that output to the next request, and
+  OpenAI's openai-agents compaction session replays those messages unchanged (its issue #2727: only
+  assistant ids that had lost their reasoning were refused). So a client may keep or drop them;
 - an assistant message's text parts are `output_text` (with `annotations`, which may be empty) or
-  `refusal`, never `input_text`; a user, system or developer message takes input parts only.
+  `refusal`, never `input_text`; a user, system or developer message takes input parts only;
+- `service_tier`, `tools[].type`, a function tool's `name`, `tool_choice`, `text.format.type`,
+  `text.verbosity` and `metadata` (at most 16 string values, keys up to 64 and values up to 512
+  characters) take the spec's values, in the service's words (invalid_value, missing, invalid_type,
+  object_above_max_properties, string_above_max_length). A test compares each list with the SDK's.
 
 Only the item types this text-only model can read are accepted: messages (the short form, the input
 form and the output form with an id), reasoning, compaction, function_call, function_call_output and
 item_reference. Anything else is an invalid `type`.
+
+The response echoes the request's settings as the service does; a function tool is echoed with
+`strict` (which the response's `FunctionTool` requires): as sent, else true when the parameters
+schema is strict-compatible, else false, since "if omitted, Responses attempts to use strict
+validation when the schema is compatible, and falls back to non-strict validation otherwise" (the
+spec's `FunctionToolParam.strict`).
 """
 
 from __future__ import annotations
@@ -111,11 +135,10 @@ ITEM_TYPES = (
     "item_reference",
 )
 ITEM_KEYS: Mapping[str, frozenset[str]] = {
-    "input_message": frozenset({"type", "role", "content", "status"}),
+    "input_message": frozenset({"type", "role", "content", "id", "status"}),
     "assistant_message": frozenset({"type", "role", "content", "id", "status", "phase"}),
-    # `status` is output-only on reasoning items: the service rejects it on input (see the docstring).
-    "reasoning": frozenset({"type", "id", "summary", "content", "encrypted_content"}),
-    # `created_by` is output-only on compaction items.
+    "reasoning": frozenset({"type", "id", "summary", "content", "encrypted_content", "status"}),
+    # `created_by` is output-only on compaction items (see the docstring).
     "compaction": frozenset({"type", "id", "encrypted_content"}),
     "function_call": frozenset({"type", "id", "call_id", "name", "arguments", "status", "namespace", "caller"}),
     "function_call_output": frozenset({"type", "id", "call_id", "output", "status", "caller", "name", "namespace"}),
@@ -137,7 +160,52 @@ REASONING_VALUES: Mapping[str, tuple[str, ...]] = {
     "generate_summary": ("auto", "concise", "detailed"),
     "context": ("auto", "current_turn", "all_turns"),
 }
+ITEM_STATUSES = ("in_progress", "completed", "incomplete")
 CONTEXT_MANAGEMENT_TYPES = ("compaction",)
+SERVICE_TIERS = ("auto", "default", "flex", "scale", "priority", "fast", "ultrafast")  # ServiceTierResponses
+COMPACT_SERVICE_TIERS = ("auto", "default", "fast", "flex", "priority")  # ServiceTierEnum
+TOOL_TYPES = (
+    "function",
+    "file_search",
+    "computer",
+    "computer_use_preview",
+    "web_search",
+    "web_search_2025_08_26",
+    "mcp",
+    "code_interpreter",
+    "programmatic_tool_calling",
+    "image_generation",
+    "local_shell",
+    "shell",
+    "custom",
+    "namespace",
+    "tool_search",
+    "web_search_preview",
+    "web_search_preview_2025_03_11",
+    "apply_patch",
+)
+TOOL_CHOICE_MODES = ("none", "auto", "required")
+TOOL_CHOICE_TYPES = (
+    "allowed_tools",
+    "file_search",
+    "web_search_preview",
+    "computer",
+    "computer_use_preview",
+    "computer_use",
+    "web_search_preview_2025_03_11",
+    "image_generation",
+    "code_interpreter",
+    "function",
+    "mcp",
+    "custom",
+    "programmatic_tool_calling",
+    "apply_patch",
+    "shell",
+)
+TEXT_KEYS = frozenset({"format", "verbosity"})
+TEXT_FORMAT_TYPES = ("text", "json_schema", "json_object")
+VERBOSITY_VALUES = ("low", "medium", "high")
+METADATA_PAIRS, METADATA_KEY_CHARS, METADATA_VALUE_CHARS = 16, 64, 512
 TRUNCATION_VALUES = ("auto", "disabled")
 CACHE_RETENTION_VALUES = ("in_memory", "24h")
 DECIMAL_RANGES: Mapping[str, tuple[int, int]] = {"temperature": (0, 2), "top_p": (0, 1)}
@@ -209,11 +277,15 @@ def parse_create(body: Mapping[str, object]) -> CreateRequest:
     compaction = _context_management(body)
     truncation = _choice(body, "truncation", TRUNCATION_VALUES) or "disabled"
     _choice(body, "prompt_cache_retention", CACHE_RETENTION_VALUES)
-    for name in ("prompt_cache_key", "safety_identifier", "service_tier", "user"):
+    _choice(body, "service_tier", SERVICE_TIERS)
+    for name in ("prompt_cache_key", "safety_identifier", "user"):
         _optional_str(body, name)
-    for name in ("metadata", "text", "prompt", "moderation", "image", "access_programs", "background_options"):
+    for name in ("prompt", "moderation", "image", "access_programs", "background_options"):
         _optional_object(body, name)
+    _check_metadata(body)
+    _check_text(body)
     _check_tools(body)
+    _check_tool_choice(body)
     _check_stream_options(body, stream)
     _check_conversation(body)
     return CreateRequest(
@@ -242,8 +314,8 @@ def parse_compact(body: Mapping[str, object]) -> CompactRequest:
     if not items and previous_response_id is None:
         raise missing("input")
     _choice(body, "prompt_cache_retention", CACHE_RETENTION_VALUES)
-    for name in ("prompt_cache_key", "service_tier"):
-        _optional_str(body, name)
+    _choice(body, "service_tier", COMPACT_SERVICE_TIERS)
+    _optional_str(body, "prompt_cache_key")
     for name in ("prompt_cache_options", "image"):
         _optional_object(body, name)
     return CompactRequest(model, items, instructions, previous_response_id)
@@ -342,10 +414,71 @@ def _check_tools(body: Mapping[str, object]) -> None:
     if not isinstance(tools, list):
         raise invalid_type("tools", "an array", tools)
     for index, tool in enumerate(tools):
+        param = f"tools[{index}]"
         if not isinstance(tool, dict):
-            raise invalid_type(f"tools[{index}]", "an object", tool)
-        if not isinstance(tool.get("type"), str):
-            raise missing_or_invalid_type(f"tools[{index}].type", "a string", tool.get("type"))
+            raise invalid_type(param, "an object", tool)
+        kind = tool.get("type")
+        if kind is None:
+            raise missing(f"{param}.type")
+        if kind not in TOOL_TYPES:
+            raise invalid_value(f"{param}.type", kind, TOOL_TYPES)
+        if kind == "function":
+            _required_str(param, tool, "name")
+            optional_bool(tool, "strict", prefix=f"{param}.")
+            _optional_object(tool, "parameters", prefix=f"{param}.")
+
+
+def _check_tool_choice(body: Mapping[str, object]) -> None:
+    """A mode string, or an object naming a kind of tool (function, mcp, a hosted tool, ...)."""
+    choice = body.get("tool_choice")
+    if choice is None or isinstance(choice, dict) and choice.get("type") in TOOL_CHOICE_TYPES:
+        return
+    if isinstance(choice, dict):
+        if choice.get("type") is None:
+            raise missing("tool_choice.type")
+        raise invalid_value("tool_choice.type", choice.get("type"), TOOL_CHOICE_TYPES)
+    if not isinstance(choice, str):
+        raise invalid_type("tool_choice", "one of a string or object", choice)
+    if choice not in TOOL_CHOICE_MODES:
+        raise invalid_value("tool_choice", choice, TOOL_CHOICE_MODES)
+
+
+def _check_text(body: Mapping[str, object]) -> None:
+    text = _optional_object(body, "text") or {}
+    _check_keys("text", text, TEXT_KEYS)
+    text_format = _optional_object(text, "format", prefix="text.")
+    if text_format is not None:
+        if text_format.get("type") is None:
+            raise missing("text.format.type")
+        _choice(text_format, "type", TEXT_FORMAT_TYPES, prefix="text.format.")
+    _choice(text, "verbosity", VERBOSITY_VALUES, prefix="text.")
+
+
+def _check_metadata(body: Mapping[str, object]) -> None:
+    """Up to 16 string values, keys up to 64 and values up to 512 characters (the spec's `Metadata`)."""
+    metadata = _optional_object(body, "metadata") or {}
+    if len(metadata) > METADATA_PAIRS:
+        message = (
+            f"Invalid 'metadata': too many properties. Expected an object with at most {METADATA_PAIRS} "
+            f"properties, but got an object with {len(metadata)} properties instead."
+        )
+        raise InvalidParam("metadata", message, code="object_above_max_properties")
+    for key, value in metadata.items():
+        param = f"metadata.{key}"
+        if len(key) > METADATA_KEY_CHARS:
+            message = (
+                f"Invalid property name in 'metadata': '{key}' is too long. Expected a string with maximum "
+                f"length {METADATA_KEY_CHARS}, but got a string with length {len(key)} instead."
+            )
+            raise InvalidParam(param, message, code="property_name_above_max_length")
+        if not isinstance(value, str):
+            raise invalid_type(param, "a string", value)
+        if len(value) > METADATA_VALUE_CHARS:
+            message = (
+                f"Invalid '{param}': string too long. Expected a string with maximum length "
+                f"{METADATA_VALUE_CHARS}, but got a string with length {len(value)} instead."
+            )
+            raise InvalidParam(param, message, code="string_above_max_length")
 
 
 def _check_stream_options(body: Mapping[str, object], stream: bool) -> None:
@@ -370,18 +503,46 @@ def _check_conversation(body: Mapping[str, object]) -> None:
 
 
 def _echo(body: Mapping[str, object], reasoning: Mapping[str, object]) -> dict[str, object]:
+    tools = body.get("tools")
     return {
         "temperature": body.get("temperature", 1.0),
         "top_p": body.get("top_p", 1.0),
         "reasoning": {"effort": reasoning.get("effort", "medium"), "summary": reasoning.get("summary")},
-        "text": body.get("text") or {"format": {"type": "text"}, "verbosity": "medium"},
+        "text": {"format": {"type": "text"}, "verbosity": "medium", **(_optional_object(body, "text") or {})},
         "tool_choice": body.get("tool_choice", "auto"),
-        "tools": body.get("tools") or [],
+        "tools": [_echoed_tool(tool) for tool in tools if isinstance(tool, dict)] if isinstance(tools, list) else [],
         "parallel_tool_calls": body.get("parallel_tool_calls", True),
         "metadata": body.get("metadata") or {},
         "truncation": body.get("truncation") or "disabled",
         "user": body.get("user"),
     }
+
+
+def _echoed_tool(tool: Mapping[str, object]) -> Mapping[str, object]:
+    """A tool as the response repeats it: a function tool with every field its `FunctionTool` requires."""
+    if tool.get("type") != "function":
+        return tool
+    parameters = tool.get("parameters")
+    strict = tool.get("strict")
+    if strict is None:
+        strict = is_strict_compatible(parameters)
+    return {"description": None, **tool, "parameters": parameters, "strict": strict}
+
+
+def is_strict_compatible(schema: object) -> bool:
+    """Whether strict mode can take this JSON schema as it is: every object in it closed
+    (`additionalProperties: false`) with all its properties required (the structured outputs guide)."""
+    if isinstance(schema, list):
+        return all(is_strict_compatible(value) for value in schema)
+    if not isinstance(schema, dict):
+        return True
+    properties = schema.get("properties")
+    if schema.get("type") == "object" or isinstance(properties, dict):
+        fields = properties if isinstance(properties, dict) else {}
+        required = schema.get("required")
+        if schema.get("additionalProperties") is not False or set(required or []) != set(fields):
+            return False
+    return all(is_strict_compatible(value) for key, value in schema.items() if key not in ("required", "enum"))
 
 
 # --- input items -----------------------------------------------------------------------------------
@@ -423,8 +584,7 @@ def _check_message(param: str, item: Mapping[str, object]) -> None:
         raise invalid_value(f"{param}.role", role, ROLES)
     assistant = role == "assistant"
     _check_keys(param, item, ITEM_KEYS["assistant_message" if assistant else "input_message"])
-    if assistant:
-        _optional_str(item, "id", prefix=f"{param}.")
+    _optional_str(item, "id", prefix=f"{param}.")
     content = item.get("content")
     if isinstance(content, str):
         return
@@ -472,6 +632,7 @@ def _check_reasoning(param: str, item: Mapping[str, object]) -> None:
     encrypted = item.get("encrypted_content")
     if encrypted is not None and not isinstance(encrypted, str):
         raise invalid_type(f"{param}.encrypted_content", "a string", encrypted)
+    _choice(item, "status", ITEM_STATUSES, prefix=f"{param}.")
 
 
 def _check_keys(param: str, value: Mapping[str, object], allowed: frozenset[str]) -> None:
@@ -497,15 +658,15 @@ def _optional_str(body: Mapping[str, object], name: str, *, prefix: str = "") ->
     return value if isinstance(value, str) else None
 
 
-def _optional_object(body: Mapping[str, object], name: str) -> dict[str, object] | None:
+def _optional_object(body: Mapping[str, object], name: str, *, prefix: str = "") -> dict[str, object] | None:
     value = body.get(name)
     if value is not None and not isinstance(value, dict):
-        raise invalid_type(name, "an object", value)
+        raise invalid_type(prefix + name, "an object", value)
     return value if isinstance(value, dict) else None
 
 
-def _choice(body: Mapping[str, object], name: str, choices: Sequence[str]) -> str | None:
+def _choice(body: Mapping[str, object], name: str, choices: Sequence[str], *, prefix: str = "") -> str | None:
     value = body.get(name)
     if value is not None and value not in choices:
-        raise invalid_value(name, value, choices)
+        raise invalid_value(prefix + name, value, choices)
     return value if isinstance(value, str) else None

@@ -159,6 +159,14 @@ def test_old_frames_alone_do_not_carry_the_beacon_only_the_reasoning_does(client
     assert FORGOTTEN in ask(client, visible_only).output_text
 
 
+def test_a_reasoning_item_replayed_with_a_status_is_accepted(client: openai.OpenAI) -> None:
+    """The spec's input ReasoningItem and the SDK's ResponseReasoningItemParam take `status`."""
+    history, _ = first_turn(client)
+    with_status = [history[0], {**history[1], "status": "completed"}, *history[2:]]
+
+    assert REMEMBERED in ask(client, [*with_status, user(DARK)]).output_text
+
+
 def altered(blob: str) -> str:
     middle = len(blob) // 2
     return blob[:middle] + ("A" if blob[middle] != "A" else "B") + blob[middle + 1 :]
@@ -204,8 +212,8 @@ def reordered_turns(items: list[Item]) -> list[Item]:
     return [*items[3:], *items[:3]]
 
 
-def status_left_on(items: list[Item]) -> list[Item]:
-    return [items[0], {**items[1], "status": "completed"}, *items[2:]]
+def status_invalid(items: list[Item]) -> list[Item]:
+    return [items[0], {**items[1], "status": "done"}, *items[2:]]
 
 
 @pytest.mark.parametrize(
@@ -218,7 +226,7 @@ def status_left_on(items: list[Item]) -> list[Item]:
         (altered_summary, "input", "invalid_encrypted_content", "summary is not the one it was issued with"),
         (altered_message, "input", "invalid_encrypted_content", "is not the message it was issued with"),
         (reordered_turns, "input", "reasoning_out_of_order", "is out of order"),
-        (status_left_on, "input[1].status", "unknown_parameter", "Unknown parameter: 'input[1].status'."),
+        (status_invalid, "input[1].status", "invalid_value", "Invalid value: 'done'."),
     ],
     ids=lambda value: getattr(value, "__name__", None),
 )

@@ -11,9 +11,26 @@ from typing import Any
 import httpx2
 import openai
 import pytest
-from openai.types.responses import response_compact_params, response_create_params
+from openai.types.responses import (
+    ResponseReasoningItemParam,
+    response_compact_params,
+    response_create_params,
+    response_text_config_param,
+    tool_param,
+)
 
-from turnstate.local_provider.responses_request import COMPACT_PARAMS, CREATE_PARAMS
+from turnstate.local_provider.responses_request import (
+    COMPACT_PARAMS,
+    COMPACT_SERVICE_TIERS,
+    CREATE_PARAMS,
+    ITEM_STATUSES,
+    SERVICE_TIERS,
+    TEXT_FORMAT_TYPES,
+    TOOL_CHOICE_MODES,
+    TOOL_CHOICE_TYPES,
+    TOOL_TYPES,
+    VERBOSITY_VALUES,
+)
 from turnstate.local_provider.server import LocalProvider
 
 from .test_policy import EXAMPLE_ROWS, frame_text
@@ -72,7 +89,8 @@ def test_an_unknown_top_level_param_is_400_unknown_parameter(provider: LocalProv
         ({**VALID, "input": [{"content": "hi"}]}, "input[0].role"),
         ({**VALID, "input": [message("robot", "hi")]}, "input[0].role"),
         ({**VALID, "input": [message("user", None)]}, "input[0].content"),
-        ({**VALID, "input": [message("user", "hi", id="msg_1")]}, "input[0].id"),
+        ({**VALID, "input": [message("user", "hi", id=1)]}, "input[0].id"),
+        ({**VALID, "input": [message("user", "hi", phase="final_answer")]}, "input[0].phase"),
         ({**VALID, "input": [message("user", [output_text()])]}, "input[0].content[0].type"),
         ({**VALID, "input": [message("user", [{"type": "input_text"}])]}, "input[0].content[0].text"),
         ({**VALID, "input": [message("user", [{"type": "input_text", "text": "x", "x": 1}])]}, "input[0].content[0].x"),
@@ -84,7 +102,7 @@ def test_an_unknown_top_level_param_is_400_unknown_parameter(provider: LocalProv
         ({**VALID, "input": [{"type": "reasoning", "summary": []}]}, "input[0].id"),
         ({**VALID, "input": [{"type": "reasoning", "id": "rs_1"}]}, "input[0].summary"),
         (
-            {**VALID, "input": [{"type": "reasoning", "id": "rs_1", "summary": [], "status": "completed"}]},
+            {**VALID, "input": [{"type": "reasoning", "id": "rs_1", "summary": [], "status": "done"}]},
             "input[0].status",
         ),
         (
@@ -129,6 +147,15 @@ def test_an_unknown_top_level_param_is_400_unknown_parameter(provider: LocalProv
         ({**VALID, "conversation": "conv_1"}, "conversation"),
         ({**VALID, "instructions": ["be brief"]}, "instructions"),
         ({**VALID, "tools": [{"name": "f"}]}, "tools[0].type"),
+        ({**VALID, "tools": [{"type": "function", "name": "f", "strict": "yes"}]}, "tools[0].strict"),
+        ({**VALID, "tools": [{"type": "function", "name": "f", "parameters": "{}"}]}, "tools[0].parameters"),
+        ({**VALID, "tool_choice": {"name": "f"}}, "tool_choice.type"),
+        ({**VALID, "tool_choice": 1}, "tool_choice"),
+        ({**VALID, "text": {"format": {}}}, "text.format.type"),
+        ({**VALID, "text": {"style": "plain"}}, "text.style"),
+        ({**VALID, "metadata": {str(key): "v" for key in range(17)}}, "metadata"),
+        ({**VALID, "metadata": {"k" * 65: "v"}}, "metadata." + "k" * 65),
+        ({**VALID, "metadata": {"run": "x" * 513}}, "metadata.run"),
     ],
 )
 def test_an_invalid_body_is_400_naming_the_param(provider: LocalProvider, body: dict[str, object], param: str) -> None:
@@ -141,16 +168,16 @@ def test_an_invalid_body_is_400_naming_the_param(provider: LocalProvider, body: 
 
 
 def test_the_words_follow_the_service(provider: LocalProvider) -> None:
-    status = post(
-        provider, {**VALID, "input": [{"type": "reasoning", "id": "rs_1", "summary": [], "status": "completed"}]}
+    created_by = post(
+        provider, {**VALID, "input": [{"type": "compaction", "encrypted_content": "x", "created_by": "me"}]}
     )
     low = post(provider, {**VALID, "max_output_tokens": 15})
     missing = post(provider, {"input": "hi"})
 
-    assert status.json()["error"] == {
-        "message": "Unknown parameter: 'input[0].status'.",
+    assert created_by.json()["error"] == {
+        "message": "Unknown parameter: 'input[0].created_by'.",
         "type": "invalid_request_error",
-        "param": "input[0].status",
+        "param": "input[0].created_by",
         "code": "unknown_parameter",
     }
     assert low.json()["error"]["message"] == (
@@ -212,3 +239,144 @@ def test_an_item_reference_reads_a_stored_item(provider: LocalProvider) -> None:
     assert "heading for door C (beacon seen)" in response.json()["output"][1]["content"][0]["text"]
     assert unknown.status_code == 404
     assert unknown.json()["error"]["param"] == "input"
+
+
+# --- spec values, through the SDK ------------------------------------------------------------------
+
+
+def literal_values(hint: object) -> set[str]:
+    """Every string a Literal (possibly Optional, Required or in a Union) allows."""
+    if typing.get_origin(hint) is typing.Literal:
+        return {value for value in typing.get_args(hint) if isinstance(value, str)}
+    return set().union(*(literal_values(arg) for arg in typing.get_args(hint)))
+
+
+def test_the_accepted_values_are_the_installed_sdks() -> None:
+    create = typing.get_type_hints(response_create_params.ResponseCreateParamsBase)
+    compact = typing.get_type_hints(response_compact_params.ResponseCompactParams)
+    text = typing.get_type_hints(response_text_config_param.ResponseTextConfigParam)
+    choice_objects = typing.get_args(create["tool_choice"])[1:]
+
+    assert set(SERVICE_TIERS) == literal_values(create["service_tier"])
+    assert set(COMPACT_SERVICE_TIERS) == literal_values(compact["service_tier"])
+    assert set(TOOL_TYPES) == {literal for tool in typing.get_args(tool_param.ToolParam) for literal in tool_type(tool)}
+    assert set(TOOL_CHOICE_MODES) == literal_values(typing.get_args(create["tool_choice"])[0])
+    assert set(TOOL_CHOICE_TYPES) == {literal for choice in choice_objects for literal in tool_type(choice)}
+    assert set(TEXT_FORMAT_TYPES) == {literal for fmt in typing.get_args(text["format"]) for literal in tool_type(fmt)}
+    assert set(VERBOSITY_VALUES) == literal_values(text["verbosity"])
+    assert set(ITEM_STATUSES) == literal_values(typing.get_type_hints(ResponseReasoningItemParam)["status"])
+
+
+def tool_type(typed_dict: object) -> set[str]:
+    return literal_values(typing.get_type_hints(typed_dict)["type"])
+
+
+@pytest.mark.parametrize(
+    ("settings", "param", "code"),
+    [
+        ({"service_tier": "gold"}, "service_tier", "invalid_value"),
+        ({"tools": [{"type": "bogus"}]}, "tools[0].type", "invalid_value"),
+        ({"tools": [{"type": "function", "parameters": {}}]}, "tools[0].name", "missing_required_parameter"),
+        ({"tool_choice": "sometimes"}, "tool_choice", "invalid_value"),
+        ({"tool_choice": {"type": "tool"}}, "tool_choice.type", "invalid_value"),
+        ({"text": {"format": {"type": "xml"}}}, "text.format.type", "invalid_value"),
+        ({"text": {"verbosity": "loud"}}, "text.verbosity", "invalid_value"),
+        ({"metadata": {"run": 7}}, "metadata.run", "invalid_type"),
+    ],
+    ids=lambda value: value if isinstance(value, str) else None,
+)
+def test_a_spec_invalid_setting_is_a_400_naming_its_param(
+    provider: LocalProvider, settings: dict[str, Any], param: str, code: str
+) -> None:
+    with client_for(provider) as client, pytest.raises(openai.BadRequestError) as raised:
+        client.responses.create(model=MODEL, input="hi", **settings)
+
+    assert isinstance(raised.value.body, dict)
+    assert (raised.value.body["type"], raised.value.body["param"], raised.value.body["code"]) == (
+        "invalid_request_error",
+        param,
+        code,
+    )
+
+
+def test_the_words_of_a_spec_invalid_setting_follow_the_service(provider: LocalProvider) -> None:
+    with client_for(provider) as client:
+        with pytest.raises(openai.BadRequestError) as tier:
+            client.responses.create(model=MODEL, input="hi", service_tier="gold")  # type: ignore[arg-type]
+        with pytest.raises(openai.BadRequestError) as metadata:
+            client.responses.create(model=MODEL, input="hi", metadata={"run": 7})  # type: ignore[dict-item]
+
+    assert tier.value.body == {
+        "message": "Invalid value: 'gold'. Supported values are: 'auto', 'default', 'flex', 'scale', 'priority', "
+        "'fast', and 'ultrafast'.",
+        "type": "invalid_request_error",
+        "param": "service_tier",
+        "code": "invalid_value",
+    }
+    assert isinstance(metadata.value.body, dict)
+    assert (
+        metadata.value.body["message"]
+        == "Invalid type for 'metadata.run': expected a string, but got an integer instead."
+    )
+
+
+def test_the_compact_endpoint_takes_its_own_service_tiers(provider: LocalProvider) -> None:
+    """Its spec type is ServiceTierEnum, without scale and ultrafast."""
+    with client_for(provider) as client:
+        served = client.responses.compact(model=MODEL, input="hi", service_tier="flex")
+        with pytest.raises(openai.BadRequestError) as raised:
+            client.responses.compact(model=MODEL, input="hi", extra_body={"service_tier": "scale"})
+
+    assert served.object == "response.compaction"
+    assert isinstance(raised.value.body, dict) and raised.value.body["param"] == "service_tier"
+
+
+def test_every_spec_valid_setting_is_served(provider: LocalProvider) -> None:
+    settings: dict[str, Any] = {
+        "service_tier": "priority",
+        "tools": [{"type": "function", "name": "look", "parameters": None, "strict": None}, {"type": "web_search"}],
+        "tool_choice": {"type": "function", "name": "look"},
+        "text": {"format": {"type": "json_object"}, "verbosity": "low"},
+        "metadata": {str(key): "v" * 512 for key in range(16)},
+    }
+    with client_for(provider) as client:
+        response = client.responses.create(model=MODEL, input="hi", **settings)
+
+    assert response.status == "completed"
+    assert response.text is not None and response.text.verbosity == "low"
+
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"door": {"type": "string"}},
+    "required": ["door"],
+    "additionalProperties": False,
+}
+OPEN_SCHEMA = {"type": "object", "properties": {"door": {"type": "string"}}}
+
+
+@pytest.mark.parametrize(
+    ("tool", "strict"),
+    [
+        ({"type": "function", "name": "enter", "parameters": SCHEMA}, True),
+        ({"type": "function", "name": "enter", "parameters": OPEN_SCHEMA}, False),
+        ({"type": "function", "name": "enter", "parameters": SCHEMA, "strict": False}, False),
+        ({"type": "function", "name": "enter", "parameters": OPEN_SCHEMA, "strict": None}, False),
+        ({"type": "function", "name": "wait"}, True),
+    ],
+    ids=["compatible", "open schema", "strict false", "strict null", "no parameters"],
+)
+def test_an_echoed_function_tool_carries_strict(provider: LocalProvider, tool: dict[str, Any], strict: bool) -> None:
+    """The response's FunctionTool requires strict; omitted, it is what Responses applied: strict
+    when the schema is strict-compatible, else not (the spec's FunctionToolParam.strict)."""
+    with client_for(provider) as client:
+        response = client.responses.create(model=MODEL, input="hi", tools=[tool])
+
+    echoed = response.tools[0].model_dump(mode="json", exclude_unset=True)
+    assert echoed == {
+        "type": "function",
+        "name": tool["name"],
+        "description": None,
+        "parameters": tool.get("parameters"),
+        "strict": strict,
+    }
