@@ -14,6 +14,16 @@ from turnstate.local_provider.prefix_cache import CacheRule
 # reports its length rounded down to a multiple of 128, and 0 below 1,024.
 PROMPT_CACHING = CacheRule(min_tokens=1024, increment=128)
 
+
+def cache_reads_and_writes(prompt_tokens: int, matched_tokens: int) -> tuple[int, int]:
+    """(cached_tokens, cache_write_tokens) of a prompt whose first `matched_tokens` a recent request
+    already sent: the cache serves that prefix and stores the rest of what is cacheable, both in
+    PROMPT_CACHING's units. Recorded (test_openai_prompt_cache, Chat and Responses alike): a first
+    request of 4,020 tokens read 0 and wrote 4,012; the same request again read 4,012 and wrote 0."""
+    cached = PROMPT_CACHING.reported(matched_tokens)
+    return cached, PROMPT_CACHING.reported(prompt_tokens) - cached
+
+
 # kind -> (status, message, type, code), as api.openai.com answers them; {detail} is error_reply's.
 SHARED_ERRORS: Mapping[str, tuple[int, str, str, str | None]] = {
     "missing_api_key": (

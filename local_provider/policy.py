@@ -11,11 +11,13 @@ everything the request holds, its memory included: one NOTES line per level whos
 Over a reasoning wire (OpenAI Responses) the model is `think`: when a frame shows a beacon, it notes
 it in a private thought (`NOTES: level N beacon X`), which the wire seals into encrypted reasoning;
 later thoughts only say that they follow the note, and the visible reply never carries a NOTES line.
-It reads the current turn's messages and its memory: the thoughts of the replayed reasoning, a
-compaction's summary (`summarize`) and earlier messages it was handed, from all of which it takes
-only NOTES lines, never the beacon line of an older frame. So the beacon survives only in
-the reasoning item of the turn that saw it, and after a compaction in the compaction item: it is
-remembered only if those were replayed faithfully.
+It reads the messages the wire hands it (the current turn's, and on the Responses wire, ahead of
+them, a compacted window's kept messages, which the service keeps in the model's context) and its
+memory: the thoughts of the replayed reasoning, a compaction's summary (`summarize`) and earlier
+messages it was handed, from all of which it takes only NOTES lines, never the beacon line of an
+older frame. So the beacon survives only in the reasoning item of the turn that saw it, and after a
+compaction in the compaction item or, for a compaction that kept the user messages, in those kept
+frames: it is remembered only if those were replayed faithfully.
 
 The frame format is parsed here on purpose instead of imported from the environment: the policy must
 know no more than the text it is given.

@@ -7,29 +7,39 @@ Exchange's reasoning model for a private thought and a visible reply, and words 
 `response` object or as a server-sent event stream.
 
 What a response holds, in this order:
-- with `context_management: [{"type": "compaction", "compact_threshold": N}]` and a prompt estimate
-  over N: a compaction item {type, id cmp_T, encrypted_content, created_by}, first, since the
-  history was compacted before the model answered; its sealed summary is the model's own summary of
-  its memory (the replaced reasoning's thoughts, the previous compaction's summary);
-- a reasoning item {type, id rs_T, summary, encrypted_content, status}: the summary is one readable
-  line only when `reasoning.summary` is set; encrypted_content is the sealed thought only with
+- a reasoning item {type, id rs_T, summary, encrypted_content}: the summary is one readable line
+  only when `reasoning.summary` is set; encrypted_content is the sealed thought only with
   `include: ["reasoning.encrypted_content"]`, else null (the thought is then replayable only from a
-  stored response);
-- the output message {type, id msg_T, role, status, content: [output_text]}: the visible reply.
+  stored response). No `status`: recorded real reasoning items have none, streamed or not
+  (thinking_part, streaming_usage), though the SDK's type allows one;
+- the output message {type, id msg_T, role, status, content: [output_text]}: the visible reply;
+- with `context_management: [{"type": "compaction", "compact_threshold": N}]`, when the context
+  (the prompt estimate plus this response's output) passes N: a compaction item {type, id cmp_T,
+  encrypted_content}, last. Recorded (compact_stateful_mode, streamed and not): the real service
+  answers first and compacts when the context crosses the threshold, putting the compaction item
+  after the message (output_index 1), with no `created_by`, and bills its summary as output. So the
+  compaction stands for the whole conversation, this response included: its sealed summary is the
+  model's own summary of its memory (the previous compaction's summary, the replaced reasoning's
+  thoughts, this response's thought, and a compacted window's kept messages), and a client that
+  keeps "the latest compaction item and everything after it" keeps the compaction item alone, then
+  appends the next input.
 
 Status: completed; incomplete with incomplete_details.reason max_output_tokens when the reply was
 cut by `max_output_tokens` (which bounds thought and reply together), or content_filter when the
 reply was filtered (the message is then empty and incomplete). Usage: input_tokens is the prompt
-estimate (responses_conversation.py), cached_tokens follows OpenAI's prompt-caching rule over the
-prompt's items, output_tokens is the reply plus the thought (reasoning_tokens), plus an inline
-compaction's summary.
+estimate (responses_conversation.py); input_tokens_details holds cached_tokens and
+cache_write_tokens (both required by the spec's ResponseUsage and the SDK): what the prefix cache
+served and what this request stored, by OpenAI's prompt-caching rule over the prompt's items
+(openai_words.cache_reads_and_writes); output_tokens is the reply plus the thought
+(reasoning_tokens), plus an inline compaction's summary.
 
 A stream sends `event:` and `data:` lines; every event has `type` and `sequence_number`, in the
-order response.created, response.in_progress, then per item response.output_item.added, its
-content events (reasoning_summary_part/text for a summary; content_part.added, output_text.delta,
-output_text.done, content_part.done for the message; response.compaction.compacting for a
-compaction), response.output_item.done with the full item (the final encrypted_content is here, the
-added event has none), and last response.completed or response.incomplete.
+order response.created, response.in_progress, then per item, in output order,
+response.output_item.added, its content events (reasoning_summary_part/text for a summary;
+content_part.added, output_text.delta, output_text.done, content_part.done for the message;
+response.compaction.compacting for a compaction), response.output_item.done with the full item (the
+final encrypted_content is here, the added event has none), and last response.completed or
+response.incomplete.
 
 Faults, in this wire's words: refusal is an incomplete response filtered for content; truncation
 half a reply ended by max_output_tokens; empty and malformed an empty or useless reply that
@@ -48,8 +58,9 @@ from dataclasses import dataclass
 
 from turnstate.adapters.tokens import estimate_text_tokens, item_tokens
 from turnstate.local_provider.exchange import Exchange, Reasoning, SseEvent
-from turnstate.local_provider.openai_words import PROMPT_CACHING, error_body
+from turnstate.local_provider.openai_words import cache_reads_and_writes, error_body
 from turnstate.local_provider.openai_words import error_reply as error_reply
+from turnstate.local_provider.prefix_cache import PrefixCache
 from turnstate.local_provider.responses_conversation import (
     COMPACTION_KIND,
     COMPACTION_PREFIX,
@@ -61,6 +72,7 @@ from turnstate.local_provider.responses_conversation import (
     ReplayError,
     conversation_items,
     fitted,
+    kept_digest,
     message_digest,
     read_conversation,
     responses_state,
@@ -85,7 +97,6 @@ TERMINAL_EVENTS: Mapping[str, str] = {
     "failed": "response.failed",
 }
 REASONING_SUMMARY = "Compared the frame with what I remember, then chose the next move."
-INLINE_COMPACTOR = "context_management"
 STREAM_PIECES = 3  # deltas per streamed text, so a client must reassemble them
 BROKEN_REPLIES = frozenset({"garbled", "empty_choices", "null_message"})
 GARBLED_EVENT: SseEvent = {"event": "response.output_text.delta", "data": '{"type": "response.output_text.delta", '}
@@ -122,9 +133,8 @@ def handle(exchange: Exchange) -> None:
     produced = produce(exchange, request, conversation, state.sealer)
     if request.store:
         state.store.keep(produced.response_id, conversation.items, produced.stored_output)
-    matched = exchange.prefix_cache.match_and_record(request.model, conversation.prompt_items)
-    cached_tokens = PROMPT_CACHING.reported(sum(item_tokens(item) for item in conversation.prompt_items[:matched]))
-    usage = usage_object(prompt_tokens, cached_tokens, produced.output_tokens, produced.reasoning.thought_tokens)
+    cached, written = prompt_cache_usage(exchange.prefix_cache, request.model, conversation)
+    usage = usage_object(prompt_tokens, cached, written, produced.output_tokens, produced.reasoning.thought_tokens)
     output = broken_output(produced.output, kind) if kind in BROKEN_REPLIES else produced.output
     ending = produced.reasoning.completion.ending
     body = response_object(request, produced.response_id, STATUSES[ending], INCOMPLETE_REASONS.get(ending), output)
@@ -148,9 +158,9 @@ class Produced:
 
     token: str
     reasoning: Reasoning
-    compaction: dict[str, object] | None
     reasoning_item: dict[str, object]
     message: dict[str, object]
+    compaction: dict[str, object] | None
     summary_tokens: int
     include_encrypted_reasoning: bool
 
@@ -160,18 +170,17 @@ class Produced:
 
     @property
     def output(self) -> list[dict[str, object]]:
-        """As the client gets them: output-only fields added, the thought withheld unless included."""
-        reasoning = {**self.reasoning_item, "status": "completed"}
+        """As the client gets them: the thought withheld unless included."""
+        reasoning = dict(self.reasoning_item)
         if not self.include_encrypted_reasoning:
             reasoning["encrypted_content"] = None
-        head = [] if self.compaction is None else [{**self.compaction, "created_by": INLINE_COMPACTOR}]
-        return [*head, reasoning, self.message]
+        return [reasoning, *self.stored_output[1:]]
 
     @property
     def stored_output(self) -> list[dict[str, object]]:
         """As the store keeps them: valid input items, the thought sealed in."""
-        head = [] if self.compaction is None else [self.compaction]
-        return [*head, self.reasoning_item, self.message]
+        tail = [] if self.compaction is None else [self.compaction]
+        return [self.reasoning_item, self.message, *tail]
 
     @property
     def output_tokens(self) -> int:
@@ -179,19 +188,11 @@ class Produced:
 
 
 def produce(exchange: Exchange, request: CreateRequest, conversation: Conversation, sealer: Sealer) -> Produced:
-    """Compact first if the threshold is crossed, then think and answer; seal what must stay opaque."""
+    """Think and answer, then compact if the context crossed the threshold; seal what must stay opaque."""
     token = sealer.new_token()
-    link = conversation.last_link
-    compaction = None
-    summary_tokens = 0
-    threshold = request.compaction.threshold if request.compaction is not None else None
-    if threshold is not None and conversation.prompt_tokens > threshold:
-        summary = exchange.summarize(conversation.memory)
-        compaction = compaction_item(sealer, token, summary)
-        link, summary_tokens = str(compaction["id"]), estimate_text_tokens(summary)
     reasoning = exchange.reason(
         conversation.system,
-        conversation.current,
+        conversation.messages,
         (*conversation.earlier, *conversation.memory),
         request.max_output_tokens,
     )
@@ -210,7 +211,7 @@ def produce(exchange: Exchange, request: CreateRequest, conversation: Conversati
     sealed = {
         "kind": REASONING_KIND,
         "token": token,
-        "after": link,
+        "after": conversation.last_link,
         "summary": digest(summary_parts),
         "message": message_digest(content),
         "thought": reasoning.thought,
@@ -221,15 +222,33 @@ def produce(exchange: Exchange, request: CreateRequest, conversation: Conversati
         "summary": summary_parts,
         "encrypted_content": sealer.seal(sealed),
     }
+    compaction, summary_tokens = None, 0
+    threshold = request.compaction.threshold if request.compaction is not None else None
+    context = conversation.prompt_tokens + completion.tokens + reasoning.thought_tokens
+    if threshold is not None and context > threshold:
+        kept_texts = [str(kept["content"]) for kept in conversation.kept]
+        summary = exchange.summarize((*kept_texts, *conversation.memory, reasoning.thought))
+        compaction, summary_tokens = compaction_item(sealer, token, summary), estimate_text_tokens(summary)
     return Produced(
-        token, reasoning, compaction, reasoning_item, message, summary_tokens, request.include_encrypted_reasoning
+        token, reasoning, reasoning_item, message, compaction, summary_tokens, request.include_encrypted_reasoning
     )
 
 
-def compaction_item(sealer: Sealer, token: str, summary: str) -> dict[str, object]:
-    """A compaction item as input takes it (no created_by): the summary sealed under the provider's key."""
-    sealed = sealer.seal({"kind": COMPACTION_KIND, "token": token, "summary": summary})
-    return {"type": "compaction", "id": COMPACTION_PREFIX + token, "encrypted_content": sealed}
+def compaction_item(
+    sealer: Sealer, token: str, summary: str, kept: Sequence[Mapping[str, object]] = ()
+) -> dict[str, object]:
+    """A compaction item {type, id, encrypted_content}, as real output has it and input takes it: the
+    summary, and a digest of each message it keeps (responses_conversation.py, rule 4), sealed under
+    the provider's key."""
+    payload = {"kind": COMPACTION_KIND, "token": token, "summary": summary, "kept": [kept_digest(m) for m in kept]}
+    return {"type": "compaction", "id": COMPACTION_PREFIX + token, "encrypted_content": sealer.seal(payload)}
+
+
+def prompt_cache_usage(cache: PrefixCache, model: str, conversation: Conversation) -> tuple[int, int]:
+    """(cached_tokens, cache_write_tokens) of this prompt; the prompt is then recorded in the cache."""
+    matched = cache.match_and_record(model, conversation.prompt_items)
+    tokens = [item_tokens(item) for item in conversation.prompt_items]
+    return cache_reads_and_writes(sum(tokens), sum(tokens[:matched]))
 
 
 def broken_output(output: Sequence[dict[str, object]], kind: str | None) -> list[dict[str, object]]:
@@ -240,10 +259,12 @@ def broken_output(output: Sequence[dict[str, object]], kind: str | None) -> list
     return list(output)  # garbled breaks the bytes, not the items
 
 
-def usage_object(input_tokens: int, cached_tokens: int, output_tokens: int, reasoning_tokens: int) -> dict[str, object]:
+def usage_object(
+    input_tokens: int, cached_tokens: int, cache_write_tokens: int, output_tokens: int, reasoning_tokens: int
+) -> dict[str, object]:
     return {
         "input_tokens": input_tokens,
-        "input_tokens_details": {"cached_tokens": cached_tokens},
+        "input_tokens_details": {"cached_tokens": cached_tokens, "cache_write_tokens": cache_write_tokens},
         "output_tokens": output_tokens,
         "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
         "total_tokens": input_tokens + output_tokens,
@@ -309,7 +330,7 @@ def _item_events(index: int, item: Mapping[str, object]) -> list[dict[str, objec
         events[0]["item"] = {**item, "encrypted_content": ""}
         events.append({"type": "response.compaction.compacting", **where})
     elif kind == "reasoning":
-        events[0]["item"] = {**item, "summary": [], "encrypted_content": None, "status": "in_progress"}
+        events[0]["item"] = {**item, "summary": [], "encrypted_content": None}
         summary = item["summary"]
         assert isinstance(summary, list)
         for summary_index, part in enumerate(summary):

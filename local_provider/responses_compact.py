@@ -1,22 +1,35 @@
 """The OpenAI Responses compact wire: `POST /v1/responses/compact`, as a strict counterpart.
 
-It takes {model, input, instructions?, previous_response_id?} (responses_request.py), reads the
+It takes {model, input, instructions?, previous_response_id?, ...} (responses_request.py), reads the
 conversation under the same replay rules as `POST /v1/responses` (responses_conversation.py: a
 tampered, orphaned, reordered or missing reasoning item is refused here too), and answers a
-`response.compaction` object: {id, object, created_at, output, usage}. The output is the user
-messages of the conversation it read (from its latest compaction item on), verbatim and in order
-(given `type: "message"` when the short form left it out), then one compaction item {type, id cmp_T, encrypted_content, created_by}. The compaction's sealed
-summary is the model's own summary of its memory, so a later request that replays the compaction
-item reads the hidden facts back from it, and nothing from the items it replaced (they come before
-it, so they are not read).
+`response.compaction` object: {id, object, created_at, output, usage}.
 
-It is not streamed. Usage: input_tokens is the prompt estimate, cached_tokens follows OpenAI's rule,
-output_tokens is the summary's estimate (no reasoning tokens). Faults: stream_cut closes the
-connection without a response; garbled cuts the JSON body in half; empty_choices answers with an
-empty `output` (no compaction item); null_message gives the compaction item `encrypted_content:
-null`; expire_handle forgets the stored responses first. The content faults that shape a visible
-reply (refusal, truncation, empty, malformed, leak_key) have nothing to shape here: a compaction
-has no visible text.
+The output is every user message of its input, in order, then one compaction item {type, id cmp_T,
+encrypted_content}. Decisions and evidence:
+- every user message, those before an earlier compaction item included: the SDK's
+  CompactedResponse.output is "a list of all user messages, followed by a single compaction item",
+  user messages are never compacted (openai-agents counts "user and compaction items" out of its
+  compaction candidates), and an earlier compaction's kept messages are still the record of what the
+  user said; the earlier compaction item itself is replaced by the new one;
+- each kept message in the output form {type: message, id msg_X, role: user, status: completed,
+  content: [input_text parts]}: recorded (compact_messages.yaml) and the spec's CompactResource
+  (`ItemField`: a Message has id, status, role and a content array), a string content given as one
+  input_text part. A fresh id per message; replaying it unchanged is accepted (responses_request.py);
+- the compaction item without `created_by`: the recorded one has none;
+- the compaction stands for what it replaced (assistant messages, reasoning, tool calls, the
+  earlier compaction), not for the messages it keeps, which the next request reads back
+  (responses_conversation.py, rule 4): its sealed summary is the model's summary of its memory less
+  what the kept messages already say (the lines of that summary which the model's summary of the
+  kept messages does not hold), and it seals a digest of each kept message.
+
+It is not streamed. Usage: input_tokens is the prompt estimate, cached_tokens and cache_write_tokens
+follow OpenAI's rule (as on create), output_tokens is the summary's estimate (no reasoning tokens).
+Faults: stream_cut closes the connection without a response; garbled cuts the JSON body in half;
+empty_choices answers with an empty `output` (no compaction item); null_message gives the compaction
+item `encrypted_content: null`; expire_handle forgets the stored responses first. The content faults
+that shape a visible reply (refusal, truncation, empty, malformed, leak_key) have nothing to shape
+here: a compaction has no visible text.
 """
 
 from __future__ import annotations
@@ -24,21 +37,27 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 
-from turnstate.adapters.tokens import estimate_text_tokens, item_tokens
+from turnstate.adapters.tokens import estimate_text_tokens, item_text
 from turnstate.local_provider.exchange import Exchange
-from turnstate.local_provider.openai_words import PROMPT_CACHING, error_body
+from turnstate.local_provider.openai_words import error_body
 from turnstate.local_provider.openai_words import error_reply as error_reply
-from turnstate.local_provider.responses import compaction_item, context_exceeded_body, usage_object
+from turnstate.local_provider.responses import (
+    compaction_item,
+    context_exceeded_body,
+    prompt_cache_usage,
+    usage_object,
+)
 from turnstate.local_provider.responses_conversation import (
+    MESSAGE_PREFIX,
     RESPONSE_PREFIX,
     ReplayError,
     conversation_items,
+    is_user_message,
     read_conversation,
     responses_state,
 )
 from turnstate.local_provider.responses_request import InvalidParam, parse_compact
-
-COMPACTOR = "responses.compact"
+from turnstate.local_provider.sealed import Sealer
 
 
 def handle(exchange: Exchange) -> None:
@@ -65,31 +84,47 @@ def handle(exchange: Exchange) -> None:
         return
 
     token = state.sealer.new_token()
-    summary = exchange.summarize(conversation.memory)
-    compaction = {**compaction_item(state.sealer, token, summary), "created_by": COMPACTOR}
-    output: list[Mapping[str, object]] = [*kept_user_messages(conversation.items), compaction]
+    kept = kept_user_messages(state.sealer, conversation.items)
+    summary = summary_beyond(exchange, conversation.memory, [item_text(message) for message in kept])
+    compaction = compaction_item(state.sealer, token, summary, kept)
+    output: list[Mapping[str, object]] = [*kept, compaction]
     if kind == "empty_choices":
         output = []
     elif kind == "null_message":
         output = [*output[:-1], {**compaction, "encrypted_content": None}]
-    matched = exchange.prefix_cache.match_and_record(request.model, conversation.prompt_items)
-    cached_tokens = PROMPT_CACHING.reported(sum(item_tokens(item) for item in conversation.prompt_items[:matched]))
+    cached, written = prompt_cache_usage(exchange.prefix_cache, request.model, conversation)
     body = {
         "id": RESPONSE_PREFIX + token,
         "object": "response.compaction",
         "created_at": int(time.time()),
         "output": output,
-        "usage": usage_object(prompt_tokens, cached_tokens, estimate_text_tokens(summary), 0),
+        "usage": usage_object(prompt_tokens, cached, written, estimate_text_tokens(summary), 0),
     }
     exchange.send_reply(body)
 
 
-def kept_user_messages(items: Sequence[Mapping[str, object]]) -> list[Mapping[str, object]]:
-    """The user messages from the latest compaction item on (those before it were compacted already),
-    as sent, with the `type` the short form leaves out, so each reads back as a message item."""
-    start = max((index for index, item in enumerate(items) if item.get("type") == "compaction"), default=0)
+def kept_user_messages(sealer: Sealer, items: Sequence[Mapping[str, object]]) -> list[Mapping[str, object]]:
+    """Every user message of the input, in order, in the output form: a fresh id, status completed,
+    and content as input parts (a string becomes one input_text part)."""
     return [
-        {"type": "message", **item}
-        for item in items[start:]
-        if item.get("type", "message") == "message" and item.get("role") == "user"
+        {
+            "type": "message",
+            "id": MESSAGE_PREFIX + sealer.new_token(),
+            "role": "user",
+            "status": "completed",
+            "content": input_parts(item.get("content")),
+        }
+        for item in items
+        if is_user_message(item)
     ]
+
+
+def input_parts(content: object) -> object:
+    return [{"type": "input_text", "text": content}] if isinstance(content, str) else content
+
+
+def summary_beyond(exchange: Exchange, memory: Sequence[str], kept_texts: Sequence[str]) -> str:
+    """The model's summary of its memory, less the lines its summary of the kept messages holds: the
+    compaction need not carry what stays in the context beside it."""
+    already = set(exchange.summarize(kept_texts).splitlines())
+    return "\n".join(line for line in exchange.summarize(memory).splitlines() if line not in already)

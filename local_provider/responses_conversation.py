@@ -17,10 +17,19 @@ first one broken is the error, in the real service's shape ({"error": {"message"
    "Item with id ... not found" (param input): without store and include, reasoning cannot be
    replayed, as on the real service. The `expire_handle` fault forgets everything stored.
 3. Duplicates. An item id given twice in the conversation is 400 (param input).
-4. Compaction. The latest compaction item starts the conversation: items before it are tolerated
-   (and billed) but not read. Its encrypted_content must open under the provider's key and name its
-   own id, else 400 invalid_encrypted_content. Its sealed summary is the first entry of the model's
-   memory, and it is the first element of the reasoning chain.
+4. Compaction. The latest compaction item starts the conversation: the items before it are
+   tolerated (and billed) but not read, except its kept messages (below). Its encrypted_content must
+   open under the provider's key and name its own id, else 400 invalid_encrypted_content. Its sealed
+   summary is the first entry of the model's memory, and it is the first element of the reasoning
+   chain. A compaction made by `/responses/compact` also seals which user messages it kept (a digest
+   of each one's text): it stands only for what it replaced (assistant messages, reasoning, tool
+   calls), so its summary holds only what those carried beyond the kept messages, and the model reads
+   the kept messages back, wherever they stand before it, as the record of what the user said ("user
+   messages are kept verbatim": the SDK's CompactedResponse.output is "all user messages, followed by
+   a single compaction item"). A client that replays the compacted window whole keeps all of it; one
+   that drops the kept messages loses what only they held. An inline compaction (context_management)
+   keeps no messages: it stands for everything before it (the compaction guide lets a client "drop
+   items that came before the most recent compaction item").
 5. Altered. A reasoning item whose encrypted_content does not open, belongs to another item, or
    whose summary differs from the one it was issued with is 400 invalid_encrypted_content (param
    input); so is an output message whose content differs from the one its reasoning item pins.
@@ -34,12 +43,13 @@ first one broken is the error, in the real service's shape ({"error": {"message"
    allowed, as on the real service, and only loses what they held), every reasoning item must
    follow that same element, else 400 (code reasoning_out_of_order).
 
-What the model reads (the local model does not re-read old frames): the system prompt
-(`instructions` plus system and developer messages from the start on), the current turn (the user
-messages after the last item the model wrote, or all of them on a first turn), and its memory (the
-compaction summary, then the thought of every replayed reasoning item, in order); the text of
-earlier user messages is handed to it too, from which it takes only notes (a harness's summary),
-never an old frame's beacon.
+What the model reads (the local model does not re-read old frames, except a compacted window's
+kept messages, which the service keeps in its context): the system prompt (`instructions` plus
+system and developer messages from the latest compaction on), the latest compaction's kept messages
+then the current turn (the user messages after the last item the model wrote, or all of them on a
+first turn) as messages, and its memory (the compaction summary, then the thought of every replayed
+reasoning item, in order); the text of the other user messages after the latest compaction is
+handed to it too, from which it takes only notes (a harness's summary), never an old frame's beacon.
 
 Token estimate (billing and the context window): every item the model was sent, those before the
 latest compaction included, costs the per-message overhead plus its text at one token per four
@@ -148,6 +158,13 @@ class Conversation:
     earlier: tuple[str, ...] = ()
     """The text of the user messages before the current turn (after the latest compaction): where a
     harness's summary of an earlier conversation is handed to the model."""
+    kept: tuple[Mapping[str, object], ...] = ()
+    """The latest compaction's kept messages (rule 4), in the same form: the model reads them too."""
+
+    @property
+    def messages(self) -> tuple[Mapping[str, object], ...]:
+        """What the model reads as messages: the compacted window's kept messages, then the current turn."""
+        return (*self.kept, *self.current)
 
     @property
     def prompt_items(self) -> tuple[Item, ...]:
@@ -209,10 +226,13 @@ def read_conversation(sealer: Sealer, items: Sequence[Item], instructions: str |
     start = _latest_compaction(items)
     memory: list[str] = []
     last_link: str | None = None
+    kept: tuple[Mapping[str, object], ...] = ()
     read_from = 0
     if start is not None:
         compaction = items[start]
-        memory.append(str(_opened_compaction(sealer, compaction)["summary"]))
+        opened = _opened_compaction(sealer, compaction)
+        memory.append(str(opened["summary"]))
+        kept = _kept_messages(items[:start], opened.get("kept"))
         last_link = _compaction_id(sealer, compaction)
         read_from = start + 1
     chained = last_link is not None
@@ -230,6 +250,7 @@ def read_conversation(sealer: Sealer, items: Sequence[Item], instructions: str |
         instructions=instructions,
         system=_system_prompt(instructions, read),
         current=_current_turn(read),
+        kept=kept,
         memory=tuple(memory),
         last_link=last_link,
         earlier=_earlier_user_texts(read),
@@ -357,13 +378,29 @@ def _system_prompt(instructions: str | None, items: Sequence[Item]) -> str:
     return "\n".join(parts)
 
 
+def kept_digest(item: Item) -> str:
+    """What a compaction seals of a message it kept: a digest of its text, so the message is known
+    again whatever form (short or typed, with or without id and status) the client replays it in."""
+    return digest(item_text(item))
+
+
+def is_user_message(item: Item) -> bool:
+    return item.get("type", "message") == "message" and item.get("role") == "user"
+
+
+def _kept_messages(before: Sequence[Item], sealed: object) -> tuple[Mapping[str, object], ...]:
+    """The user messages before the compaction that it sealed as kept, as the model reads them."""
+    digests = set(sealed) if isinstance(sealed, list) else set()
+    return tuple(
+        {"role": "user", "content": item_text(item)}
+        for item in before
+        if is_user_message(item) and kept_digest(item) in digests
+    )
+
+
 def _earlier_user_texts(items: Sequence[Item]) -> tuple[str, ...]:
     last_output = max((index for index, item in enumerate(items) if is_assistant_output(item)), default=-1)
-    return tuple(
-        item_text(item)
-        for item in items[: last_output + 1]
-        if item.get("type", "message") == "message" and item.get("role") == "user"
-    )
+    return tuple(item_text(item) for item in items[: last_output + 1] if is_user_message(item))
 
 
 def _current_turn(items: Sequence[Item]) -> tuple[Mapping[str, object], ...]:

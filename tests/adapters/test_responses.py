@@ -114,12 +114,12 @@ def test_inline_compaction_arrives_as_a_compaction_item_the_transcript_finds():
     with LocalProvider() as provider:
         _, reply = first_turn(connect(provider, options=options))
     items = ResponsesAdapter.transcript.reply_items(reply)
-    assert [item["type"] for item in items] == ["compaction", "reasoning", "message"]
-    assert "created_by" not in items[0]
-    assert ResponsesAdapter.transcript.latest_compaction(items) == 0
+    assert [item["type"] for item in items] == ["reasoning", "message", "compaction"]
+    assert "created_by" not in items[2]
+    assert ResponsesAdapter.transcript.latest_compaction(items) == 2
     readable = ResponsesAdapter.transcript.readable(items)
     assert all("encrypted_content" not in entry["content"] for entry in readable)
-    assert readable[0]["role"] == "compaction"
+    assert readable[2]["role"] == "compaction"
 
 
 # (options, strategy, compaction, the path the first problem names)

@@ -16,7 +16,7 @@ import openai
 import pytest
 from openai.types.responses import Response
 
-from turnstate.adapters.tokens import MESSAGE_OVERHEAD_TOKENS, estimate_text_tokens
+from turnstate.adapters.tokens import MESSAGE_OVERHEAD_TOKENS, content_text, estimate_text_tokens
 from turnstate.local_provider.exchange import MALFORMED_REPLY
 from turnstate.local_provider.faults import FAULT_KINDS, Fault
 from turnstate.local_provider.responses import CONTEXT_EXCEEDED, REASONING_SUMMARY
@@ -51,17 +51,15 @@ def ask(client: openai.OpenAI, items: Sequence[Item] | str, **params: Any) -> Re
 
 
 def replayable(response: Response) -> list[Item]:
-    """Every output item as the next request's input: serialized as received, minus `status` on
-    reasoning items and `created_by` on compaction items (the input schema rejects both)."""
-    items = []
-    for output in response.output:
-        item = output.model_dump(mode="json", exclude_unset=True)
-        if item["type"] == "reasoning":
-            item.pop("status", None)
-        if item["type"] == "compaction":
-            item.pop("created_by", None)
-        items.append(item)
-    return items
+    """Every output item as the next request's input, serialized exactly as received: as on the real
+    service, no output item carries a field the input refuses."""
+    return [output.model_dump(mode="json", exclude_unset=True) for output in response.output]
+
+
+def from_latest_compaction(items: Sequence[Item]) -> list[Item]:
+    """An inline-compacting client's history: the latest compaction item and everything after it."""
+    starts = [index for index, item in enumerate(items) if item.get("type") == "compaction"]
+    return list(items[starts[-1] :]) if starts else list(items)
 
 
 def first_turn(client: openai.OpenAI, **params: Any) -> tuple[list[Item], Response]:
@@ -157,6 +155,20 @@ def test_old_frames_alone_do_not_carry_the_beacon_only_the_reasoning_does(client
     visible_only = [user(SHOWN), {"role": "assistant", "content": first.output_text}, user(DARK)]
 
     assert FORGOTTEN in ask(client, visible_only).output_text
+
+
+def test_every_output_item_replays_unchanged_turn_after_turn(client: openai.OpenAI) -> None:
+    """As a client that replays output items as received does (recorded real replies carry no status
+    on reasoning items and no created_by on compaction items, so nothing needs removing)."""
+    history, first = first_turn(client)
+    second = ask(client, [*history, user(DARK)], context_management=COMPACT_AT)
+    third = ask(client, [*history, user(DARK), *replayable(second), user(DARK)], context_management=COMPACT_AT)
+
+    raw = [item.model_dump(mode="json") for response in (first, second) for item in response.output]
+    assert [item["type"] for item in raw] == ["reasoning", "message", "reasoning", "message", "compaction"]
+    assert all(item.get("status") is None for item in raw if item["type"] == "reasoning")
+    assert all(item.get("created_by") is None for item in raw if item["type"] == "compaction")
+    assert REMEMBERED in third.output_text
 
 
 def test_a_reasoning_item_replayed_with_a_status_is_accepted(client: openai.OpenAI) -> None:
@@ -360,28 +372,52 @@ def test_a_stored_response_does_not_outlive_its_provider(client: openai.OpenAI) 
 COMPACT_AT = [{"type": "compaction", "compact_threshold": 200}]
 
 
-def test_inline_compaction_comes_first_when_the_prompt_crosses_the_threshold(client: openai.OpenAI) -> None:
+def test_inline_compaction_comes_after_the_reply_when_the_context_crosses_the_threshold(client: openai.OpenAI) -> None:
+    """Recorded (compact_stateful_mode.yaml): the real service answers, then compacts, and the
+    compaction item, without created_by, follows the message; its summary is billed as output."""
     history, first = first_turn(client, context_management=COMPACT_AT)
     compacted = ask(client, [*history, user(DARK)], context_management=COMPACT_AT)
 
     assert [item.type for item in first.output] == ["reasoning", "message"]  # under the threshold
-    assert first.usage.input_tokens <= 200 < compacted.usage.input_tokens
-    compaction, reasoning, message = compacted.output
+    assert first.usage.input_tokens + first.usage.output_tokens <= 200
+    assert compacted.usage.input_tokens + compacted.usage.output_tokens > 200
+    reasoning, message, compaction = compacted.output
     token = compacted.id.removeprefix("resp_")
-    assert (compaction.type, compaction.id, compaction.created_by) == (
+    assert (reasoning.type, message.type, compaction.type, compaction.id) == (
+        "reasoning",
+        "message",
         "compaction",
         f"cmp_{token}",
-        "context_management",
     )
+    assert "created_by" not in compaction.model_dump(exclude_unset=True)
     assert THOUGHT not in compaction.encrypted_content
-    assert (reasoning.type, message.type) == ("reasoning", "message")
     assert REMEMBERED in compacted.output_text
+    assert compacted.usage.output_tokens > estimate_text_tokens(compacted.output_text) + estimate_text_tokens(THOUGHT)
+
+
+def test_the_context_that_crosses_the_threshold_counts_the_reply_too(client: openai.OpenAI) -> None:
+    prompt = ask(client, [user(SHOWN)])
+    threshold = [{"type": "compaction", "compact_threshold": prompt.usage.input_tokens + 1}]
+
+    compacted = ask(client, [user(SHOWN)], context_management=threshold)
+
+    assert compacted.usage.input_tokens < threshold[0]["compact_threshold"]
+    assert [item.type for item in compacted.output] == ["reasoning", "message", "compaction"]
+
+
+def test_a_compaction_in_the_turn_that_saw_the_beacon_carries_it(client: openai.OpenAI) -> None:
+    """The compaction stands for the whole conversation, this response's reasoning included."""
+    compacted = ask(client, [user(SHOWN)], context_management=[{"type": "compaction", "compact_threshold": 16}])
+    kept = from_latest_compaction([user(SHOWN), *replayable(compacted)])
+
+    assert kinds(kept) == ["compaction"]
+    assert REMEMBERED in ask(client, [*kept, user(DARK)]).output_text
 
 
 def test_the_replayed_compaction_item_carries_the_beacon(client: openai.OpenAI) -> None:
     history, _ = first_turn(client)
     compacted = ask(client, [*history, user(DARK)], context_management=COMPACT_AT)
-    kept = replayable(compacted)  # the latest compaction item and everything after it
+    kept = from_latest_compaction(replayable(compacted))
 
     after = ask(client, [*kept, user(DARK)])
     later = ask(client, [*kept, user(DARK), *replayable(after), user(DARK)])
@@ -392,19 +428,21 @@ def test_the_replayed_compaction_item_carries_the_beacon(client: openai.OpenAI) 
 
 
 def test_the_compaction_alone_carries_what_it_replaced(client: openai.OpenAI) -> None:
-    """Without the reasoning after it, the compaction item still holds the first turn's beacon."""
+    """Without the items before it, the compaction item still holds the first turn's beacon."""
     history, _ = first_turn(client)
     compacted = ask(client, [*history, user(DARK)], context_management=COMPACT_AT)
-    compaction = replayable(compacted)[0]
+    compaction = replayable(compacted)[-1]
 
     assert REMEMBERED in ask(client, [compaction, user(DARK)]).output_text
 
 
 def test_a_replay_that_drops_the_compaction_item_forgets_what_it_carried(client: openai.OpenAI) -> None:
     history, _ = first_turn(client)
-    kept = replayable(ask(client, [*history, user(DARK)], context_management=COMPACT_AT))
+    compacted = ask(client, [*history, user(DARK)], context_management=COMPACT_AT)
+    after = ask(client, [*replayable(compacted)[-1:], user(DARK)])
+    kept = [*replayable(compacted)[-1:], user(DARK), *replayable(after)]
 
-    assert kinds(kept) == ["compaction", "reasoning", "message"]
+    assert kinds(kept) == ["compaction", "message", "reasoning", "message"]
     assert REMEMBERED in ask(client, [*kept, user(DARK)]).output_text
     assert FORGOTTEN in ask(client, [*kept[1:], user(DARK)]).output_text
 
@@ -427,63 +465,121 @@ def test_items_before_the_latest_compaction_are_tolerated_and_not_read(client: o
 
 def test_a_compaction_item_that_fails_verification_is_a_400(client: openai.OpenAI) -> None:
     history, _ = first_turn(client)
-    kept = replayable(ask(client, [*history, user(DARK)], context_management=COMPACT_AT))
-    tampered = {**kept[0], "encrypted_content": altered(kept[0]["encrypted_content"])}
+    compaction = replayable(ask(client, [*history, user(DARK)], context_management=COMPACT_AT))[-1]
+    tampered = {**compaction, "encrypted_content": altered(compaction["encrypted_content"])}
 
     with pytest.raises(openai.BadRequestError) as raised:
-        ask(client, [tampered, *kept[1:], user(DARK)])
+        ask(client, [tampered, user(DARK)])
 
     assert refusal(raised)["code"] == "invalid_encrypted_content"
     assert refusal(raised)["param"] == "input"
 
 
-def test_created_by_left_on_a_compaction_item_is_a_400(client: openai.OpenAI) -> None:
+def test_created_by_on_an_input_compaction_item_is_a_400(client: openai.OpenAI) -> None:
+    """The spec's input compaction item has no created_by (openai-node strips it as output-only)."""
     history, _ = first_turn(client)
-    kept = replayable(ask(client, [*history, user(DARK)], context_management=COMPACT_AT))
+    compaction = replayable(ask(client, [*history, user(DARK)], context_management=COMPACT_AT))[-1]
 
     with pytest.raises(openai.BadRequestError) as raised:
-        ask(client, [{**kept[0], "created_by": "context_management"}, *kept[1:], user(DARK)])
+        ask(client, [{**compaction, "created_by": "context_management"}, user(DARK)])
 
     assert refusal(raised)["param"] == "input[0].created_by"
     assert refusal(raised)["code"] == "unknown_parameter"
 
 
 def test_the_compact_endpoint_keeps_the_user_messages_and_adds_one_compaction_item(client: openai.OpenAI) -> None:
+    """As recorded (compact_messages.yaml): each kept message in the output form, with a fresh id,
+    status and input_text parts; then one compaction item without created_by."""
     history = two_turns(client)
 
     compacted = client.responses.compact(model=MODEL, input=history)
 
     assert compacted.object == "response.compaction"
     *messages, compaction = compacted.output
-    assert [message.model_dump(mode="json", exclude_unset=True, warnings=False) for message in messages] == [
-        {"type": "message", **user(SHOWN)},
-        {"type": "message", **user(DARK)},
+    dumped = [message.model_dump(mode="json", exclude_unset=True, warnings=False) for message in messages]
+    assert [{key: value for key, value in item.items() if key != "id"} for item in dumped] == [
+        {"type": "message", "role": "user", "status": "completed", "content": [{"type": "input_text", "text": text}]}
+        for text in (SHOWN, DARK)
     ]
-    assert (compaction.type, compaction.created_by) == ("compaction", "responses.compact")
-    assert compaction.id == "cmp_" + compacted.id.removeprefix("resp_")
+    ids = [item["id"] for item in dumped]
+    assert all(item_id.startswith("msg_") for item_id in ids) and len(set(ids)) == 2
+    assert (compaction.type, compaction.id) == ("compaction", "cmp_" + compacted.id.removeprefix("resp_"))
+    assert compaction.model_dump(exclude_unset=True).keys() == {"type", "id", "encrypted_content"}
     assert THOUGHT not in compaction.encrypted_content
     assert compacted.usage.input_tokens > 0
-    assert compacted.usage.output_tokens == estimate_text_tokens(THOUGHT)
     assert compacted.usage.output_tokens_details.reasoning_tokens == 0
 
 
-def test_a_compact_endpoint_compaction_replayed_carries_the_beacon(client: openai.OpenAI) -> None:
-    compacted = client.responses.compact(model=MODEL, input=two_turns(client))
-    kept = replayable_compaction(compacted.output)
+def replayable_compaction(output: Sequence[Any]) -> list[Item]:
+    """A compact output as the next request's input, serialized exactly as received."""
+    # The SDK types every output message as an assistant's, so a user message dumps with a warning.
+    return [item.model_dump(mode="json", exclude_unset=True, warnings=False) for item in output]
 
-    response = ask(client, [*kept, user(DARK)])
-    again = client.responses.compact(model=MODEL, input=[*kept, user(DARK), *replayable(response)])
+
+def test_a_compacted_window_replayed_whole_reads_the_beacon_back_from_its_kept_messages(client: openai.OpenAI) -> None:
+    compacted = client.responses.compact(model=MODEL, input=two_turns(client))
+    window = replayable_compaction(compacted.output)
+
+    response = ask(client, [*window, user(DARK)])
+    later = ask(client, [*window, user(DARK), *replayable(response), user(DARK)])
 
     assert REMEMBERED in response.output_text
+    assert REMEMBERED in later.output_text
+
+
+def test_a_compacted_window_without_its_kept_messages_forgets_the_beacon(client: openai.OpenAI) -> None:
+    """The compaction stands for what it replaced, not for the messages it kept: the beacon frame is
+    one of them, so its summary does not repeat the beacon, and a client that drops them loses it."""
+    compacted = client.responses.compact(model=MODEL, input=two_turns(client))
+    compaction = replayable_compaction(compacted.output)[-1]
+
+    assert compaction["type"] == "compaction"
+    assert FORGOTTEN in ask(client, [compaction, user(DARK)]).output_text
+    assert compacted.usage.output_tokens == 0  # the summary is empty: the kept frames hold it all
+
+
+def test_the_compaction_carries_what_only_the_replaced_items_held(client: openai.OpenAI) -> None:
+    """A beacon noted in reasoning whose frame is not among the kept messages (here the client sent
+    the compact call the visible turn without its frame) survives in the compaction itself."""
+    history = two_turns(client)
+    without_the_frame = history[1:]  # the reasoning that noted the beacon, without the beacon frame
+
+    compacted = client.responses.compact(model=MODEL, input=without_the_frame)
+    compaction = replayable_compaction(compacted.output)[-1]
+
+    assert REMEMBERED in ask(client, [compaction, user(DARK)]).output_text
+
+
+def test_kept_messages_are_read_back_in_any_form_the_input_takes(client: openai.OpenAI) -> None:
+    """With or without id and status, typed or in the short form: the service reads their text."""
+    compacted = client.responses.compact(model=MODEL, input=two_turns(client))
+    *kept, compaction = replayable_compaction(compacted.output)
+    short = [user(content_text(message["content"])) for message in kept]
+
+    assert REMEMBERED in ask(client, [*short, compaction, user(DARK)]).output_text
+
+
+def test_a_second_compaction_keeps_every_user_message_those_before_the_first_included(client: openai.OpenAI) -> None:
+    compacted = client.responses.compact(model=MODEL, input=two_turns(client))
+    window = replayable_compaction(compacted.output)
+    response = ask(client, [*window, user(DARK)])
+
+    again = client.responses.compact(model=MODEL, input=[*window, user(DARK), *replayable(response)])
+    messages = [item for item in again.output if item.type == "message"]
+
+    assert [content_text(message.model_dump(warnings=False)["content"]) for message in messages] == [SHOWN, DARK, DARK]
+    assert [item.type for item in again.output].count("compaction") == 1
     assert REMEMBERED in ask(client, [*replayable_compaction(again.output), user(DARK)]).output_text
-    # a second compaction keeps only the user messages after the first one
-    assert len([item for item in again.output if item.type == "message"]) == 1
 
 
-def replayable_compaction(output: Sequence[Any]) -> list[Item]:
-    # The SDK types every output message as an assistant's, so a user message dumps with a warning.
-    items = [item.model_dump(mode="json", exclude_unset=True, warnings=False) for item in output]
-    return [{key: value for key, value in item.items() if key != "created_by"} for item in items]
+def test_a_user_message_before_the_compaction_that_it_did_not_keep_is_not_read(client: openai.OpenAI) -> None:
+    """Only the kept messages of the compacted window are read back: another frame before the
+    compaction item (here a beacon-B frame) is tolerated and not read."""
+    compacted = client.responses.compact(model=MODEL, input=two_turns(client))
+    *kept, compaction = replayable_compaction(compacted.output)
+    stale = user(frame_text(EXAMPLE_ROWS, beacon="B"))
+
+    assert REMEMBERED in ask(client, [*kept, stale, compaction, user(DARK)]).output_text
 
 
 def test_the_compact_endpoint_holds_a_replay_to_the_same_rules(client: openai.OpenAI) -> None:
@@ -555,14 +651,21 @@ def test_the_sdk_stream_helper_completes(client: openai.OpenAI) -> None:
     assert final.output_text.endswith("ACTION: ACTION2")
 
 
-def test_an_inline_compaction_is_streamed_as_its_own_item(client: openai.OpenAI) -> None:
+def test_an_inline_compaction_is_streamed_as_the_last_item(client: openai.OpenAI) -> None:
     history, _ = first_turn(client)
     events = list(ask(client, [*history, user(DARK)], stream=True, context_management=COMPACT_AT))
 
     types = [event.type for event in events]
-    assert types[2:5] == ["response.output_item.added", "response.compaction.compacting", "response.output_item.done"]
-    assert events[4].item.type == "compaction" and events[4].item.encrypted_content
-    assert [item.type for item in events[-1].response.output] == ["compaction", "reasoning", "message"]
+    assert types[-4:] == [
+        "response.output_item.added",
+        "response.compaction.compacting",
+        "response.output_item.done",
+        "response.completed",
+    ]
+    done = events[-2]
+    assert (done.item.type, done.output_index) == ("compaction", 2) and done.item.encrypted_content
+    assert [event.output_index for event in events if event.type == "response.output_item.added"] == [0, 1, 2]
+    assert [item.type for item in events[-1].response.output] == ["reasoning", "message", "compaction"]
 
 
 def test_a_stream_is_event_and_data_lines_in_chunked_encoding(provider: LocalProvider) -> None:
@@ -612,6 +715,39 @@ def test_cached_tokens_follow_openais_rule_over_the_replayed_items(client: opena
     assert first.usage.input_tokens >= 1024
     assert second.usage.input_tokens_details.cached_tokens == first.usage.input_tokens // 128 * 128
     assert unrelated.usage.input_tokens_details.cached_tokens == 0
+
+
+def test_cache_write_tokens_report_what_each_request_stored_in_the_cache(client: openai.OpenAI) -> None:
+    """The spec's ResponseUsage requires input_tokens_details.cache_write_tokens; as recorded, a first
+    request writes its cacheable prefix and reads nothing, and the same request again reads it all
+    and writes nothing. A grown conversation writes only its new whole blocks."""
+    long_system = SYSTEM + " " + "x" * 4400
+    history, first = first_turn(client, instructions=long_system)
+    again = ask(client, [user(SHOWN)], instructions=long_system)
+    grown = ask(client, [*history, user(DARK + " " + "y" * 600)], instructions=long_system)
+    short = ask(client, [user(DARK)])
+
+    def read_and_written(response: Response) -> tuple[int, int]:
+        details = response.usage.input_tokens_details
+        return details.cached_tokens, details.cache_write_tokens
+
+    cacheable = first.usage.input_tokens // 128 * 128
+    assert read_and_written(first) == (0, cacheable)
+    assert read_and_written(again) == (cacheable, 0)
+    assert read_and_written(grown) == (cacheable, grown.usage.input_tokens // 128 * 128 - cacheable)
+    assert read_and_written(grown)[1] > 0
+    assert read_and_written(short) == (0, 0)  # under 1,024 tokens nothing is cached
+
+
+def test_a_compaction_reports_its_cache_writes_too(client: openai.OpenAI) -> None:
+    long_system = SYSTEM + " " + "x" * 4400
+    history, first = first_turn(client, instructions=long_system)
+
+    compacted = client.responses.compact(model=MODEL, input=history, instructions=long_system)
+
+    details = compacted.usage.input_tokens_details
+    assert details.cached_tokens == first.usage.input_tokens // 128 * 128
+    assert details.cache_write_tokens == compacted.usage.input_tokens // 128 * 128 - details.cached_tokens
 
 
 def test_a_short_shared_prefix_is_not_cached(client: openai.OpenAI) -> None:
@@ -886,7 +1022,7 @@ def post_raw(provider: LocalProvider, body: Mapping[str, object], *, path: str =
     return httpx2.post(provider.openai_base_url + path, content=json.dumps(body).encode(), headers=headers)
 
 
-def test_the_model_reads_the_system_prompt_and_current_turn_from_the_latest_compaction_on() -> None:
+def test_the_model_reads_the_system_prompt_kept_messages_and_current_turn_from_the_latest_compaction() -> None:
     seen: list[tuple[str, list[Mapping[str, object]]]] = []
 
     def record(system: str, messages: Sequence[Mapping[str, object]]) -> str:
@@ -902,7 +1038,8 @@ def test_the_model_reads_the_system_prompt_and_current_turn_from_the_latest_comp
             model=MODEL, instructions="always", input=[old_rules, *kept, new_rules, user("b"), user("c")]
         )
 
-    assert seen == [("always\nnew rules", [user("b"), user("c")])]
+    # the compacted window's kept message first, then the current turn; the old rules are not read
+    assert seen == [("always\nnew rules", [user("a"), user("b"), user("c")])]
 
 
 def test_a_reply_function_without_thoughts_still_answers_over_this_wire() -> None:

@@ -126,7 +126,7 @@ COMPACT_AT = [{"type": "compaction", "compact_threshold": 500}]
 def test_inline_compaction_keeps_the_game_winnable_and_the_input_bounded(client: openai.OpenAI, seed: int) -> None:
     game = play_stateless(client, seed, faithful, context_management=COMPACT_AT)
 
-    compactions = sum(1 for response in game.responses if response.output[0].type == "compaction")
+    compactions = sum(1 for response in game.responses if response.output[-1].type == "compaction")
     assert game.won
     assert compactions >= 3
     assert max(game.input_tokens()) < 500 + 300  # one turn's growth past the threshold, at most
@@ -139,16 +139,22 @@ def test_dropping_the_compaction_items_loses(client: openai.OpenAI, seed: int) -
     assert game.frames[-1].state is GameState.GAME_OVER
 
 
-def compacted_every(turns: int, client: openai.OpenAI) -> Replay:
-    """An xAI-style client: every `turns` turns, /responses/compact replaces the answered history."""
+def compacted_every(turns: int, client: openai.OpenAI, *, keep: Callable[[list[Item]], list[Item]] = list) -> Replay:
+    """An xAI-style client: every `turns` turns, /responses/compact replaces the answered history
+    with its output (the kept user messages, then one compaction item), of which it keeps `keep`."""
 
     def replay(sent: list[Item], response: Response) -> list[Item]:
-        history = faithful(sent, response)
-        if len(history) < 3 * turns:
+        history = [*sent, *replayable(response)]
+        if sum(1 for item in history if item.get("type") == "reasoning") < turns:
             return history
-        return replayable_compaction(client.responses.compact(model=MODEL, input=history).output)
+        return keep(replayable_compaction(client.responses.compact(model=MODEL, input=history).output))
 
     return replay
+
+
+def only_the_compaction_item(window: list[Item]) -> list[Item]:
+    """A client that keeps "the latest compaction item and everything after it" of a compact output."""
+    return window[-1:]
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -156,4 +162,14 @@ def test_compacting_through_the_compact_endpoint_keeps_the_game_winnable(client:
     game = play_stateless(client, seed, compacted_every(4, client))
 
     assert game.won
-    assert max(game.input_tokens()) < 1500
+    # bounded by the kept frames: the compactions replace every reasoning item and reply
+    assert max(game.input_tokens()) < 2500
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_dropping_the_kept_messages_of_a_compact_output_loses(client: openai.OpenAI, seed: int) -> None:
+    """The compaction item stands for what it replaced, not for the kept frames: without them a
+    level's beacon is forgotten once its frame was compacted."""
+    game = play_stateless(client, seed, compacted_every(4, client, keep=only_the_compaction_item))
+
+    assert game.frames[-1].state is GameState.GAME_OVER
