@@ -2,9 +2,10 @@
 
 A leaf action. Continuous conversation is stateless on the server (store false): every accepted
 turn's input and EVERY native output item (reasoning with its encrypted content, messages, function
-calls, compaction items) are sent again in the next request, in order, exactly as returned, less the
-two response-only fields the input schema rejects: `status` on reasoning items and `created_by` on
-compaction items. Items are serialized with exclude_unset, so supplied empty fields stay and fields
+calls, compaction items) are sent again in the next request, in order, exactly as returned, less
+`created_by` on compaction items (the input schema rejects it) and the response-only `status` on
+reasoning items (the input schema takes it, but replay does not need it; the seed's reference
+adapter drops it). Items are serialized with exclude_unset, so supplied empty fields stay and fields
 the SDK adds are not invented. previous_response_id instead sends only the new input and the handle.
 
 A reply is usable only when its status is completed; incomplete (output limit, content filter),
