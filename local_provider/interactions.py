@@ -67,7 +67,6 @@ from turnstate.local_provider.google_words import error_reply as error_reply
 from turnstate.local_provider.interactions_conversation import (
     THOUGHT_KIND,
     Conversation,
-    InteractionsState,
     interactions_state,
     issued_digest,
     read_conversation,
@@ -75,6 +74,7 @@ from turnstate.local_provider.interactions_conversation import (
 )
 from turnstate.local_provider.interactions_request import InteractionRequest, parse_request
 from turnstate.local_provider.policy import split_action
+from turnstate.local_provider.stored import StoredState
 
 # Every ending but a normal stop (a cut, a pause this wire has no word for, a safety stop) is incomplete.
 STATUSES: Mapping[str, str] = {ending: "completed" if ending == "stop" else "incomplete" for ending in get_args(Ending)}
@@ -122,7 +122,7 @@ def handle(exchange: Exchange) -> None:
             for step in _steps(interaction)
         ]
     if request.store:
-        state.store.keep(str(interaction["id"]), (*conversation.steps, *_steps(interaction)))
+        state.store.keep(str(interaction["id"]), conversation.steps, _steps(interaction))
     if not request.stream:
         exchange.send_reply(interaction)
         return
@@ -145,7 +145,7 @@ def check_window(prompt_tokens: int, max_output_tokens: int | None, window: int)
 
 
 def reply_interaction(
-    exchange: Exchange, request: InteractionRequest, conversation: Conversation, state: InteractionsState, cached: int
+    exchange: Exchange, request: InteractionRequest, conversation: Conversation, state: StoredState, cached: int
 ) -> Event:
     """Think and answer: a signed thought step, then the model's output (or its safety stop), or its
     call of the function tool it was offered."""

@@ -56,7 +56,6 @@ arguments as JSON, and a function result's its result as the model reads it.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -65,6 +64,7 @@ from turnstate.local_provider.exchange import Exchange
 from turnstate.local_provider.google_words import InvalidRequest
 from turnstate.local_provider.interactions_request import InteractionRequest, Step, text_of
 from turnstate.local_provider.sealed import Sealer, digest
+from turnstate.local_provider.stored import ChainStore, StoredState, stored_state
 
 STATE_NAME = "gemini.interactions"
 THOUGHT_KIND = "gemini.thought"
@@ -73,46 +73,9 @@ ISSUED_STEPS = frozenset({"model_output", "function_call"})
 MODEL_STEPS = frozenset({"thought", *ISSUED_STEPS})
 
 
-class InteractionStore:
-    """Stored interactions (store: true) by id, each as the steps of its whole conversation; safe to
-    share between threads."""
-
-    def __init__(self) -> None:
-        self._chains: dict[str, tuple[Step, ...]] = {}
-        self._lock = threading.Lock()
-
-    def keep(self, interaction_id: str, steps: Sequence[Step]) -> None:
-        with self._lock:
-            self._chains[interaction_id] = tuple(steps)
-
-    def chain(self, interaction_id: str) -> tuple[Step, ...] | None:
-        with self._lock:
-            return self._chains.get(interaction_id)
-
-    def forget_all(self) -> None:
-        """Every stored interaction expires at once (the `expire_handle` fault)."""
-        with self._lock:
-            self._chains.clear()
-
-
-@dataclass(frozen=True)
-class InteractionsState:
-    """What the Interactions wire keeps for one provider: the key of its signatures, its stored interactions."""
-
-    sealer: Sealer
-    store: InteractionStore
-
-    @classmethod
-    def new(cls) -> InteractionsState:
-        return cls(Sealer(), InteractionStore())
-
-
-def interactions_state(exchange: Exchange) -> InteractionsState:
-    """This provider's Interactions state, made on its first Interactions request; `expire_handle` empties the store."""
-    state = exchange.state.get(STATE_NAME, InteractionsState.new)
-    if exchange.fault is not None and exchange.fault.kind == "expire_handle":
-        state.store.forget_all()
-    return state
+def interactions_state(exchange: Exchange) -> StoredState:
+    """This provider's Interactions state (the key of its signatures, its stored interactions)."""
+    return stored_state(exchange, STATE_NAME)
 
 
 @dataclass(frozen=True)
@@ -154,7 +117,7 @@ def issued_digest(step: Mapping[str, object]) -> str:
     return shown_digest(step.get("content"))
 
 
-def read_conversation(state: InteractionsState, request: InteractionRequest) -> Conversation:
+def read_conversation(state: StoredState, request: InteractionRequest) -> Conversation:
     """The stored chain the request continues, then its input, held to the module's rules; the
     conversation as the model reads it."""
     stored = _stored_chain(state.store, request.previous_interaction_id)
@@ -203,7 +166,7 @@ def step_tokens(step: Mapping[str, object]) -> int:
 # --- the rules -------------------------------------------------------------------------------------
 
 
-def _stored_chain(store: InteractionStore, previous_interaction_id: str | None) -> tuple[Step, ...]:
+def _stored_chain(store: ChainStore, previous_interaction_id: str | None) -> tuple[Step, ...]:
     if previous_interaction_id is None:
         return ()
     chain = store.chain(previous_interaction_id)

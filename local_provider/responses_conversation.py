@@ -60,7 +60,6 @@ count as one system message.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -72,6 +71,7 @@ from turnstate.adapters.tokens import (
 from turnstate.local_provider.exchange import Exchange
 from turnstate.local_provider.responses_request import SYSTEM_ROLES, is_assistant_output
 from turnstate.local_provider.sealed import Sealer, digest
+from turnstate.local_provider.stored import ChainStore, StoredState, stored_state
 
 Item = Mapping[str, object]
 
@@ -91,55 +91,9 @@ class ReplayError(Exception):
         self.code = code
 
 
-class ResponseStore:
-    """Stored responses (store: true) by id, and their items by id; safe to share between threads."""
-
-    def __init__(self) -> None:
-        self._chains: dict[str, tuple[Item, ...]] = {}
-        self._items: dict[str, Item] = {}
-        self._lock = threading.Lock()
-
-    def keep(self, response_id: str, chain: Sequence[Item], output: Sequence[Item]) -> None:
-        """Keep a response: the conversation it continued (`chain`) and its `output`, as one chain."""
-        with self._lock:
-            self._chains[response_id] = (*chain, *output)
-            for item in output:
-                if isinstance(item.get("id"), str):
-                    self._items[str(item["id"])] = item
-
-    def chain(self, response_id: str) -> tuple[Item, ...] | None:
-        with self._lock:
-            return self._chains.get(response_id)
-
-    def item(self, item_id: str) -> Item | None:
-        with self._lock:
-            return self._items.get(item_id)
-
-    def forget_all(self) -> None:
-        """Every stored response expires at once (the `expire_handle` fault)."""
-        with self._lock:
-            self._chains.clear()
-            self._items.clear()
-
-
-@dataclass(frozen=True)
-class ResponsesState:
-    """What the Responses wires keep for one provider: the key of its opaque state, its stored responses."""
-
-    sealer: Sealer
-    store: ResponseStore
-
-    @classmethod
-    def new(cls) -> ResponsesState:
-        return cls(Sealer(), ResponseStore())
-
-
-def responses_state(exchange: Exchange) -> ResponsesState:
-    """This provider's Responses state, made on its first Responses request; `expire_handle` empties the store."""
-    state = exchange.state.get(STATE_NAME, ResponsesState.new)
-    if exchange.fault is not None and exchange.fault.kind == "expire_handle":
-        state.store.forget_all()
-    return state
+def responses_state(exchange: Exchange) -> StoredState:
+    """This provider's Responses state (its sealing key, its stored responses)."""
+    return stored_state(exchange, STATE_NAME)
 
 
 @dataclass(frozen=True)
@@ -189,9 +143,7 @@ def message_digest(content: object) -> str:
     return digest(pinned)
 
 
-def conversation_items(
-    state: ResponsesState, previous_response_id: str | None, items: Sequence[Item]
-) -> tuple[Item, ...]:
+def conversation_items(state: StoredState, previous_response_id: str | None, items: Sequence[Item]) -> tuple[Item, ...]:
     """The stored chain of `previous_response_id` followed by `items`, stored items resolved (rule 2)."""
     chain: tuple[Item, ...] = ()
     if previous_response_id is not None:
@@ -260,7 +212,7 @@ def read_conversation(sealer: Sealer, items: Sequence[Item], instructions: str |
 # --- the rules -------------------------------------------------------------------------------------
 
 
-def _resolved(store: ResponseStore, item: Item) -> Item:
+def _resolved(store: ChainStore, item: Item) -> Item:
     kind = item.get("type")
     if kind == "item_reference" or (kind == "reasoning" and item.get("encrypted_content") is None):
         item_id = str(item["id"])

@@ -5,18 +5,16 @@ without it), through the real openai SDK."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
-import yaml
 
 from turnstate.local_provider.server import LocalProvider
 
+from ..recorded import interactions
 from .test_messages import SHOWN
 
-RECORDED = Path(__file__).resolve().parents[3] / "shared" / "recorded" / "cassettes"
 OPENAI_CHAT = "test_openai_prompt_cache/test_openai_chat_prompt_cache_e2e.yaml"
 DEEPSEEK_ANSWER = "test_deepseek/test_deepseek_model_thinking_part.yaml"
 DEEPSEEK_TOOL_CALLS = "test_deepseek/test_deepseek_deferred_capability_with_thinking.yaml"
@@ -32,10 +30,7 @@ TOOL = {
 def recorded(cassette: str, side: str) -> list[dict[str, Any]]:
     """The JSON bodies of a cassette's requests or (non-streamed) replies, `side` naming which; skips
     the test when the recordings are absent."""
-    path = RECORDED / cassette
-    if not path.exists():
-        pytest.skip(f"the recorded traffic is not here ({path}); it lives in ../shared/recorded")
-    return [interaction[side]["parsed_body"] for interaction in yaml.safe_load(path.read_text())["interactions"]]
+    return [interaction[side]["parsed_body"] for interaction in interactions(cassette)]
 
 
 def recorded_replies(cassette: str) -> list[dict[str, Any]]:

@@ -6,18 +6,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
-import yaml
 
 from turnstate.local_provider.server import LocalProvider
 
+from ..recorded import interactions
 from .test_responses import DARK, ENCRYPTED, MODEL, SHOWN, SYSTEM, Item, client_for, replayable, user
 
-RECORDED = Path(__file__).resolve().parents[3] / "shared" / "recorded" / "cassettes"
 THINKING = "test_openai_responses/test_openai_responses_model_thinking_part.yaml"
 THINKING_STREAM = "test_openai_responses/test_openai_responses_thinking_part_iter.yaml"
 INLINE = "test_openai_responses/test_openai_responses_compact_stateful_mode.yaml"
@@ -25,14 +23,6 @@ INLINE_STREAM = "test_openai_responses/test_openai_responses_compact_stateful_mo
 COMPACT = "test_openai_responses/test_openai_responses_compact_messages.yaml"
 PROMPT_CACHE = "test_openai_prompt_cache/test_openai_responses_prompt_cache_e2e.yaml"
 COMPACT_AT = [{"type": "compaction", "compact_threshold": 200}]
-
-
-def interactions(cassette: str) -> list[dict[str, Any]]:
-    path = RECORDED / cassette
-    if not path.exists():
-        pytest.skip(f"the recorded traffic is not here ({path}); it lives in ../shared/recorded")
-    found: list[dict[str, Any]] = yaml.safe_load(path.read_text())["interactions"]
-    return found
 
 
 def recorded_replies(cassette: str) -> list[dict[str, Any]]:
