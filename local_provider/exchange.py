@@ -33,12 +33,20 @@ class Thinker(Protocol):
     """A reasoning model, as the reasoning wires (OpenAI Responses) use it; the policy module is one.
 
     `memory` is what the model reads back from replayed opaque state, oldest first: the thoughts of
-    earlier reasoning, and a compaction's summary. A thought is what the wire seals into new opaque
-    state and never shows.
+    earlier reasoning, and a compaction's summary. `context` is earlier messages that stay in the
+    context beside them (the user messages a compacted window kept): read, but not the current turn.
+    A thought is what the wire seals into new opaque state and never shows.
     """
 
-    def think(self, system: str, messages: Sequence[Mapping[str, object]], memory: Sequence[str]) -> tuple[str, str]:
-        """(system prompt, the current turn's messages with text content, memory) -> (thought, visible reply)."""
+    def think(
+        self,
+        system: str,
+        messages: Sequence[Mapping[str, object]],
+        memory: Sequence[str],
+        context: Sequence[Mapping[str, object]] = (),
+    ) -> tuple[str, str]:
+        """(system prompt, the current turn's messages with text content, memory, earlier messages kept
+        in the context) -> (thought, visible reply)."""
         ...
 
     def summarize(self, memory: Sequence[str]) -> str:
@@ -192,12 +200,13 @@ class Exchange:
         max_tokens: int | None,
         *,
         thought_in_budget: bool = True,
+        context: Sequence[Mapping[str, object]] = (),
     ) -> Reasoning:
         """The reasoning model's thought and reply. `max_tokens` bounds both: the thought comes first
         and is kept whole, and the reply gets what is left of the budget, with the content fault applied.
         With `thought_in_budget` False (a wire whose thinking is off, so the thought is neither sent
         nor billed) `max_tokens` bounds the reply alone."""
-        thought, text = self._thinker.think(system, messages, memory)
+        thought, text = self._thinker.think(system, messages, memory, context)
         for name, value in (("thought", thought), ("reply", text)):
             if not isinstance(value, str):
                 raise TypeError(f"the think function returned a {type(value).__name__} {name}, not str")
@@ -248,8 +257,14 @@ class Thoughtless:
     def __init__(self, reply: ReplyFn) -> None:
         self._reply = reply
 
-    def think(self, system: str, messages: Sequence[Mapping[str, object]], memory: Sequence[str]) -> tuple[str, str]:
-        return "", self._reply(system, messages)
+    def think(
+        self,
+        system: str,
+        messages: Sequence[Mapping[str, object]],
+        memory: Sequence[str],
+        context: Sequence[Mapping[str, object]] = (),
+    ) -> tuple[str, str]:
+        return "", self._reply(system, [*context, *messages])
 
     def summarize(self, memory: Sequence[str]) -> str:
         return "\n".join(memory)

@@ -11,13 +11,14 @@ everything the request holds, its memory included: one NOTES line per level whos
 Over a reasoning wire (OpenAI Responses) the model is `think`: when a frame shows a beacon, it notes
 it in a private thought (`NOTES: level N beacon X`), which the wire seals into encrypted reasoning;
 later thoughts only say that they follow the note, and the visible reply never carries a NOTES line.
-It reads the messages the wire hands it (the current turn's, and on the Responses wire, ahead of
-them, a compacted window's kept messages, which the service keeps in the model's context) and its
-memory: the thoughts of the replayed reasoning, a compaction's summary (`summarize`) and earlier
-messages it was handed, from all of which it takes only NOTES lines, never the beacon line of an
-older frame. So the beacon survives only in the reasoning item of the turn that saw it, and after a
-compaction in the compaction item or, for a compaction that kept the user messages, in those kept
-frames: it is remembered only if those were replayed faithfully.
+It reads the current turn's messages, the context the wire hands it apart (on the Responses wire,
+a compacted window's kept messages, which the service keeps in the model's context: it follows a
+beacon their frames show but does not note it again, since the context holds it) and its memory:
+the thoughts of the replayed reasoning, a compaction's summary (`summarize`) and earlier messages it
+was handed, from all of which it takes only NOTES lines, never the beacon line of an older frame.
+So the beacon survives only in the reasoning item of the turn that saw it, and after a compaction in
+the compaction item or, for a compaction that kept the user messages, in those kept frames: it is
+remembered only if those were replayed faithfully.
 
 The frame format is parsed here on purpose instead of imported from the environment: the policy must
 know no more than the text it is given.
@@ -80,24 +81,35 @@ def reply(system: str, messages: Sequence[Mapping[str, object]]) -> str:
     return "\n".join(lines)
 
 
-def think(system: str, messages: Sequence[Mapping[str, object]], memory: Sequence[str]) -> tuple[str, str]:
+def think(
+    system: str,
+    messages: Sequence[Mapping[str, object]],
+    memory: Sequence[str],
+    context: Sequence[Mapping[str, object]] = (),
+) -> tuple[str, str]:
     """The reasoning model's (private thought, visible reply) for one request.
 
     `messages` are the current turn's only; `memory` holds the texts the model reads back from its
-    replayed opaque state, oldest first. The thought notes a beacon the current turn shows (a NOTES
-    line), else says whether the model follows its notes or guesses; the reply is what `reply`
-    answers without NOTES, whatever the system prompt asks for.
+    replayed opaque state, oldest first; `context` holds earlier messages that stay in the context
+    (a compacted window's kept user messages), whose frames it reads as they are. The thought notes
+    a beacon the current turn shows (a NOTES line), never one it reads in `context`, which is there
+    already; else it says whether the model follows the context, its notes, or guesses. The reply is
+    what `reply` answers without NOTES, whatever the system prompt asks for.
     """
     if asks_for_summary(messages):
-        return "Summarizing what the conversation holds.", summarize([*memory, *map(message_text, messages)])
+        read = [*memory, *map(message_text, [*context, *messages])]
+        return "Summarizing what the conversation holds.", summarize(read)
     frame = last_frame(messages)
     if frame is None:
         return "No game frame in this turn.", NO_FRAME_REPLY
     seen = known_beacon(messages, frame.level)
+    kept = known_beacon(context, frame.level)
     noted = noted_beacon(memory, frame.level)
-    beacon = seen or noted
+    beacon = seen or kept or noted
     if seen:
         thought = notes_line(frame.level, seen)
+    elif kept:
+        thought = f"Level {frame.level}: following the beacon the kept messages show."
     elif noted:
         thought = f"Level {frame.level}: following the beacon I noted."
     else:

@@ -192,9 +192,10 @@ def produce(exchange: Exchange, request: CreateRequest, conversation: Conversati
     token = sealer.new_token()
     reasoning = exchange.reason(
         conversation.system,
-        conversation.messages,
+        conversation.current,
         (*conversation.earlier, *conversation.memory),
         request.max_output_tokens,
+        context=conversation.kept,
     )
     completion = reasoning.completion
     content: list[dict[str, object]] = [

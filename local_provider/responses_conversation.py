@@ -116,11 +116,6 @@ class Conversation:
     """The latest compaction's kept messages (rule 4), in the same form: the model reads them too."""
 
     @property
-    def messages(self) -> tuple[Mapping[str, object], ...]:
-        """What the model reads as messages: the compacted window's kept messages, then the current turn."""
-        return (*self.kept, *self.current)
-
-    @property
     def prompt_items(self) -> tuple[Item, ...]:
         """What the prefix cache compares: the instructions (as one leading item), then every item."""
         if self.instructions is None:

@@ -17,6 +17,7 @@ from turnstate.local_provider.faults import Fault
 from turnstate.local_provider.messages import COMPACTION_CONTENT
 from turnstate.local_provider.server import INVALID_API_KEY, LocalProvider
 from turnstate.strategies import manual_rolling
+from turnstate.strategies.state import TurnSpan
 from turnstate.strategies.summary import SUMMARY_INSTRUCTION, bridge_text
 
 DEFAULT = load_profile(DEFAULT_PROFILE)
@@ -408,6 +409,21 @@ def test_a_replay_that_drops_reasoning_items_does_not_win(tmp_path, monkeypatch)
         lambda self, response: [item for item in keep_all(self, response) if item.get("type") != "reasoning"],
     )
     result = Runner(with_changes(CONTINUOUS, agent={"max_actions": 40}), tmp_path).run()
+    assert result.outcome != "win"
+
+
+def test_a_commit_that_drops_the_kept_messages_of_a_compacted_window_does_not_win(tmp_path, monkeypatch):
+    from turnstate.strategies.continuous_conversation import ContinuousConversation
+
+    def lossy_commit(self, event):  # the old rule: everything before the latest compaction item goes
+        items = self.accepted.items
+        cut = self.transcript.latest_compaction(items)
+        if cut:
+            kept = items[cut:]
+            self.accepted = self.accepted.replace(payload={"items": kept}, turns=[TurnSpan(start=0, end=len(kept))])
+
+    monkeypatch.setattr(ContinuousConversation, "keep_from_latest_compaction", lossy_commit)
+    result = Runner(with_changes(XAI_CONTINUOUS, agent={"max_actions": 40}), tmp_path).run()
     assert result.outcome != "win"
 
 

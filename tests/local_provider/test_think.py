@@ -46,6 +46,19 @@ def test_only_a_beacon_seen_this_turn_is_noted_so_the_note_lives_in_one_thought(
     assert "guessing" in think(PLAIN_SYSTEM, dark, noted_then_followed[1:])[1]  # the noting thought dropped
 
 
+def test_a_beacon_read_in_the_kept_context_is_followed_but_not_noted_again() -> None:
+    dark = [user(frame_text(EXAMPLE_ROWS, beacon="dark"))]
+    kept = [user(frame_text(EXAMPLE_ROWS, beacon="B"))]  # a compacted window's kept frame
+
+    thought, visible = think(PLAIN_SYSTEM, dark, [], context=kept)
+
+    assert "heading for door B (beacon seen)" in visible
+    assert (
+        thought == "Level 1: following the beacon the kept messages show."
+    )  # no NOTES line: only the context holds it
+    assert "guessing" in think(PLAIN_SYSTEM, dark, [thought])[1]  # so a client that drops the kept messages forgets it
+
+
 def test_the_current_turn_wins_over_memory_and_the_latest_memory_wins_over_older() -> None:
     shown = [user(frame_text(EXAMPLE_ROWS, beacon="B"))]
     dark = [user(frame_text(EXAMPLE_ROWS, beacon="dark"))]
