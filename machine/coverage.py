@@ -1,9 +1,17 @@
 """Transition coverage as a gate: a pytest plugin (enabled in pyproject's addopts).
 
-Every transition fired anywhere in the test session (table tests, adapter tests, end-to-end runs) is
-recorded through the engine's listener hook. At the end the plugin prints `transition coverage: C/D`
-for every declared machine and, when the whole suite ran, fails the session naming each declared
-transition that never fired. A subset run (`-k`, `-m`, or explicit paths) only reports, unless
+Two things are recorded for every row of every declared machine, anywhere in the test session:
+- fired: an event took the row (its guards let it through and its actions ran). The engine names
+  the row that fired, so two rows between the same states on the same event are told apart, and a
+  row out of a compound state counts wherever in it the machine was.
+- asserted: a table test fired the row by itself and then checked what it did, the state the
+  machine rests in and the effects its actions emitted (the tests' `check_row` reports it through
+  `asserted` once its checks pass). A row that merely fires inside a longer test proves nothing
+  about its actions; one whose actions were wrong would still count as fired.
+
+At the end the plugin prints `transition coverage: <machine> fired F/D, asserted A/D` for every
+declared machine and, when the whole suite ran, fails the session naming each row that never fired
+or was never asserted. A subset run (`-k`, `-m`, or explicit paths) only reports, unless
 `--transition-gate=on` asks for the gate anyway.
 
 The plugin knows no machine itself: the ini option `transition_machines` names the mapping of
@@ -17,25 +25,47 @@ from collections.abc import Mapping
 
 import pytest
 
-from turnstate.machine.engine import MachineSpec, add_listener, remove_listener
-
-Triple = tuple[str, str, str]
+from turnstate.machine.engine import Fired, MachineSpec, Transition, add_listener, remove_listener
 
 
 class Recorder:
+    """The rows fired and the rows asserted, by machine, as indexes into `MachineSpec.rows()`."""
+
     def __init__(self) -> None:
-        self.fired: dict[str, set[Triple]] = {}
+        self.fired: dict[str, set[int]] = {}
+        self.asserted: dict[str, set[int]] = {}
 
-    def __call__(self, machine: str, source: str, trigger: str, dest: str) -> None:
-        self.fired.setdefault(machine, set()).add((source, trigger, dest))
+    def __call__(self, fired: Fired) -> None:
+        self.fired.setdefault(fired.machine, set()).add(fired.row)
+
+    def clear(self) -> None:
+        self.fired.clear()
+        self.asserted.clear()
 
 
-def missing_transitions(
-    machines: Mapping[str, MachineSpec], fired: Mapping[str, set[Triple]]
-) -> dict[str, list[Triple]]:
-    """Per machine, the declared (source, trigger, dest) triples that never fired, in table order."""
+RECORDER = Recorder()
+"""The session's record: one per process, so a test helper can report what it asserted."""
+
+
+def asserted(fired: Fired) -> None:
+    """Record that a test checked what the row behind `fired` did: the state it left the machine in
+    and the effects its actions emitted."""
+    RECORDER.asserted.setdefault(fired.machine, set()).add(fired.row)
+
+
+def row_label(spec: MachineSpec, source: str, dest: str, row: Transition) -> str:
+    """A row as the gate names it: its source, trigger and landing state, then its actions."""
+    return f"{source} --{row.trigger}--> {spec.landing(dest)} / {', '.join(row.actions) or 'no action'}"
+
+
+def missing_rows(machines: Mapping[str, MachineSpec], seen: Mapping[str, set[int]]) -> dict[str, list[str]]:
+    """Per machine, the rows (labelled) not in `seen`, in table order."""
     return {
-        name: [triple for triple in spec.declared() if triple not in fired.get(name, set())]
+        name: [
+            row_label(spec, source, dest, row)
+            for index, (source, dest, row) in enumerate(spec.rows())
+            if index not in seen.get(name, set())
+        ]
         for name, spec in machines.items()
     }
 
@@ -53,33 +83,36 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    recorder = Recorder()
-    add_listener(recorder)
-    config.stash[_RECORDER] = recorder
+    RECORDER.clear()
+    add_listener(RECORDER)
+    config.stash[_ACTIVE] = True
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    recorder = config.stash.get(_RECORDER, None)
-    if recorder is not None:
-        remove_listener(recorder)
+    if config.stash.get(_ACTIVE, False):
+        remove_listener(RECORDER)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     machines = declared_machines(config.getini("transition_machines"))
-    recorder = config.stash[_RECORDER]
-    missing = missing_transitions(machines, recorder.fired)
+    never_fired = missing_rows(machines, RECORDER.fired)
+    never_asserted = missing_rows(machines, RECORDER.asserted)
     lines = []
     for name, spec in machines.items():
-        declared = len(spec.declared())
-        lines.append(f"transition coverage: {name} {declared - len(missing[name])}/{declared}")
-        lines += [f"  never fired: {name}: {source} --{trigger}--> {dest}" for source, trigger, dest in missing[name]]
+        declared = sum(1 for _ in spec.rows())
+        fired, checked = declared - len(never_fired[name]), declared - len(never_asserted[name])
+        lines.append(f"transition coverage: {name} fired {fired}/{declared}, asserted {checked}/{declared}")
+        lines += [f"  never fired: {name}: {label}" for label in never_fired[name]]
+        lines += [
+            f"  never asserted: {name}: {label}" for label in never_asserted[name] if label not in never_fired[name]
+        ]
     config.stash[_REPORT] = lines
-    gated = _gate_active(config)
-    if gated and any(missing.values()) and session.exitstatus == 0:
+    failed = any(never_fired.values()) or any(never_asserted.values())
+    if _gate_active(config) and failed and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        lines.append("transition coverage gate FAILED: every declared transition must be fired by a test")
+        lines.append("transition coverage gate FAILED: every declared row must be fired, and asserted by a table test")
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
@@ -108,5 +141,5 @@ def _gate_active(config: pytest.Config) -> bool:
     return whole_suite and not config.getoption("keyword") and not config.getoption("markexpr")
 
 
-_RECORDER = pytest.StashKey[Recorder]()
+_ACTIVE = pytest.StashKey[bool]()
 _REPORT = pytest.StashKey[list]()

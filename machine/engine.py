@@ -26,6 +26,7 @@ import enum
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 from transitions import Machine, MachineError
@@ -228,7 +229,7 @@ def _closure(edges: Mapping[str, set[str]], start: Iterable[str]) -> set[str]:
     return seen
 
 
-Listener = Callable[[str, str, str, str], None]
+Listener = Callable[["Fired"], None]
 _listeners: list[Listener] = []
 
 
@@ -243,12 +244,14 @@ def remove_listener(listener: Listener) -> None:
 
 @dataclass(frozen=True, slots=True)
 class Fired:
-    """One fired transition, as recorded in artifacts."""
+    """One fired transition, as recorded in artifacts, and which row of the table fired it (its index
+    in `MachineSpec.rows()`, so rows that share a source, trigger and dest stay apart)."""
 
     machine: str
     source: str
     trigger: str
     dest: str
+    row: int
 
     def record(self) -> dict[str, str]:
         """As artifacts record it (what dataclasses.asdict gives, without its deep copy per call)."""
@@ -285,6 +288,7 @@ class LiveMachine(Generic[ModelT]):
         self.spec = spec
         self.model = model
         self.fired: list[Fired] = []
+        self._row = -1  # the row the event being fired took, noted once its guards let it through
         # A flat table needs none of the hierarchical machine's work per event (a third of a fire).
         machine_class = HierarchicalMachine if spec.nested else Machine
         machine_class(
@@ -297,9 +301,10 @@ class LiveMachine(Generic[ModelT]):
                     "source": source,
                     "dest": dest,
                     "conditions": list(row.guards),
+                    "before": [partial(self._take_row, index)],
                     "after": list(row.actions),
                 }
-                for source, dest, row in spec.rows()
+                for index, (source, dest, row) in enumerate(spec.rows())
             ],
             auto_transitions=False,
             ignore_invalid_triggers=False,
@@ -337,11 +342,14 @@ class LiveMachine(Generic[ModelT]):
             raise InvalidEvent(f"{self.spec.name}: event {trigger} is not accepted in state {source}") from error
         if not moved:
             raise NoTransition(f"{self.spec.name}: every guard refused event {trigger} in state {source}")
-        fired = Fired(self.spec.name, source, trigger, self.path)
+        fired = Fired(self.spec.name, source, trigger, self.path, self._row)
         self.fired.append(fired)
         for listener in _listeners:
-            listener(fired.machine, fired.source, fired.trigger, fired.dest)
+            listener(fired)
         return self.model._take_effects()
+
+    def _take_row(self, index: int, event: Event) -> None:
+        self._row = index
 
     def take_fired(self) -> list[Fired]:
         """What fired since the last take, handed over and forgotten here: a long run's driver takes

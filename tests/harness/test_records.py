@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from turnstate.adapters.chat_completions import ChatCompletionsAdapter
-from turnstate.adapters.contract import ModelRequest, ModelResponse
+from turnstate.adapters.contract import ModelRequest, ModelResponse, ProviderError, Usage
 from turnstate.adapters.responses import ResponsesAdapter
 from turnstate.harness.artifacts import ACTION_METADATA_BYTES
 from turnstate.harness.runner import SUMMARY_INPUT, Runner
@@ -105,3 +105,26 @@ def test_a_summarys_input_is_disclosed_before_its_call_so_a_kill_during_the_call
         "summarized_turns": meta["accepted_actions"],
         "excluded_turns": 0,
     }
+
+
+class Tallied(ResponsesAdapter):
+    """The harness-summary profile's adapter, adding up the usage each reply reported as it came."""
+
+    tally = Usage()
+
+    def call(self, request: ModelRequest) -> ModelResponse | ProviderError:
+        outcome = super().call(request)
+        Tallied.tally += outcome.usage
+        return outcome
+
+
+def test_every_call_is_billed_once_as_the_provider_reported_it_summaries_included(tmp_path, monkeypatch):
+    monkeypatch.setattr(Tallied, "tally", Usage())
+    profile = HARNESS_SUMMARY
+    connect = lambda endpoint: Tallied.connect(endpoint, profile.request_settings())  # noqa: E731
+    result = Runner(profile, tmp_path, adapter_factory=connect).run()
+    assert result.compactions >= 2  # summaries were made, and billed
+    meta = read_meta(result.artifacts)
+    assert meta["usage"] == Tallied.tally.to_dict()
+    steps = read_steps(result.artifacts)
+    assert sum(step["usage"]["total_tokens"] for step in steps) == Tallied.tally.total_tokens

@@ -86,6 +86,16 @@ def test_a_fired_event_moves_the_state_and_returns_the_actions_effects():
     assert [(f.source, f.trigger, f.dest) for f in machine.fired] == [("Closed", "Pushed", "Open")]
 
 
+def test_a_fired_transition_names_the_row_that_took_it():
+    machine = LiveMachine(DOOR, DoorModel())
+    machine.fire(Pushed(1))
+    machine.fire(Pulled())
+    assert [f.row for f in machine.fired] == [0, 2]  # indexes into DOOR.rows()
+    strong = LiveMachine(DOOR, DoorModel())
+    strong.fire(Pushed(9))
+    assert strong.fired[-1].row == 1
+
+
 def test_taking_what_fired_hands_it_over_once_so_a_long_run_keeps_no_history():
     machine = LiveMachine(DOOR, DoorModel())
     machine.fire(Pushed(1))
@@ -122,7 +132,7 @@ def test_a_final_state_accepts_nothing():
 def test_listeners_see_every_fired_transition():
     seen = []
 
-    def listener(*fired: str) -> None:
+    def listener(fired: engine.Fired) -> None:
         seen.append(fired)
 
     engine.add_listener(listener)
@@ -130,7 +140,7 @@ def test_listeners_see_every_fired_transition():
         LiveMachine(DOOR, DoorModel()).fire(Pushed(0))
     finally:
         engine.remove_listener(listener)
-    assert seen == [("door", "Closed", "Pushed", "Open")]
+    assert seen == [engine.Fired("door", "Closed", "Pushed", "Open", row=0)]
 
 
 class Loop(enum.Enum):
@@ -236,6 +246,24 @@ OUTER = MachineSpec(
     ),
     nested={Outer.Busy: LATCH},
 )
+
+
+def test_a_row_out_of_a_compound_state_is_named_whichever_nested_state_it_fired_from():
+    falls = MachineSpec(
+        name="falls",
+        states=Outer,
+        initial=Outer.Idle,
+        final=frozenset({Outer.Done}),
+        transitions=(T(Pulled, Outer.Idle, Outer.Busy), T(Fell, Outer.Busy, Outer.Done)),
+        nested={Outer.Busy: LATCH},
+    )
+    rows = [(source, row.trigger, dest) for source, dest, row in falls.rows()]
+    for before in ([Pulled()], [Pulled(), Pushed(0)]):  # in Busy_Shut, then in Busy_Ajar
+        machine = LiveMachine(falls, DoorModel())
+        for event in before:
+            machine.fire(event)
+        machine.fire(Fell())
+        assert rows[machine.fired[-1].row] == ("Busy", "Fell", "Done")
 
 
 def test_a_nested_machine_composes_without_being_copied():

@@ -87,6 +87,8 @@ CASES = {
     "overflow with no turn to drop fails closed": ([ObservationArrived("f1")], OVERFLOW, State.FailedClosed, [FailClosed]),
     "accepted action commits and submits": ([ObservationArrived("f1"), reply()], ActionAccepted("ACTION1"), State.Accepted, [SubmitAction]),
     "rejected action asks again": ([ObservationArrived("f1"), reply("hmm")], ActionRejected("no action"), State.AwaitingReply, [CallProvider]),
+    "rejected action with no retry left fails closed": ([ObservationArrived("f1"), *[reply("hmm"), ActionRejected("x")] * 2, reply("hmm")], ActionRejected("x"), State.FailedClosed, [FailClosed]),
+    "overflow drops the oldest turn and asks again": ([ObservationArrived("f1"), reply(), ActionAccepted("ACTION1"), ObservationArrived("f2")], OVERFLOW, State.AwaitingReply, [CallProvider]),
 }
 # fmt: on
 
