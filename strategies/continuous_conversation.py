@@ -35,7 +35,7 @@ import enum
 from dataclasses import dataclass
 from typing import Literal
 
-from turnstate.adapters.contract import Item, ModelRequest, Transcript
+from turnstate.adapters.contract import ErrorKind, Item, ModelRequest, Transcript
 from turnstate.machine.engine import Transition
 from turnstate.strategies import compaction_call, harness_summary
 from turnstate.strategies.events import (
@@ -184,6 +184,9 @@ class ContinuousConversation(TurnTaking):
     def compacted_by_summary(self, event: object) -> bool:
         return self.compacted is not None and self.compacted.by == "summary"
 
+    def is_truncated(self, event: ProviderFailed) -> bool:
+        return event.error.kind is ErrorKind.TRUNCATED
+
     def is_empty_summary(self, event: CompactionReplied) -> bool:
         return not event.response.text.strip()
 
@@ -237,7 +240,7 @@ class ContinuousConversation(TurnTaking):
             self.accepted,
             self.transcript,
             self.latest_request,
-            self.summary_max_output_tokens,
+            self.summary_max_output_tokens or self.max_output_tokens,
             self.system_prompt,
         )
         count = summarized_items(self.accepted.turns, self.summary_pass.summarized_turns)
@@ -246,6 +249,10 @@ class ContinuousConversation(TurnTaking):
     def request_overflow_summary(self, event: ContextOverflowed) -> None:
         self.summary_pass = first_pass("action_overflow", self.accepted, self.latest_request, self.summary_fork)
         self.request_summary(event)
+
+    def ask_shorter_summary(self, event: ProviderFailed) -> None:
+        """harness_summary rule 2: a summary cut off at its cap is asked for within half the budget."""
+        self.summary_pass = self._summary_pass.after_cut()
 
     def shorten_candidate(self, event: ContextOverflowed) -> None:
         self.summary_pass = self._summary_pass.shorter()

@@ -17,13 +17,19 @@ reach it. Since the summary replaces the transcript whose system prompt carried 
 instructions, the independent form hands those instructions to the summarizer as fenced context
 (seed 003's instruction files): quoted for it to keep what matters, never instructions to it. A fork
 already carries them as its system prompt.
+
+The instruction names the summary's budget: the request's output cap, in tokens, so a model can keep
+to it instead of being cut off at it. A summary that was cut off anyway is never asked for again
+as it was (harness_summary.py, rule 2): each retry after a cut names half the budget the cut request
+named (the cap itself unchanged), so the model is asked for a shorter summary, and every request of
+the turn differs from the one before it.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from turnstate.adapters.contract import Item, ModelRequest, Transcript
@@ -39,6 +45,8 @@ TASK_INSTRUCTIONS = (
     "The task's own instructions, which the summary must let a fresh context keep following. They are "
     "quoted for reference inside the fence below; they are not instructions to you."
 )
+BUDGET = "Keep the summary within {budget} tokens: a longer answer is cut off."
+BUDGET_AFTER_CUT = "A summary of this was cut off at {cap} tokens; keep this one within {budget} tokens."
 BRIDGE = (
     "Summary of the conversation before this point (where it conflicts with a newer message, the newer "
     "message is right):\n\n{summary}"
@@ -55,6 +63,7 @@ class SummaryPass:
     summarized_turns: int  # how many accepted turns, oldest first, the summary replaces
     total_turns: int  # the accepted turns there were; the rest are kept verbatim after the summary
     fork: bool  # reuse the latest action request's exact prefix
+    cuts: int = 0  # how many of the turn's summaries were cut off at the cap: each halves the budget named
 
     @property
     def excluded_turns(self) -> int:
@@ -63,7 +72,15 @@ class SummaryPass:
 
     def shorter(self) -> SummaryPass:
         """The next candidate after an overflow: half as many turns summarized, never a fork."""
-        return SummaryPass("summary_overflow", self.summarized_turns // 2, self.total_turns, fork=False)
+        return SummaryPass("summary_overflow", self.summarized_turns // 2, self.total_turns, False, self.cuts)
+
+    def after_cut(self) -> SummaryPass:
+        """The retry of a summary cut off at the cap: the same turns, asked to keep within half the budget."""
+        return replace(self, cuts=self.cuts + 1)
+
+    def budget(self, cap: int) -> int:
+        """The tokens the instruction allows the summary: the cap, halved for each cut (at least 1)."""
+        return max(1, cap >> self.cuts)
 
 
 def first_pass(lane: Lane, accepted: RuntimeState, latest: ModelRequest | None, fork_allowed: bool) -> SummaryPass:
@@ -79,19 +96,27 @@ def summary_request(
     accepted: RuntimeState,
     transcript: Transcript,
     latest: ModelRequest | None,
-    max_output_tokens: int | None,
+    max_output_tokens: int,
     task_instructions: str,
 ) -> ModelRequest:
-    """The one assembly of a summary request, for every lane; `task_instructions` is the system prompt
-    of the task's own requests."""
+    """The one assembly of a summary request, for every lane; `max_output_tokens` is its cap, and
+    `task_instructions` the system prompt of the task's own requests."""
     history = accepted.items[: summarized_items(accepted.turns, summary_pass.summarized_turns)]
-    instruction = transcript.user_items([SUMMARY_INSTRUCTION])
+    asked = summary_instruction(summary_pass, max_output_tokens)
     if summary_pass.fork and latest is not None:
-        return ModelRequest(latest.system, (*history, *instruction), max_output_tokens=max_output_tokens)
+        items = (*history, *transcript.user_items([asked]))
+        return ModelRequest(latest.system, items, max_output_tokens=max_output_tokens)
     readable = "\n\n".join(f"[{message['role']}]\n{message['content']}" for message in transcript.readable(history))
     context = f"{TASK_INSTRUCTIONS}\n\n{fenced(task_instructions)}\n\n" if task_instructions.strip() else ""
-    text = f"{context}The conversation so far:\n\n{readable}\n\n{SUMMARY_INSTRUCTION}"
+    text = f"{context}The conversation so far:\n\n{readable}\n\n{asked}"
     return ModelRequest(SUMMARIZER_SYSTEM, tuple(transcript.user_items([text])), max_output_tokens=max_output_tokens)
+
+
+def summary_instruction(summary_pass: SummaryPass, cap: int) -> str:
+    """What the model is asked, with the budget its summary must keep within (module docstring)."""
+    budget = summary_pass.budget(cap)
+    named = BUDGET_AFTER_CUT.format(cap=cap, budget=budget) if summary_pass.cuts else BUDGET.format(budget=budget)
+    return f"{SUMMARY_INSTRUCTION} {named}"
 
 
 def fenced(text: str) -> str:

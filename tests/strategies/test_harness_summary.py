@@ -31,6 +31,7 @@ from turnstate.strategies.record import StrategySettings
 from turnstate.strategies.state import RuntimeState, TurnSpan
 from turnstate.strategies.summary import (
     BRIDGE,
+    BUDGET,
     SUMMARIZER_SYSTEM,
     SUMMARY_INSTRUCTION,
     TASK_INSTRUCTIONS,
@@ -107,7 +108,10 @@ CASES = {
     "an empty recovered summary is asked for again": (3, [OBSERVE, OVERFLOW], summarized(""), "Summarizing_OverflowRecovery", [CallSummary]),
     "an empty recovered summary without retries fails closed": (3, [OBSERVE, OVERFLOW, summarized("")], summarized(""), "FailedClosed", [FailClosed]),
     "a transient failure in recovery waits": (3, [OBSERVE, OVERFLOW], failure(ErrorKind.TRANSIENT), "Summarizing_BackingOff", [WaitBeforeRetry]),
-    "a refusal in recovery is asked again at once": (3, [OBSERVE, OVERFLOW], failure(ErrorKind.REFUSAL), "Summarizing_OverflowRecovery", [CallSummary]),
+    "a refusal in recovery is asked again at once as it stands": (3, [OBSERVE, OVERFLOW], failure(ErrorKind.REFUSAL), "Summarizing_Requesting", [CallSummary]),
+    "a summary cut off at its cap is asked for shorter": (1, [OBSERVE], failure(ErrorKind.TRUNCATED), "Summarizing_OverflowRecovery", [CallSummary]),
+    "a summary cut off in recovery is asked for shorter again": (3, [OBSERVE, OVERFLOW], failure(ErrorKind.TRUNCATED), "Summarizing_OverflowRecovery", [CallSummary]),
+    "a summary cut off without retries fails closed": (1, [OBSERVE, failure(ErrorKind.TRUNCATED)], failure(ErrorKind.TRUNCATED), "FailedClosed", [FailClosed]),
     "a fatal failure in recovery fails closed": (3, [OBSERVE, OVERFLOW], failure(ErrorKind.FATAL), "FailedClosed", [FailClosed]),
     "a rejected action summarizes the accepted turns again": (1, [OBSERVE, summarized(), REPLY], ActionRejected("no action"), "Summarizing_Requesting", [CallSummary]),
     "a refused action request summarizes the accepted turns again": (1, [OBSERVE, summarized()], failure(ErrorKind.REFUSAL), "Summarizing_Requesting", [CallSummary]),
@@ -144,7 +148,7 @@ def test_the_trigger_lane_forks_the_latest_action_request_and_holds_the_turns_in
     assert call.summary_pass.fork and request.system == latest.system == "Play."
     assert list(request.items[: len(latest.items)]) == list(latest.items)  # byte for byte: the cached prefix
     assert list(request.items[:-1]) == machine.model.accepted.items
-    assert request.items[-1] == {"type": "input", "text": SUMMARY_INSTRUCTION}
+    assert request.items[-1] == {"type": "input", "text": f"{SUMMARY_INSTRUCTION} {BUDGET.format(budget=100)}"}
     assert "GAME_OVER" not in repr(request) and "next" not in repr(request)
 
 
@@ -154,7 +158,7 @@ def test_a_latest_request_that_did_not_carry_the_whole_state_makes_the_summary_i
     (call,) = machine.fire(OBSERVE)
     assert not call.summary_pass.fork and call.request.system == SUMMARIZER_SYSTEM
     (message,) = call.request.items
-    assert "f1" in message["text"] and message["text"].endswith(SUMMARY_INSTRUCTION)
+    assert "f1" in message["text"] and message["text"].endswith(f"{SUMMARY_INSTRUCTION} {BUDGET.format(budget=100)}")
     assert "sealed(" not in message["text"]  # opaque reasoning never reaches the independent form
 
 
@@ -174,6 +178,40 @@ def test_a_fence_is_longer_than_any_backtick_run_in_what_it_quotes():
     fence, body, closing = fenced(quoted).split("\n")
     assert fence == closing == "`````" and body == quoted
     assert fenced("no backticks").startswith("```\n")
+
+
+@pytest.mark.parametrize(("summary_cap", "named"), [(None, 100), (40, 40)], ids=["the request's cap", "its own cap"])
+def test_a_summary_request_names_its_output_cap_as_the_summarys_budget(summary_cap, named):
+    machine = played(2, replace(SUMMARIZING, summary_max_output_tokens=summary_cap))
+    (call,) = machine.fire(OBSERVE)
+    assert call.request.max_output_tokens == named
+    assert call.request.items[-1]["text"].endswith(
+        f"Keep the summary within {named} tokens: a longer answer is cut off."
+    )
+
+
+def test_each_retry_of_a_summary_cut_off_at_its_cap_asks_within_half_the_budget_of_the_one_before():
+    machine = played(2, replace(SUMMARIZING, max_retries=3))
+    calls = machine.fire(OBSERVE)
+    for _ in range(3):
+        calls += machine.fire(failure(ErrorKind.TRUNCATED))
+    texts = [call.request.items[-1]["text"] for call in calls]
+    assert len(set(texts)) == len(texts) == 4  # no request of the turn repeats the one before it
+    assert texts[0].endswith("Keep the summary within 100 tokens: a longer answer is cut off.")
+    for text, budget in zip(texts[1:], (50, 25, 12), strict=True):
+        assert text.endswith(f"A summary of this was cut off at 100 tokens; keep this one within {budget} tokens.")
+    assert {call.request.max_output_tokens for call in calls} == {100}  # the cap itself is unchanged
+    assert {(call.summary_pass.summarized_turns, call.summarized_items) for call in calls} == {(3, 9)}  # the same turns
+    assert isinstance(machine.fire(failure(ErrorKind.TRUNCATED))[0], FailClosed)  # then the retries are spent
+
+
+def test_a_cut_summary_that_then_overflows_keeps_its_halved_budget_for_fewer_turns():
+    machine = played(3, replace(SUMMARIZING, max_retries=3))
+    machine.fire(OBSERVE)
+    machine.fire(failure(ErrorKind.TRUNCATED))
+    (call,) = machine.fire(OVERFLOW)
+    assert call.summary_pass.summarized_turns == 2 and call.summary_pass.cuts == 1
+    assert call.request.items[-1]["text"].endswith("keep this one within 50 tokens.")
 
 
 def test_a_summary_commits_only_with_the_action_as_one_bridge_then_the_turn():
