@@ -6,7 +6,17 @@ survives later turns only if that frame, or a carry-forward `NOTES: level N beac
 in the messages. Without it the policy guesses door A and fails any level whose beacon is not A.
 
 Asked to summarize the conversation (a harness summary), either model answers with `summarize` of
-everything the request holds, its memory included: one NOTES line per level whose beacon appears.
+everything the request holds, its memory included, keeping only what it still needs: the beacon of
+the level being played. What it can know from the text alone: a frame names its level (`LEVEL n/m`),
+levels are played in order, and a level is left only by entering its beacon (a wrong door restarts
+it), so the highest level any frame or note names is the one being played and every level below it
+is won, its beacon never needed again. A summary is therefore at most one NOTES line, however long
+the game: it stays bounded where one line per level grew past any output cap (issue 18). The summary
+request names its budget ("within N tokens", strategies/summary.py), and the model keeps to it: a
+reasoning model counts its thought against it, as the wires bill thought and reply to one cap, and a
+budget too small for the one line it needs gets no summary at all rather than a cut line, which
+would read as a different beacon or none. A compaction's summary (`Exchange.summarize`) keeps the
+same one line, with no budget named.
 
 Over a reasoning wire (OpenAI Responses) the model is `think`: when a frame shows a beacon, it notes
 it in a private thought (`NOTES: level N beacon X`), which the wire seals into encrypted reasoning;
@@ -31,6 +41,8 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from turnstate.adapters.tokens import estimate_text_tokens
+
 Cell = tuple[int, int]  # (row, column)
 
 FRAME_HEADER = re.compile(r"^LEVEL (\d+)/(\d+) \| STATE (\w+)[ \t]*$", re.MULTILINE)
@@ -42,6 +54,10 @@ STANDING_ON_DOOR = re.compile(r"^STANDING ON: door ([A-Z])[ \t]*$", re.MULTILINE
 NOTES_REQUEST = "NOTES:"  # in the system prompt, the harness's carry-forward instruction
 # What a harness says when it asks for a summary of the conversation (strategies/summary.py).
 SUMMARY_REQUEST = re.compile(r"\bsummarize the conversation\b", re.IGNORECASE)
+# How that request names the summary's budget, in tokens.
+SUMMARY_BUDGET = re.compile(r"\bwithin (\d+) tokens\b")
+SUMMARY_THOUGHT = "Summarizing what the conversation holds."
+NOTHING_TO_REMEMBER = "NOTES: nothing to remember yet"
 GUESS_DOOR = "A"
 WALL, PLAYER = "#", "@"
 # Checked in this order, which is the tie-break between equally short paths.
@@ -67,7 +83,7 @@ class SeenFrame:
 def reply(system: str, messages: Sequence[Mapping[str, object]]) -> str:
     """The model's answer to one chat request: a summary line, `ACTION: ...`, and NOTES if asked."""
     if asks_for_summary(messages):
-        return summarize([message_text(message) for message in messages])
+        return summarize([message_text(message) for message in messages], summary_budget(messages))
     frame = last_frame(messages)
     if frame is None:
         return NO_FRAME_REPLY
@@ -98,7 +114,9 @@ def think(
     """
     if asks_for_summary(messages):
         read = [*memory, *map(message_text, [*context, *messages])]
-        return "Summarizing what the conversation holds.", summarize(read)
+        budget = summary_budget(messages)
+        left = None if budget is None else budget - estimate_text_tokens(SUMMARY_THOUGHT)
+        return SUMMARY_THOUGHT, summarize(read, left)
     frame = last_frame(messages)
     if frame is None:
         return "No game frame in this turn.", NO_FRAME_REPLY
@@ -119,18 +137,28 @@ def think(
     return thought, "\n".join(decision_lines(frame, beacon))
 
 
-def summarize(texts: Sequence[str]) -> str:
-    """An honest summary of `texts` (a compaction's memory, or everything a summary request holds):
-    the latest beacon each level's frames or notes give, one NOTES line per level in level order (the
-    rest is not needed to play on). A beacon the texts do not hold is not in the summary."""
+def summarize(texts: Sequence[str], budget: int | None = None) -> str:
+    """An honest summary of `texts` (a compaction's memory, or everything a summary request holds),
+    of what is still needed: the latest beacon the texts give for the level being played, the highest
+    any frame or note names, as one NOTES line (the levels below it are won). A beacon the texts do
+    not hold is not in the summary. Within `budget` tokens, if one is given, or empty."""
     beacons: dict[int, str] = {}
+    playing = 0
     for text in texts:
+        playing = max([playing, *(int(header.group(1)) for header in FRAME_HEADER.finditer(text))])
         mentions = sorted([*BEACON_LINE.finditer(text), *NOTES_MENTION.finditer(text)], key=match_start)
         for mention in mentions:
-            beacons[int(mention.group(1))] = mention.group(2)
-    if not beacons:
-        return "NOTES: nothing to remember yet"
-    return "\n".join(notes_line(level, beacons[level]) for level in sorted(beacons))
+            level = int(mention.group(1))
+            beacons[level] = mention.group(2)
+            playing = max(playing, level)
+    summary = notes_line(playing, beacons[playing]) if playing in beacons else NOTHING_TO_REMEMBER
+    return summary if budget is None or estimate_text_tokens(summary) <= budget else ""
+
+
+def summary_budget(messages: Sequence[Mapping[str, object]]) -> int | None:
+    """The tokens the summary request in the last message allows its answer, if it names them."""
+    named = SUMMARY_BUDGET.findall(message_text(messages[-1])) if messages else []
+    return int(named[-1]) if named else None
 
 
 def asks_for_summary(messages: Sequence[Mapping[str, object]]) -> bool:

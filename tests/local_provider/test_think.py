@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from turnstate.adapters.tokens import estimate_text_tokens
+from turnstate.harness.environments import GameState, make_environment
 from turnstate.local_provider.policy import reply, summarize, think
+from turnstate.strategies.summary import SummaryPass, bridge_text, summary_instruction
 
-from .test_policy import EXAMPLE_ROWS, NOTES_SYSTEM, PLAIN_SYSTEM, assistant, frame_text, user
+from .test_policy import EXAMPLE_ROWS, NOTES_SYSTEM, PLAIN_SYSTEM, action_in, assistant, frame_text, user
 
 
 @pytest.mark.parametrize("system", [PLAIN_SYSTEM, NOTES_SYSTEM], ids=["plain", "notes-asked"])
@@ -87,7 +90,7 @@ def test_a_won_game_still_notes_its_level_and_takes_no_action() -> None:
     assert "all levels cleared" in visible and "ACTION:" not in visible
 
 
-def test_a_summary_keeps_the_latest_beacon_of_each_level_in_level_order() -> None:
+def test_a_summary_keeps_only_the_latest_beacon_of_the_level_being_played() -> None:
     memory = [
         "NOTES: level 2 beacon A",
         "NOTES: level 1 beacon B\nNOTES: level 1 beacon unknown",
@@ -95,9 +98,36 @@ def test_a_summary_keeps_the_latest_beacon_of_each_level_in_level_order() -> Non
         "an unrelated thought",
     ]
 
-    assert summarize(memory) == "NOTES: level 1 beacon B\nNOTES: level 2 beacon C"
+    assert summarize(memory) == "NOTES: level 2 beacon C"  # level 1 is won: its beacon is never needed again
     assert summarize([]) == summarize(["nothing about beacons"])
     assert "beacon" not in summarize([]).replace("NOTES: nothing to remember yet", "")
+
+
+def test_a_frame_of_a_later_level_makes_every_earlier_note_unneeded() -> None:
+    dark_level_three = frame_text(EXAMPLE_ROWS, beacon="dark", level=3)
+    shown_level_three = frame_text(EXAMPLE_ROWS, beacon="B", level=3)
+
+    assert summarize(["NOTES: level 2 beacon C", dark_level_three]) == "NOTES: nothing to remember yet"
+    assert summarize(["NOTES: level 2 beacon C", shown_level_three]) == "NOTES: level 3 beacon B"
+
+
+SUMMARY_ASKED = "Summarize the conversation so far. Keep the summary within {budget} tokens."
+
+
+@pytest.mark.parametrize(("budget", "expected"), [(6, "NOTES: level 3 beacon B"), (5, "")], ids=["fits", "too small"])
+def test_a_chat_summary_keeps_within_the_budget_its_request_names_or_says_nothing(budget, expected) -> None:
+    messages = [user(frame_text(EXAMPLE_ROWS, beacon="B", level=3)), user(SUMMARY_ASKED.format(budget=budget))]
+
+    assert reply(PLAIN_SYSTEM, messages) == expected  # the line is 23 bytes: 6 tokens (24 bytes) hold it, 5 do not
+
+
+def test_a_reasoning_summary_counts_its_thought_against_the_budget() -> None:
+    messages = [user(frame_text(EXAMPLE_ROWS, beacon="B", level=3)), user(SUMMARY_ASKED.format(budget=16))]
+    thought, summary = think(PLAIN_SYSTEM, messages, [])
+
+    assert thought == "Summarizing what the conversation holds."  # 40 bytes: 10 tokens of the 16
+    assert summary == "NOTES: level 3 beacon B"  # 6 tokens: 16 hold both, 15 do not
+    assert think(PLAIN_SYSTEM, messages[:1] + [user(SUMMARY_ASKED.format(budget=15))], [])[1] == ""
 
 
 def test_a_summary_read_back_as_memory_still_knows_the_beacon() -> None:
@@ -113,3 +143,23 @@ def test_old_frames_reach_think_only_if_the_caller_passes_them_as_the_current_tu
 
     assert "door C" in think(PLAIN_SYSTEM, history, [])[1]
     assert "guessing" in think(PLAIN_SYSTEM, history[-1:], [])[1]
+
+
+def test_summaries_stay_one_line_within_budget_through_a_long_game_that_is_still_won() -> None:
+    """The harness-summary loop with the policy alone: every ten turns the turns since the last
+    summary (their frames, and the thoughts as memory) are summarized and replaced by the bridge."""
+    asked = summary_instruction(SummaryPass("trigger", 1, 1, fork=True), 256)
+    env = make_environment("beacon_grid", 0, {"levels": 120, "width": 7, "height": 5})
+    frame, bridge, sent, thoughts, summaries = env.reset(), [], [], [], []
+    while frame.state is not GameState.WIN and len(summaries) < 200:
+        sent.append(user(frame.text))
+        thought, answer = think(PLAIN_SYSTEM, [*bridge, sent[-1]], thoughts)
+        thoughts.append(thought)
+        frame = env.step(action_in(answer))
+        if len(thoughts) == 10:
+            summaries.append(think(PLAIN_SYSTEM, [*bridge, *sent, user(asked)], thoughts)[1])
+            bridge, sent, thoughts = [user(bridge_text(summaries[-1]))], [], []
+
+    assert frame.state is GameState.WIN and frame.level == 120
+    assert all(summary.count("\n") == 0 and estimate_text_tokens(summary) <= 256 for summary in summaries)
+    assert max(map(len, summaries)) <= len("NOTES: level 120 beacon A")
