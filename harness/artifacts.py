@@ -4,11 +4,21 @@ A step record holds what is new in its request, not a copy of it (`request_delta
 the step it follows, less the oldest messages it dropped, plus what it added. So the artifacts grow
 with the run, not with its square, and `sent_messages` rebuilds any step's request as it was sent.
 
-Artifacts are for people and downstream tools, so they hold readable projections only. Two rules
-are enforced here, at the one place every artifact is written, rather than trusted to each caller:
-opaque provider state (encrypted content, signatures, redacted thinking) is dropped by key, and
-secret values (API keys) are replaced wherever they appear inside a string value. Both happen on the
-data before it is serialized, so whatever a secret looks like, every artifact stays valid JSON.
+Artifacts are for people and downstream tools, so they hold readable projections only. One
+`Redactor` per run enforces three rules, here rather than trusted to each caller, and the same
+redactor cleans whatever the run shows on the terminal (its failure, its progress, its errors):
+1. Opaque provider state (encrypted content, signatures, redacted thinking) is dropped by key.
+2. Secret values (API keys) are replaced wherever they appear inside a string value.
+3. An opaque value the run has received (the runner hands each reply's native items to `learn`) is
+   replaced wherever a string repeats it: a provider can echo a blob into a reply's text or an
+   error's code. Every encrypted_content, signature and redacted_thinking data in the recorded
+   traffic (../shared/recorded) and from the local provider is base64 of 224 characters or more, so
+   a value is known by its longest run of base64 characters, if that run has OPAQUE_MIN_CHARS; the
+   run is kept as its length and hash (not its text: a long run receives thousands), indexed by its
+   last GRAM characters (their first ones are a format's constant header, as OpenAI's "gAAAAAB").
+All happen on the data before it is serialized, so whatever a secret looks like, every artifact
+stays valid JSON; every container the writer may be handed (mappings, lists, tuples, sets,
+dataclasses) is walked, and written as JSON's object or array.
 
 A kill must not tear what was accepted: every JSON file is written whole (a temporary file in the
 same folder, flushed and fsynced, then renamed over the target, the folder fsynced), and the
@@ -25,10 +35,13 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import secrets as _random
+import string
 from collections import deque
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import fields, is_dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -38,7 +51,19 @@ from turnstate.adapters.json_bytes import json_bytes
 
 OPAQUE_KEYS = frozenset({"encrypted_content", "signature", "thought_signature"})
 OPAQUE_DATA_TYPE = "redacted_thinking"  # a block of this type holds opaque state under "data"
+_OPAQUE_DATA_KEYS = OPAQUE_KEYS | {"data"}
 REDACTED = "[redacted]"
+
+OPAQUE_MIN_CHARS = 64
+"""The shortest run of base64 characters by which an opaque value is known (rule 3): longer than the
+ids a record holds (37 characters at most on the local provider), far shorter than any blob."""
+GRAM = 16  # the characters of a known run's tail that index it
+_BASE64 = string.ascii_letters + string.digits + "+/=_-"  # both alphabets, and padding
+_RUNS = re.compile(f"[{re.escape(_BASE64)}]+")
+_LONG_RUNS = re.compile(f"(?<![{re.escape(_BASE64)}])[{re.escape(_BASE64)}]{{{OPAQUE_MIN_CHARS},}}")
+# JSON writes base64 characters as they are: a record's text holds a long run wherever a string does.
+_RUN_BYTES = bytes(ord("x") if chr(byte) in _BASE64 else ord(" ") for byte in range(256))
+_LONG_RUN_BYTES = b"x" * OPAQUE_MIN_CHARS
 
 
 def step_name(index: int) -> str:
@@ -101,10 +126,15 @@ def item_descriptor(item: Item) -> dict[str, Any]:
     return described
 
 
-def fitted(texts: dict[str, str | None], limit: int = ACTION_METADATA_BYTES) -> tuple[dict[str, str | None], list[str]]:
+def fitted(
+    texts: dict[str, str | None], redact: Callable[[str], str] | None = None, limit: int = ACTION_METADATA_BYTES
+) -> tuple[dict[str, str | None], list[str]]:
     """`texts` fitted so that, as JSON encodes them, they take at most `limit` bytes together, and the
     names of those that were cut. Each text gets an even share of what the smaller ones leave; a cut
-    one keeps its head and ends with CUT_MARK."""
+    one keeps its head and ends with CUT_MARK. Redacted first (`redact`, a Redactor's `text`): a
+    cut through a secret or an opaque value would leave a head that no longer matches it."""
+    if redact is not None:
+        texts = {name: None if text is None else redact(text) for name, text in texts.items()}
     sizes = {name: len(json_bytes(text)) for name, text in texts.items() if text is not None}
     if sum(sizes.values()) <= limit:
         return texts, []
@@ -138,7 +168,9 @@ class StepRecordError(ValueError):
 
 
 def sent_messages(run_dir: Path, step: int) -> list[dict[str, Any]]:
-    """The readable request of `step` as it was sent, rebuilt from its record and the ones it follows."""
+    """The readable request of `step` as it was sent, rebuilt from its record and the ones it follows.
+    Each record follows an earlier step or none, so the chain ends; a record that says otherwise
+    (edited, or from a corrupted run folder) is a StepRecordError naming its file."""
     chain = []
     at: int | None = step
     while at is not None:
@@ -149,6 +181,11 @@ def sent_messages(run_dir: Path, step: int) -> list[dict[str, Any]]:
             raise StepRecordError(f"{path}: missing; fix: pass a run folder and a step it recorded") from None
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise StepRecordError(f"{path}: not a step record ({type(error).__name__})") from None
+        problem = _delta_problem(delta, at)
+        if problem is not None:
+            raise StepRecordError(
+                f"{path}: {problem} (a corrupted record); fix: restore the run folder as `turnstate run` wrote it"
+            )
         chain.append(delta)
         at = delta["after_step"]
     messages: list[dict[str, Any]] = []
@@ -158,26 +195,137 @@ def sent_messages(run_dir: Path, step: int) -> list[dict[str, Any]]:
     return messages
 
 
+def _delta_problem(delta: Any, step: int) -> str | None:
+    """What makes `delta`, step `step`'s request record, unusable by sent_messages, or None."""
+    if not isinstance(delta, dict):
+        return f"request is a {type(delta).__name__}, not an object"
+    after = delta.get("after_step")
+    if after is not None and not (_is_count(after) and 1 <= after < step):
+        return f"request.after_step is {after!r}, not null or an earlier step than {step}"
+    if not _is_count(delta.get("dropped")):
+        return f"request.dropped is {delta.get('dropped')!r}, not a count of messages"
+    added = delta.get("added")
+    if not isinstance(added, list) or not all(isinstance(message, dict) for message in added):
+        return "request.added is not a list of messages"
+    return None
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def new_run_id(profile_id: str) -> str:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     return f"{profile_id}-{stamp}-{_random.token_hex(3)}"
 
 
-def scrub(value: Any, secrets: Sequence[str] = ()) -> Any:
-    """A copy of `value` without opaque provider state, with every secret replaced inside string
-    values, and non-finite numbers (which JSON cannot hold) as null."""
-    if isinstance(value, dict):
-        hidden = OPAQUE_KEYS | ({"data"} if value.get("type") == OPAQUE_DATA_TYPE else set())
-        return {key: scrub(item, secrets) for key, item in value.items() if key not in hidden}
-    if isinstance(value, (list, tuple)):
-        return [scrub(item, secrets) for item in value]
+def _hidden_keys(mapping: Mapping[Any, Any]) -> frozenset[str]:
+    """The keys of `mapping` whose values are opaque provider state (rule 1)."""
+    return _OPAQUE_DATA_KEYS if mapping.get("type") == OPAQUE_DATA_TYPE else OPAQUE_KEYS
+
+
+def _opaque_values(value: Any, opaque: bool = False) -> Iterator[str]:
+    """Every string held under an opaque key of `value` (native items: mappings, lists, tuples)."""
     if isinstance(value, str):
-        for secret in secrets:
+        if opaque:
+            yield value
+    elif isinstance(value, Mapping):
+        hidden = _hidden_keys(value)
+        for key, item in value.items():
+            yield from _opaque_values(item, opaque or key in hidden)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _opaque_values(item, opaque)
+
+
+class Redactor:
+    """One run's redaction (the module's rules), for its artifacts and for all it shows: `scrub` for
+    data, `text` for a string, `render` for a record's JSON text. Knows the run's secrets from the
+    start and the opaque values it receives from `learn`."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        # Longest first, so a secret that contains another is replaced whole.
+        self._secrets = tuple(sorted({secret for secret in secrets if secret}, key=len, reverse=True))
+        self._markers = _scrub_markers(self._secrets)
+        self._opaque: dict[str, tuple[tuple[int, int], ...]] = {}  # a run's tail -> (length, hash) of each
+
+    def learn(self, items: Iterable[Any]) -> None:
+        """Know every opaque value in `items` (a reply's native items) from now on (rule 3)."""
+        for value in _opaque_values(tuple(items)):
+            run = max(_RUNS.findall(value), key=len, default="")
+            if len(run) >= OPAQUE_MIN_CHARS:
+                known = self._opaque.get(run[-GRAM:], ())
+                if (len(run), hash(run)) not in known:
+                    self._opaque[run[-GRAM:]] = (*known, (len(run), hash(run)))
+
+    def text(self, value: str) -> str:
+        """`value` with each known opaque value, then each secret, replaced by REDACTED."""
+        if self._opaque and len(value) >= OPAQUE_MIN_CHARS:
+            value = self._without_opaque(value)
+        for secret in self._secrets:
             value = value.replace(secret, REDACTED)
         return value
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
+
+    def scrub(self, value: Any) -> Any:
+        """A copy of `value` as JSON can hold it (any mapping an object; any list, tuple, set or
+        dataclass an array or object), without opaque provider state, with every string passed
+        through `text`, and non-finite numbers as null."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, Mapping):
+            hidden = _hidden_keys(value)
+            return {_json_key(key): self.scrub(item) for key, item in value.items() if key not in hidden}
+        if isinstance(value, (list, tuple)):
+            return [self.scrub(item) for item in value]
+        if isinstance(value, (set, frozenset)):
+            return sorted((self.scrub(item) for item in value), key=repr)  # in an order that does not vary
+        if is_dataclass(value) and not isinstance(value, type):
+            return self.scrub({field.name: getattr(value, field.name) for field in fields(value)})
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        return value
+
+    def render(self, data: Any, indent: bool = False) -> bytes:
+        """`data` as one JSON document and its newline, scrubbed.
+
+        Most records hold nothing to scrub, and their text says so: without any of the markers (an
+        opaque key's name, a secret as JSON writes it, and, once the run knows an opaque value, a
+        run of OPAQUE_MIN_CHARS base64 characters) they are written as they are, and only a record
+        whose text holds a marker (or that JSON cannot hold as it is) is scrubbed first."""
+        try:
+            text = json_bytes(data, indent=indent)
+            if not any(marker in text for marker in self._markers) and not (
+                self._opaque and _LONG_RUN_BYTES in text.translate(_RUN_BYTES)
+            ):
+                return text + b"\n"
+        except (ValueError, TypeError):  # non-finite numbers, sets, mappings that are not dicts
+            pass
+        return json_bytes(self.scrub(data), indent=indent) + b"\n"
+
+    def _without_opaque(self, value: str) -> str:
+        """`value` with every known opaque run in it replaced: each long run of base64 characters
+        is searched for a known run's tail, character by character, and a tail found is checked
+        by the hash of the whole run it ends."""
+        spans = []
+        for run in _LONG_RUNS.finditer(value):
+            start = run.start()
+            for end in range(start + GRAM, run.end() + 1):
+                for length, digest in self._opaque.get(value[end - GRAM : end], ()):
+                    if end - length >= start and hash(value[end - length : end]) == digest:
+                        spans.append((end - length, end))
+        if not spans:
+            return value
+        parts, at = [], 0
+        for begin, end in sorted(spans):
+            if begin >= at:
+                parts += [value[at:begin], REDACTED]
+            at = max(at, end)  # a span that overlaps the one before extends it
+        return "".join(parts) + value[at:]
+
+
+def _json_key(key: Any) -> Any:
+    """A mapping's key as a JSON object can hold it (the encoders take text, numbers, booleans and null)."""
+    return key if key is None or isinstance(key, (str, int, float)) else str(key)
 
 
 class ArtifactWriter:
@@ -186,12 +334,10 @@ class ArtifactWriter:
     turn's harness work); every other file waits for the steps before it, so nothing is ever written
     out of order, and an error writing a step is raised by the next write or by close."""
 
-    def __init__(self, root: Path, run_id: str, secrets: tuple[str, ...] = ()) -> None:
+    def __init__(self, root: Path, run_id: str, redactor: Redactor | None = None) -> None:
         self.path = Path(root) / run_id
         self.path.mkdir(parents=True, exist_ok=False)
-        # Longest first, so a secret that contains another is replaced whole.
-        self._secrets = tuple(sorted({secret for secret in secrets if secret}, key=len, reverse=True))
-        self._scrub_markers = _scrub_markers(self._secrets)
+        self.redactor = redactor or Redactor()
         self._transitions = (self.path / "transitions.jsonl").open("ab")
         self._steps = ThreadPoolExecutor(max_workers=1, thread_name_prefix="turnstate-steps")  # in order
         self._pending: deque[Future[None]] = deque()
@@ -253,18 +399,7 @@ class ArtifactWriter:
         _fsync_directory(self.path)
 
     def _render(self, data: Any, indent: bool = False) -> bytes:
-        """One JSON document and its newline: indented for a file of its own, on one line for the log.
-
-        Most records hold nothing to scrub, and their text says so: without any of the markers (an
-        opaque key's name, a secret as JSON writes it) they are written as they are, and only a
-        record whose text holds a marker (or a number JSON cannot hold) is scrubbed first."""
-        try:
-            text = json_bytes(data, indent=indent)
-            if not any(marker in text for marker in self._scrub_markers):
-                return text + b"\n"
-        except ValueError:
-            pass
-        return json_bytes(scrub(data, self._secrets), indent=indent) + b"\n"
+        return self.redactor.render(data, indent=indent)
 
 
 def _scrub_markers(secrets: Sequence[str]) -> tuple[bytes, ...]:

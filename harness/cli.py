@@ -6,6 +6,7 @@ import gc
 import json
 import signal
 import sys
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,6 +24,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from turnstate.harness.artifacts import StepRecordError, TransitionLogError, read_transition_log, sent_messages
 from turnstate.harness.endpoint import RunSetupError
@@ -53,6 +55,7 @@ def main() -> None:
 )
 def run(profile: Path | None, out_dir: Path) -> None:
     """Run an agent from PROFILE (default: the local manual_rolling profile)."""
+    runner: Runner | None = None
     try:
         with _sigterm_as_interrupt():
             loaded = _load_or_exit(profile or DEFAULT_PROFILE)
@@ -63,12 +66,21 @@ def run(profile: Path | None, out_dir: Path) -> None:
                 _fail(
                     f"--out {out_dir}: cannot create the folder ({error.strerror}); fix: pass a folder you can write to, not one under a file"
                 )
-            result = _run_with_progress(loaded, out_dir)
+            runner = Runner(loaded, out_dir)
+            result = _run_with_progress(runner)
     except KeyboardInterrupt:
-        click.echo(f"interrupted (a run that had started records it in its run_meta.json under {out_dir})", err=True)
+        click.echo(f"interrupted; {_what_was_recorded(runner)}", err=True)
         sys.exit(EXIT_INTERRUPTED)
     console.print(_summary(result))
     sys.exit(0 if result.outcome != "failed_closed" else 1)
+
+
+def _what_was_recorded(runner: Runner | None) -> str:
+    """Where the run's record is, as the disk has it now: a line must not claim a file that is not there."""
+    if runner is None or runner.run_dir is None:
+        return "no run had started, so nothing was recorded"
+    meta = runner.run_dir / "run_meta.json"
+    return f"the run is recorded in {meta}" if meta.is_file() else f"{runner.run_dir} holds no run_meta.json"
 
 
 def freeze_startup_objects() -> None:
@@ -97,27 +109,33 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _run_with_progress(loaded: Profile, out_dir: Path) -> RunResult:
+def _run_with_progress(runner: Runner) -> RunResult:
+    """The run, with a progress bar while it lasts. Whatever it shows of the run (the progress, an
+    error, a crash's traceback) has passed the run's redaction, as its artifacts have."""
     progress = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("{task.fields[status]}"),
+        TextColumn("{task.fields[status]}", markup=False),
         TimeElapsedColumn(),
         console=console,
         transient=True,
     )
     with progress:
-        task = progress.add_task(loaded.id, total=loaded.agent.max_actions, status="")
+        task = progress.add_task(runner.profile.id, total=runner.profile.agent.max_actions, status="")
 
-        def on_step(step: StepProgress) -> None:
+        def on_step(step: StepProgress) -> None:  # the runner hands the step over redacted
             status = f"level {step.level}/{step.levels}  last {step.action}  failed attempts {step.failed_attempts}"
             progress.update(task, completed=step.step, status=status)
 
+        runner.on_step = on_step
         try:
-            return Runner(loaded, out_dir, on_step=on_step).run()
+            return runner.run()
         except RunSetupError as error:
-            _fail(str(error))
+            _fail(runner.redactor.text(str(error)))
+        except Exception as error:  # a crash is a bug: its traceback is shown, redacted
+            click.echo(runner.redactor.text("".join(traceback.format_exception(error))), err=True)
+            _fail(f"the run crashed ({type(error).__name__}); {_what_was_recorded(runner)}")
 
 
 def _summary(result: RunResult) -> Table:
@@ -136,8 +154,8 @@ def _summary(result: RunResult) -> Table:
         ("wall time", f"{result.wall_seconds:.2f}s (provider {result.provider_seconds:.2f}s)"),
         ("artifacts", str(result.artifacts)),
     ]
-    for row in rows:
-        table.add_row(*row)
+    for what, value in rows:
+        table.add_row(what, Text(value))  # as text: "[redacted]" or a provider's brackets are no markup
     return table
 
 

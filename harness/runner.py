@@ -34,7 +34,7 @@ from turnstate.adapters.contract import (
 from turnstate.adapters.registry import descriptor_for
 from turnstate.harness import scaffold
 from turnstate.harness.accounting import Ledger
-from turnstate.harness.artifacts import ArtifactWriter, fitted, new_run_id, request_delta
+from turnstate.harness.artifacts import ArtifactWriter, Redactor, fitted, new_run_id, request_delta
 from turnstate.harness.endpoint import open_endpoint
 from turnstate.harness.environments import (
     Environment,
@@ -116,8 +116,8 @@ class _Attempt:
     # and how many recent ones it left out to fit), so the record of a failed attempt keeps it too.
     summary_input: dict[str, Any] | None = None
 
-    def record(self) -> dict[str, Any]:
-        texts, cut = fitted({"response_text": self.response_text})
+    def record(self, redact: Callable[[str], str]) -> dict[str, Any]:
+        texts, cut = fitted({"response_text": self.response_text}, redact)
         return {
             "outcome": self.outcome,
             **({"summary_input": self.summary_input} if self.summary_input is not None else {}),
@@ -145,6 +145,10 @@ class Runner:
         self._adapter_factory = adapter_factory or self._connect_registered_adapter
         self.on_step = on_step
         self.sleep = sleep  # how the runner performs the machine's waits; tests pass a fake clock's
+        # What a caller that shows anything of the run (an error, a traceback) passes it through: the
+        # run's redaction, once its endpoint is open (nothing secret is known before).
+        self.redactor = Redactor()
+        self.run_dir: Path | None = None  # the run's folder, once it is made
 
     def _connect_registered_adapter(self, endpoint: Endpoint) -> ProviderAdapter:
         adapter_class = self.descriptor.load()
@@ -157,7 +161,9 @@ class Runner:
             environment = make_environment(
                 profile.environment.name, profile.environment.seed, profile.environment.options
             )
-            writer = ArtifactWriter(self.out_dir, new_run_id(profile.id), secrets=(endpoint.api_key,))
+            self.redactor = Redactor(secrets=(endpoint.api_key,))
+            writer = ArtifactWriter(self.out_dir, new_run_id(profile.id), self.redactor)
+            self.run_dir = writer.path
             try:
                 loop = _Loop(profile, adapter, environment, writer, self.on_step, self.sleep)
                 return loop.play(self._meta_base(endpoint))
@@ -217,17 +223,23 @@ class _Loop:
 
     def play(self, meta: dict[str, Any]) -> RunResult:
         """Play until a win, the action budget or a failed-closed turn. run_meta.json is written
-        whatever happens, an interrupt or a crash included, so no accepted step goes unaccounted."""
+        whatever happens, an interrupt or a crash included, so no accepted step goes unaccounted;
+        an interrupt that arrives while it is written waits until it is whole."""
         started = time.perf_counter()
+        recorded = False
         try:
             outcome, failure = self._play_until_done()
+            with _signals_deferred():
+                result = self._result(outcome, failure, started)
+                self._write_meta(meta, result)
+                recorded = True
+            return result
         except BaseException as error:
-            outcome = "interrupted" if isinstance(error, KeyboardInterrupt) else "crashed"
-            self._write_meta(meta, self._result(outcome, type(error).__name__, started))
+            if not recorded:  # an interrupt after the record was written leaves it as it is
+                outcome = "interrupted" if isinstance(error, KeyboardInterrupt) else "crashed"
+                with _signals_deferred():
+                    self._write_meta(meta, self._result(outcome, type(error).__name__, started))
             raise
-        result = self._result(outcome, failure, started)
-        self._write_meta(meta, result)
-        return result
 
     def _play_until_done(self) -> tuple[str, str | None]:
         frame = self.environment.reset()
@@ -238,7 +250,8 @@ class _Loop:
                 return "failed_closed", failure
             frame = self.environment.step(action)
             if self.on_step:
-                self.on_step(StepProgress(self.accepted, action, frame.level, frame.levels, self.failed_attempts))
+                shown = self.writer.redactor.text(action)
+                self.on_step(StepProgress(self.accepted, shown, frame.level, frame.levels, self.failed_attempts))
             if frame.state is GameState.WIN:
                 self.levels_won = frame.level
                 return "win", None
@@ -252,7 +265,7 @@ class _Loop:
             run_id=self.writer.path.name,
             artifacts=self.writer.path,
             outcome=outcome,
-            failure=failure,
+            failure=None if failure is None else self.writer.redactor.text(failure),  # as run_meta.json has it
             turns=self.turns,
             accepted_actions=self.accepted,
             failed_attempts=self.failed_attempts,
@@ -339,6 +352,7 @@ class _Loop:
         self.provider_seconds += time.perf_counter() - started
         self.ledger.record_call(outcome.usage)
         if isinstance(outcome, ModelResponse):
+            self.writer.redactor.learn(outcome.native_items)  # before any record could repeat them
             replied = "compacted" if compaction else "replied"
             attempt = _Attempt(request, replied, outcome.usage, outcome.text, outcome.reasoning_summary)
             attempt.compaction_items = _compaction_items(self.adapter, outcome)
@@ -383,7 +397,7 @@ class _Loop:
                 "summarized_turns": summarized.summarized_turns,
                 "excluded_turns": summarized.excluded_turns,
                 "overflow_recoveries": record.overflow_recoveries,
-                "attempts": [attempt.record() for attempt in calls],
+                "attempts": [attempt.record(self.writer.redactor.text) for attempt in calls],
                 "usage": usage.to_dict(),
                 "cost_estimate": self.ledger.cost(usage),
             },
@@ -405,7 +419,10 @@ class _Loop:
         usage = self.ledger.take_for_step()
         compaction = _compaction_record(attempts, self.ledger)
         self.compactions += compaction is not None
-        texts, cut = fitted({"response_text": accepted.response_text, "reasoning_summary": accepted.reasoning_summary})
+        texts, cut = fitted(
+            {"response_text": accepted.response_text, "reasoning_summary": accepted.reasoning_summary},
+            self.writer.redactor.text,
+        )
         self.writer.write_step(
             index,
             {
@@ -416,7 +433,7 @@ class _Loop:
                 "action": action,
                 "usage": usage.to_dict(),
                 "cost_estimate": self.ledger.cost(usage),
-                "retries": [attempt.record() for attempt in attempts[:-1]],
+                "retries": [attempt.record(self.writer.redactor.text) for attempt in attempts[:-1]],
                 # The accepted history's size in items before this turn and after its commit (pruned or compacted).
                 "history": {"items_before": history_before, "items_after": self.machine.model.accepted.item_count},
                 "compaction": compaction,
@@ -440,7 +457,7 @@ class _Loop:
             {
                 "turn": index,
                 "failure": failure,
-                "attempts": [attempt.record() for attempt in attempts],
+                "attempts": [attempt.record(self.writer.redactor.text) for attempt in attempts],
                 "usage": self.ledger.unattributed.to_dict(),
                 "transitions": [transition.record() for transition in fired],
             },

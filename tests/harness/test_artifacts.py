@@ -13,10 +13,10 @@ from turnstate.harness.artifacts import (
     ACTION_METADATA_BYTES,
     REDACTED,
     ArtifactWriter,
+    Redactor,
     fitted,
     item_descriptor,
     request_delta,
-    scrub,
     sent_messages,
     step_name,
 )
@@ -35,7 +35,7 @@ OPAQUE = {
 
 
 def test_scrub_drops_opaque_state_and_keeps_the_readable_rest():
-    cleaned = json.dumps(scrub(OPAQUE))
+    cleaned = json.dumps(Redactor().scrub(OPAQUE))
     for opaque in ("gAAAA-opaque", "sig-opaque", "redacted-opaque", "thought-opaque"):
         assert opaque not in cleaned
     for readable in (
@@ -48,7 +48,7 @@ def test_scrub_drops_opaque_state_and_keeps_the_readable_rest():
 
 
 def test_every_artifact_is_scrubbed_and_secrets_are_replaced(tmp_path):
-    writer = ArtifactWriter(tmp_path, "run-1", secrets=("sk-secret-123",))
+    writer = ArtifactWriter(tmp_path, "run-1", Redactor(("sk-secret-123",)))
     writer.write_step(1, {"state": OPAQUE, "note": "key was sk-secret-123"})
     writer.write_json("run_meta.json", {"settings": {"header": "Bearer sk-secret-123"}})
     writer.log_transition({"event": "x", "blob": OPAQUE})
@@ -68,7 +68,7 @@ def read_all(run_dir) -> dict[str, str]:
 def test_a_secret_is_redacted_in_values_and_keys_stay_intact_whatever_the_secret_looks_like(tmp_path):
     # Also secrets JSON escapes: a record is scrubbed when its text holds a secret as JSON writes it.
     for number, secret in enumerate(("k", "1", '"', "sk-secret-123", "back\\slash", "two\nlines", "clé-ü", "\x01ctl")):
-        writer = ArtifactWriter(tmp_path, f"run-{number}", secrets=(secret,))
+        writer = ArtifactWriter(tmp_path, f"run-{number}", Redactor((secret,)))
         writer.write_json("run_meta.json", {"api_key_env": "KEY_VAR", "count": 1, "note": f"key={secret}"})
         writer.log_transition({"machine": "m", "note": f"[{secret}]"})
         writer.close()
@@ -86,7 +86,7 @@ def test_a_secret_is_redacted_in_values_and_keys_stay_intact_whatever_the_secret
 
 
 def test_non_finite_numbers_are_written_as_null_so_every_artifact_stays_json(tmp_path):
-    writer = ArtifactWriter(tmp_path, "run", secrets=())
+    writer = ArtifactWriter(tmp_path, "run")
     path = writer.write_json("run_meta.json", {"cost": float("inf"), "ratio": float("nan"), "ok": 1.5})
     assert json.loads(path.read_text()) == {"cost": None, "ratio": None, "ok": 1.5}
     assert "Infinity" not in path.read_text() and "NaN" not in path.read_text()
@@ -96,7 +96,7 @@ def test_non_finite_numbers_are_written_as_null_so_every_artifact_stays_json(tmp
 def test_a_number_past_64_bits_from_a_provider_is_written_as_it_came_in_every_artifact(tmp_path):
     # A provider's error code or token count can be any JSON number; the fast encoder stops at 64 bits.
     huge = 10**30
-    writer = ArtifactWriter(tmp_path, "run", secrets=())
+    writer = ArtifactWriter(tmp_path, "run")
     step = writer.write_step(1, {"step": 1, "retries": [{"diagnostics": {"code": huge}}]})
     writer.log_transition({"machine": "m", "source": "A", "trigger": "E", "dest": "B", "code": huge})
     meta = writer.write_json("run_meta.json", {"usage": {"input_tokens": huge}})
@@ -107,14 +107,14 @@ def test_a_number_past_64_bits_from_a_provider_is_written_as_it_came_in_every_ar
 
 
 def test_a_record_with_both_a_number_past_64_bits_and_a_non_finite_one_is_still_written(tmp_path):
-    writer = ArtifactWriter(tmp_path, "run", secrets=())
+    writer = ArtifactWriter(tmp_path, "run")
     meta = writer.write_json("run_meta.json", {"code": 10**30, "ratio": float("nan")})
     writer.close()
     assert json.loads(meta.read_text()) == {"code": 10**30, "ratio": None}
 
 
 def test_a_json_artifact_is_replaced_whole_and_leaves_no_temporary_file(tmp_path, monkeypatch):
-    writer = ArtifactWriter(tmp_path, "run", secrets=())
+    writer = ArtifactWriter(tmp_path, "run")
     target = writer.write_json("run_meta.json", {"outcome": "first"})
 
     def interrupted_rename(source, destination):
@@ -133,7 +133,7 @@ def test_a_json_artifact_is_replaced_whole_and_leaves_no_temporary_file(tmp_path
 
 
 def test_the_transition_log_is_on_disk_before_the_step_file_that_follows_it(tmp_path):
-    writer = ArtifactWriter(tmp_path, "run", secrets=())
+    writer = ArtifactWriter(tmp_path, "run")
     for index in range(1, 4):
         writer.log_transition({"machine": "m", "source": "A", "trigger": "E", "dest": "B", "step": index})
         writer.write_step(index, {"step": index})
@@ -144,7 +144,7 @@ def test_the_transition_log_is_on_disk_before_the_step_file_that_follows_it(tmp_
 
 
 def test_step_records_are_written_in_order_before_any_file_that_follows_them(tmp_path, monkeypatch):
-    writer = ArtifactWriter(tmp_path, "run", secrets=())
+    writer = ArtifactWriter(tmp_path, "run")
     written: list[str] = []
     write_whole = writer._write_whole
 
@@ -163,7 +163,7 @@ def test_step_records_are_written_in_order_before_any_file_that_follows_them(tmp
 
 
 def test_a_step_record_that_cannot_be_written_fails_the_next_write(tmp_path, monkeypatch):
-    writer = ArtifactWriter(tmp_path, "run", secrets=())
+    writer = ArtifactWriter(tmp_path, "run")
 
     def full_disk(target, text):
         raise OSError(28, "No space left on device")

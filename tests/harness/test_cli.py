@@ -277,3 +277,156 @@ def test_show_prints_a_steps_request_rebuilt_from_the_records_and_names_a_missin
     assert json.loads(shown.output)[0]["role"] == "system" and "LEVEL" in json.loads(shown.output)[-1]["content"]
     missing = cli("show", str(run_dir), "--step", "999")
     assert_one_line_error(missing.returncode, missing.stderr, "step_000999.json: missing", "fix:")
+
+
+# What the terminal shows passes the run's redaction (issue 18)
+
+KEY = "sk-test-terminal-0123456789abcdef"
+
+
+def key_as_action(system, messages) -> str:
+    return f"I will press the key.\nACTION: {KEY}"  # a model tricked into naming the API key as its action
+
+
+def test_a_reply_that_names_the_api_key_as_its_action_is_redacted_on_the_terminal_as_in_run_meta(tmp_path):
+    with LocalProvider(reply=key_as_action) as provider:
+        client = {"base_url": provider.openai_base_url, "api_key_env": "TURNSTATE_TEST_KEY"}
+        profile = write_profile(tmp_path / "key.yaml", client=client)
+        # A wide terminal, so that the summary table prints the failure on one line.
+        env = {**os.environ, "TURNSTATE_TEST_KEY": KEY, "COLUMNS": "400"}
+        done = cli("run", str(profile), "--out", str(tmp_path / "runs"), env=env)
+    assert done.returncode == 1, done.stderr
+    assert KEY not in done.stdout + done.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    failure = json.loads((run_dir / "run_meta.json").read_text())["failure"]
+    assert failure == "no valid action, retries exhausted (last: unknown action '[redacted]')"
+    assert failure in done.stdout  # the summary table shows the failure as run_meta.json has it
+
+
+def test_a_crash_shows_its_traceback_with_the_key_redacted_and_where_the_run_is_recorded(tmp_path, monkeypatch):
+    from turnstate.harness import scaffold
+
+    def crash(text, allowed, tool_actions=None):
+        raise RuntimeError(f"cannot read {text!r}")
+
+    monkeypatch.setattr(scaffold, "parse_action", crash)
+    monkeypatch.setenv("TURNSTATE_TEST_KEY", KEY)
+    with LocalProvider(reply=key_as_action) as provider:
+        client = {"base_url": provider.openai_base_url, "api_key_env": "TURNSTATE_TEST_KEY"}
+        result = invoke("run", str(write_profile(tmp_path / "key.yaml", client=client)), "--out", str(tmp_path))
+    (run_dir,) = (path for path in tmp_path.iterdir() if path.is_dir())
+    assert result.exit_code == 1
+    assert KEY not in result.output + result.stderr
+    assert (
+        "Traceback" in result.stderr
+        and "RuntimeError: cannot read 'I will press the key.\\nACTION: [redacted]'" in (result.stderr)
+    )
+    meta = run_dir / "run_meta.json"
+    assert result.stderr.splitlines()[-1] == f"error: the run crashed (RuntimeError); the run is recorded in {meta}"
+    assert json.loads(meta.read_text())["outcome"] == "crashed"
+
+
+# A signal while run_meta.json is written (issue 18)
+
+SIGNALLING_RUN = """
+import os, signal, sys
+from turnstate.harness.artifacts import ArtifactWriter
+from turnstate.harness.cli import main
+
+meta_signal, step, *arguments = sys.argv[1:]
+write_whole, write_step = ArtifactWriter._write_whole, ArtifactWriter.write_step
+
+def write_whole_signalled(self, target, content):
+    if target.name == "run_meta.json":
+        os.kill(os.getpid(), getattr(signal, meta_signal))
+    write_whole(self, target, content)
+
+def write_step_signalled(self, index, record):
+    if index == int(step):
+        os.kill(os.getpid(), signal.SIGTERM)
+    return write_step(self, index, record)
+
+ArtifactWriter._write_whole = write_whole_signalled
+ArtifactWriter.write_step = write_step_signalled
+main(arguments)
+"""
+
+
+@pytest.mark.parametrize(
+    ("meta_signal", "sigterm_at_step", "outcome", "accepted"),
+    [
+        ("SIGTERM", 0, "max_actions", 3),  # a run that ended, signalled while it writes its record
+        ("SIGINT", 2, "interrupted", 2),  # an interrupted run, signalled again while it writes its record
+    ],
+    ids=["finished run", "interrupted run"],
+)
+def test_a_signal_while_run_meta_is_written_waits_until_it_is_whole_and_the_terminal_names_it(
+    tmp_path, meta_signal, sigterm_at_step, outcome, accepted
+):
+    profile = write_profile(tmp_path / "short.yaml", agent={"max_actions": 3})
+    out = tmp_path / "runs"
+    command = [sys.executable, "-c", SIGNALLING_RUN, meta_signal, str(sigterm_at_step), "run", str(profile)]
+    done = subprocess.run([*command, "--out", str(out)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 130, done.stderr
+    (run_dir,) = out.iterdir()
+    meta = run_dir / "run_meta.json"
+    assert meta.is_file() and not list(run_dir.glob(".*.tmp"))
+    recorded = json.loads(meta.read_text())
+    assert (recorded["outcome"], recorded["accepted_actions"]) == (outcome, accepted)
+    assert len(list(run_dir.glob("step_*.json"))) == accepted
+    assert done.stderr.strip().splitlines() == [f"interrupted; the run is recorded in {meta}"]
+
+
+def test_an_interrupt_before_the_run_folder_exists_says_nothing_was_recorded(tmp_path, monkeypatch):
+    from turnstate.harness import runner
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "open_endpoint", interrupted)
+    result = CliRunner().invoke(main, ["run", "--out", str(tmp_path)])
+    assert result.exit_code == 130
+    assert result.stderr == "interrupted; no run had started, so nothing was recorded\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+# show on a corrupted run folder (issue 18)
+
+
+def step_file(run_dir: Path, step: int, request) -> None:
+    (run_dir / step_name(step)).write_text(json.dumps({"step": step, "request": request}))
+
+
+def delta(after_step, dropped=0, added=None) -> dict:
+    return {"after_step": after_step, "dropped": dropped, "added": [] if added is None else added}
+
+
+FIRST = delta(None, added=[{"role": "system", "content": "Play."}, {"role": "user", "content": "frame 1"}])
+# (the records of steps 1 and 2 when `show --step 2` reads them; the file and problem the error names)
+# fmt: off
+CORRUPTED = {
+    "after_step points at its own step": ({1: FIRST, 2: delta(2)}, 2, "request.after_step is 2, not null or an earlier step than 2"),
+    "after_step points at a later step": ({1: delta(2), 2: delta(1)}, 1, "request.after_step is 2, not null or an earlier step than 1"),
+    "after_step is text": ({1: FIRST, 2: delta("1")}, 2, "request.after_step is '1', not null or an earlier step than 2"),
+    "after_step is a fraction": ({1: FIRST, 2: delta(1.5)}, 2, "request.after_step is 1.5, not null or an earlier step than 2"),
+    "after_step is a boolean": ({1: FIRST, 2: delta(True)}, 2, "request.after_step is True, not null or an earlier step than 2"),
+    "after_step is zero": ({1: FIRST, 2: delta(0)}, 2, "request.after_step is 0, not null or an earlier step than 2"),
+    "dropped is text": ({1: FIRST, 2: delta(1, dropped="2")}, 2, "request.dropped is '2', not a count of messages"),
+    "dropped is negative": ({1: FIRST, 2: delta(1, dropped=-1)}, 2, "request.dropped is -1, not a count of messages"),
+    "added is text": ({1: FIRST, 2: delta(1, added="frame")}, 2, "request.added is not a list of messages"),
+    "added holds text": ({1: FIRST, 2: delta(1, added=["frame"])}, 2, "request.added is not a list of messages"),
+    "request is a list": ({1: FIRST, 2: [1]}, 2, "request is a list, not an object"),
+}
+# fmt: on
+
+
+@pytest.mark.parametrize(("records", "bad_step", "problem"), CORRUPTED.values(), ids=CORRUPTED.keys())
+def test_show_on_a_corrupted_step_record_is_one_line_naming_the_file_and_the_fix(tmp_path, records, bad_step, problem):
+    for step, request in records.items():
+        step_file(tmp_path, step, request)
+    done = cli("show", str(tmp_path), "--step", "2", timeout=30)  # a chain that loops must not hang
+    assert_one_line_error(
+        done.returncode,
+        done.stderr,
+        f"{tmp_path / step_name(bad_step)}: {problem} (a corrupted record); fix: restore the run folder",
+    )
