@@ -767,3 +767,105 @@ def test_a_signal_during_a_held_block_arrives_after_it_even_when_another_thread_
         assert signal.getsignal(signal.SIGTERM) is interrupt  # restored
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+# Opaque values echoed by a provider, and texts cut to fit (issue 18)
+
+
+def received_blobs(items) -> list[str]:
+    """The encrypted_content and signatures in `items`, opaque values the run has received."""
+    parts = [
+        part
+        for item in items
+        for part in [item, *(item.get("content") or [] if isinstance(item.get("content"), list) else [])]
+    ]
+    return [
+        str(part.get("encrypted_content") or part.get("signature"))
+        for part in parts
+        if part.get("encrypted_content") or part.get("signature")
+    ]
+
+
+def echoing(profile: Profile, change):
+    """An adapter factory: the profile's own adapter (real SDK, local provider), each of whose
+    outcomes is `change(outcome, blobs)`, `blobs` being the opaque values its request replayed."""
+    from turnstate.adapters.registry import descriptor_for
+
+    class Echoing(descriptor_for(profile.runtime.adapter_id).load()):
+        def call(self, request):
+            return change(super().call(request), received_blobs(request.items))
+
+    return lambda endpoint: Echoing.connect(endpoint, profile.request_settings())
+
+
+@pytest.mark.parametrize("profile", [CONTINUOUS, ANTHROPIC_CONTINUOUS, GEMINI], ids=lambda profile: profile.id)
+def test_an_opaque_value_the_provider_echoes_into_a_reply_is_redacted_in_the_step_record(tmp_path, profile):
+    from dataclasses import replace
+
+    from turnstate.harness.artifacts import REDACTED
+
+    echoed: list[str] = []
+
+    def echo_once(outcome, blobs):
+        if blobs and not echoed:
+            echoed.append(blobs[-1])
+            return replace(outcome, text=f"{outcome.text}\nI recall {blobs[-1]}")
+        return outcome
+
+    result = Runner(profile, tmp_path, adapter_factory=echoing(profile, echo_once)).run()
+    assert result.outcome == "win" and echoed
+    for name, text in artifact_texts(result.artifacts).items():
+        assert echoed[0] not in text, name
+    (echoing_step,) = [step for step in read_steps(result.artifacts) if "I recall" in step["response_text"]]
+    assert echoing_step["response_text"].endswith(f"I recall {REDACTED}")
+
+
+def test_an_opaque_value_in_an_errors_code_or_named_as_the_action_is_redacted_everywhere(tmp_path):
+    from dataclasses import replace
+
+    from turnstate.adapters.contract import ErrorKind, ModelResponse, ProviderError
+
+    echoed: list[str] = []
+
+    def refuse_with_the_blob(outcome, blobs):
+        if not blobs or not isinstance(outcome, ModelResponse):
+            return outcome
+        echoed.append(blobs[-1])
+        if len(echoed) == 1:  # the provider answers with the blob as its error code, and is retried ...
+            return ProviderError(ErrorKind.TRANSIENT, outcome.usage, {"status": 500, "code": blobs[-1]})
+        return replace(outcome, text=f"ACTION: {blobs[-1]}")  # ... then the model names it as its action
+
+    result = Runner(CONTINUOUS, tmp_path, adapter_factory=echoing(CONTINUOUS, refuse_with_the_blob)).run()
+    assert result.outcome == "failed_closed" and echoed
+    failure = "no valid action, retries exhausted (last: unknown action '[redacted]')"
+    assert result.failure == read_meta(result.artifacts)["failure"] == failure
+    record = json.loads((result.artifacts / "failed_turn.json").read_text())
+    assert record["attempts"][0]["diagnostics"] == {"status": 500, "code": "[redacted]"}
+    for name, text in artifact_texts(result.artifacts).items():
+        assert not any(blob in text for blob in echoed), name
+
+
+def test_a_reply_cut_to_fit_the_action_record_keeps_no_part_of_the_key(tmp_path):
+    from dataclasses import replace
+
+    from turnstate.adapters.chat_completions import ChatCompletionsAdapter
+    from turnstate.adapters.contract import ModelResponse
+    from turnstate.harness.artifacts import fitted
+    from turnstate.harness.endpoint import LOCAL_API_KEY
+
+    reply_text = "x" * 20_000  # past the 16 KB action record
+    kept = len(fitted({"response_text": reply_text})[0]["response_text"].rsplit("\n[cut", 1)[0])
+    # The key straddles the cut: its first 12 characters fall in the head a cut keeps.
+    straddling = reply_text[: kept - 12] + LOCAL_API_KEY + reply_text[kept - 12 + len(LOCAL_API_KEY) :]
+
+    class KeyAtTheCut(ChatCompletionsAdapter):
+        def call(self, request):
+            reply = super().call(request)
+            return replace(reply, text=straddling + "\n" + reply.text) if isinstance(reply, ModelResponse) else reply
+
+    profile = with_changes(DEFAULT, agent={"max_actions": 1})
+    connect = lambda endpoint: KeyAtTheCut.connect(endpoint, profile.request_settings())  # noqa: E731
+    result = Runner(profile, tmp_path, adapter_factory=connect).run()
+    (step,) = read_steps(result.artifacts)
+    assert step["cut"] == ["response_text"]
+    assert LOCAL_API_KEY[:8] not in (result.artifacts / "step_000001.json").read_text()
