@@ -5,13 +5,15 @@ is silently ignored is a setting that silently does not apply), and so are setti
 each other or name an adapter the registry does not know. Types are strict (`true` is not 1 and
 `"5"` is not 5), a key given twice is an error rather than the last one winning, and a setting that
 would only fail once a run is under way (an unbounded timeout, a URL without a host, a local window
-smaller than the harness's budget) fails here instead.
+smaller than the harness's budget) fails here instead. Whatever a file holds, reading it is bounded
+in time and memory (_ProfileLoader), and every problem is one line.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -36,6 +38,9 @@ MIN_CONTEXT_TOKENS = 256  # the smallest context budget or local window that hol
 # Retry-After): beyond it a setting is a typo, and far beyond it the clock arithmetic overflows.
 MAX_WAIT_SECONDS = 3600.0
 MAX_PRICE_PER_MILLION = 1_000_000.0  # keeps the cost estimate finite for any token count a run can reach
+MAX_PROFILE_BYTES = 64 * 1024
+"""A profile is a page of settings (the shipped ones are under 2 kB); the bound keeps reading and parsing
+any file named by mistake (a log, /dev/zero) well under a second."""
 
 
 class _Section(BaseModel):
@@ -424,9 +429,13 @@ class ProfileError(ValueError):
 def load_profile(path: str | Path) -> Profile:
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as file:
+            raw = file.read(MAX_PROFILE_BYTES + 1)  # no more: the path may be a log, or /dev/zero
     except OSError as error:
         raise ProfileError(str(path), [("", f"cannot read the file ({error.strerror})", "check the path")]) from None
+    if len(raw) > MAX_PROFILE_BYTES:
+        problem = f"the file is larger than {MAX_PROFILE_BYTES // 1024} KiB, far more than any profile"
+        raise ProfileError(str(path), [("", problem, "check the path: a profile is a page of settings")])
     return parse_profile(_decode(raw, str(path)), source=str(path))
 
 
@@ -459,7 +468,7 @@ _SAVE_AS_UTF8 = "save the file as UTF-8"
 def parse_profile(text: str, source: str = "<profile>") -> Profile:
     try:
         data = yaml.load(text, Loader=_ProfileLoader)  # a SafeLoader: builds plain data only
-    except _DuplicateKeys as error:
+    except _Refused as error:
         raise ProfileError(source, error.problems) from None
     except yaml.YAMLError as error:
         raise ProfileError(
@@ -467,12 +476,6 @@ def parse_profile(text: str, source: str = "<profile>") -> Profile:
         ) from None
     if not isinstance(data, dict):
         raise ProfileError(source, [("", "the profile must be a mapping of keys", "start with `id: ...`")])
-    non_finite = [
-        (path, f"{_yaml_spelling(value)} is not a finite number", "use a finite number")
-        for path, value in _non_finite(data, ())
-    ]
-    if non_finite:
-        raise ProfileError(source, non_finite)
     try:
         return Profile.model_validate(data)
     except ValidationError as error:
@@ -492,71 +495,141 @@ def _where(error: yaml.YAMLError, text: str) -> str:
 # a signed exponent (1.0e+12), so `1e12` would be the text "1e12", and strict types would then
 # reject every timeout written that way.
 _EXPONENT_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$")
-_MERGE_TAG = "tag:yaml.org,2002:merge"
+_YAML_TAG = "tag:yaml.org,2002:"
+_MERGE_TAG = f"{_YAML_TAG}merge"
+# The YAML types a profile takes, by node kind: what JSON holds, so every artifact that records a
+# setting is JSON. A timestamp, binary, set or ordered map is named instead of reaching a model.
+_JSON_TAGS: dict[type[yaml.Node], frozenset[str]] = {
+    yaml.ScalarNode: frozenset(f"{_YAML_TAG}{name}" for name in ("str", "int", "float", "bool", "null")),
+    yaml.MappingNode: frozenset({f"{_YAML_TAG}map"}),
+    yaml.SequenceNode: frozenset({f"{_YAML_TAG}seq"}),
+}
+_READ_AS = {"int": "a whole number", "float": "a number", "bool": "true or false"}
+MAX_NESTING = 64  # levels of mappings and lists; a profile's settings are a few levels deep
+MAX_NUMBER_CHARS = 1000  # longer number text is refused unread (Python reads 4300 digits at most)
+INT_LIMIT = 2**63  # whole numbers fit in 64 bits, so any arithmetic or record of them stays exact
 
 
-class _DuplicateKeys(yaml.YAMLError):
+class _Refused(yaml.YAMLError):
+    """What the loader refuses, as (key path, problem, fix) for ProfileError."""
+
     def __init__(self, problems: list[tuple[str, str, str]]) -> None:
         super().__init__(problems)
         self.problems = problems
 
 
 class _ProfileLoader(yaml.SafeLoader):
-    """SafeLoader that rejects a key given twice in one mapping (PyYAML would keep the last one
-    silently, so the first section would not apply) and reads `1e12` as a number."""
+    """SafeLoader for profiles, bounded in time and memory whatever the file holds:
+
+    - no aliases (`*name`): no profile needs one, and aliases are how a 1 kB file expands to 10^9
+      values (the "billion laughs"), or refers to itself;
+    - at most MAX_NESTING levels, since composing a node recurses once per level;
+    - every value of a JSON type (_JSON_TAGS), numbers readable and in range, before any is built,
+      so a 5000-digit whole number, `.inf` or `!!int abc` is named with its key path;
+    - a key given twice in one mapping is an error (PyYAML would keep the last one silently, so
+      the first section would not apply);
+    - `1e12` is a number, as in YAML 1.2.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._path: list[str] = []  # the key path of the node being composed
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        """PyYAML passes a mapping value's key node, or a list item's index, as `index` (None for a
+        key or the document)."""
+        steps = [str(index)] if isinstance(index, int) else [_key_name(index)] if isinstance(index, yaml.Node) else []
+        event = self.peek_event()
+        line = event.start_mark.line + 1
+        if isinstance(event, yaml.AliasEvent):
+            problem = f"the alias *{event.anchor} (line {line}): a profile takes no YAML aliases"
+            raise _Refused([(".".join([*self._path, *steps]), problem, "write the value out in full where it is used")])
+        if self._depth >= MAX_NESTING:  # a key counts too: it may be a mapping
+            raise self._too_deep(line)
+        self._path += steps
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+            del self._path[len(self._path) - len(steps) :]
+
+    def fetch_flow_collection_start(self, TokenClass: Any) -> None:
+        """The scanner keeps a possible key for each open `[` or `{` and looks them all over for every
+        token, so flow nesting is bounded here, ahead of the composer: 5000 `[` would take seconds."""
+        if self.flow_level >= MAX_NESTING:
+            raise self._too_deep(self.get_mark().line + 1)
+        super().fetch_flow_collection_start(TokenClass)
+
+    def _too_deep(self, line: int) -> _Refused:
+        problem = f"nested more than {MAX_NESTING} levels deep (line {line})"
+        fix = "flatten it: a profile's settings are a few levels deep"
+        return _Refused([(".".join(self._path[:4]) + "...", problem, fix)])
 
     def get_single_data(self) -> Any:
         node = self.get_single_node()
         if node is None:
             return None
-        problems = [
-            (path, f"given twice (line {first + 1} and line {again + 1})", "keep one of them")
-            for path, first, again in _duplicate_keys(node, (), set())
-        ]
+        problems = list(_node_problems(self, node, ()))
         if problems:
-            raise _DuplicateKeys(problems)
+            raise _Refused(problems)
         return self.construct_document(node)
 
 
-_ProfileLoader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+.0123456789"))
+_ProfileLoader.add_implicit_resolver(f"{_YAML_TAG}float", _EXPONENT_FLOAT, list("-+.0123456789"))
 
 
-def _duplicate_keys(node: yaml.Node, path: tuple[str, ...], visited: set[int]) -> list[tuple[str, int, int]]:
-    """(key path, line first given, line given again) for every key repeated in one mapping."""
-    if id(node) in visited:  # an alias to a node already walked
-        return []
-    visited.add(id(node))
-    found: list[tuple[str, int, int]] = []
-    if isinstance(node, yaml.MappingNode):
-        first_line: dict[tuple[str, str], int] = {}
-        for key, value in node.value:
-            name = str(key.value) if isinstance(key, yaml.ScalarNode) else key.tag
-            if key.tag != _MERGE_TAG and isinstance(key, yaml.ScalarNode):
-                if (key.tag, name) in first_line:
-                    found.append((".".join((*path, name)), first_line[key.tag, name], key.start_mark.line))
-                else:
-                    first_line[key.tag, name] = key.start_mark.line
-            found += _duplicate_keys(value, (*path, name), visited)
+def _key_name(key: yaml.Node) -> str:
+    return str(key.value) if isinstance(key, yaml.ScalarNode) else key.tag
+
+
+def _node_problems(loader: yaml.SafeLoader, node: yaml.Node, path: tuple[str, ...]) -> Iterator[tuple[str, str, str]]:
+    """(key path, problem, fix) for every value construction would crash on, lose or make
+    non-JSON, and every key repeated in one mapping. Linear: the loader refused every alias."""
+    where = ".".join(path)
+    if node.tag not in _JSON_TAGS[type(node)]:
+        shown = node.tag.removeprefix(_YAML_TAG)
+        problem = f"a value of YAML type {shown} (line {node.start_mark.line + 1})"
+        yield where, problem, "write text, a number, true or false, a list or a mapping, without a tag"
+    elif isinstance(node, yaml.ScalarNode):
+        found = _scalar_problem(loader, node)
+        if found is not None:
+            yield where, *found
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
-            found += _duplicate_keys(item, (*path, str(index)), visited)
-    return found
+            yield from _node_problems(loader, item, (*path, str(index)))
+    else:
+        first_line: dict[tuple[str, str], int] = {}
+        for key, value in node.value:
+            name = _key_name(key)
+            if key.tag != _MERGE_TAG:
+                yield from _node_problems(loader, key, path)
+                if isinstance(key, yaml.ScalarNode) and (key.tag, name) in first_line:
+                    lines = f"line {first_line[key.tag, name] + 1} and line {key.start_mark.line + 1}"
+                    yield ".".join((*path, name)), f"given twice ({lines})", "keep one of them"
+                first_line.setdefault((key.tag, name), key.start_mark.line)
+            yield from _node_problems(loader, value, (*path, name))
 
 
-def _yaml_spelling(value: float) -> str:
-    return ".nan" if math.isnan(value) else ("-.inf" if value < 0 else ".inf")
-
-
-def _non_finite(value: Any, path: tuple[str, ...]) -> list[tuple[str, float]]:
-    """(key path, value) for every .inf or .nan anywhere: JSON has no such numbers, so an artifact
-    that recorded one would not be JSON."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return [(".".join(path), value)]
-    if isinstance(value, dict):
-        return [found for key, item in value.items() for found in _non_finite(item, (*path, str(key)))]
-    if isinstance(value, list):
-        return [found for index, item in enumerate(value) for found in _non_finite(item, (*path, str(index)))]
-    return []
+def _scalar_problem(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> tuple[str, str] | None:
+    """Why a number or boolean cannot be a setting: unreadable, out of range, or not finite (JSON
+    has no .inf or .nan, so an artifact that recorded one would not be JSON)."""
+    kind = node.tag.removeprefix(_YAML_TAG)
+    if kind not in _READ_AS:
+        return None
+    text = node.value if len(node.value) <= 40 else f"{node.value[:20]}... ({len(node.value)} characters)"
+    if len(node.value) > MAX_NUMBER_CHARS:
+        return f"{text} is too long to be {_READ_AS[kind]}", "use a shorter value"
+    try:
+        value = loader.yaml_constructors[node.tag](loader, node)
+    except (ValueError, KeyError):
+        return f"{text!r} cannot be read as {_READ_AS[kind]}", "correct the value, or remove its tag"
+    if kind == "int" and not -INT_LIMIT <= value < INT_LIMIT:
+        return f"{text} is out of range (whole numbers here fit in 64 bits)", "use a smaller number"
+    if kind == "float" and not math.isfinite(value):
+        return f"{text} is not a finite number", "use a finite number"
+    return None
 
 
 def _explain(item: Any) -> tuple[str, str, str]:
