@@ -5,15 +5,15 @@ is silently ignored is a setting that silently does not apply), and so are setti
 each other or name an adapter the registry does not know. Types are strict (`true` is not 1 and
 `"5"` is not 5), a key given twice is an error rather than the last one winning, and a setting that
 would only fail once a run is under way (an unbounded timeout, a URL without a host, a local window
-smaller than the harness's budget) fails here instead. Whatever a file holds, reading it is bounded
-in time and memory (_ProfileLoader), and every problem is one line.
+smaller than the harness's budget, a value the provider refuses) fails here instead. Whatever a file
+holds, reading it is bounded in time and memory (_ProfileLoader), and every problem is one line.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -38,6 +38,12 @@ MIN_CONTEXT_TOKENS = 256  # the smallest context budget or local window that hol
 # Retry-After): beyond it a setting is a typo, and far beyond it the clock arithmetic overflows.
 MAX_WAIT_SECONDS = 3600.0
 MAX_PRICE_PER_MILLION = 1_000_000.0  # keeps the cost estimate finite for any token count a run can reach
+MAX_CONTEXT_TOKENS = 100_000_000
+"""The largest context budget a profile may give: ten times the largest window on offer (10M tokens).
+Every token count a profile sends is bounded by it (the output caps and thresholds must fit it), so a
+few zeros too many fail here rather than as a provider's 400 once the run is under way."""
+DEFAULT_MAX_REPLY_BYTES = 16 * 1024 * 1024
+MIN_REPLY_BYTES, MAX_REPLY_BYTES = 1024, 1024 * 1024 * 1024  # a reply's own framing; a gigabyte in memory
 MAX_PROFILE_BYTES = 64 * 1024
 """A profile is a page of settings (the shipped ones are under 2 kB); the bound keeps reading and parsing
 any file named by mistake (a log, /dev/zero) well under a second."""
@@ -82,7 +88,7 @@ DEFAULT_TRIM_LOW_WATER = 0.75
 class AgentConfig(_Section):
     max_actions: int = Field(default=80, ge=1)
     max_retries: int = Field(default=3, ge=0)
-    max_context_length: int = Field(ge=MIN_CONTEXT_TOKENS)
+    max_context_length: int = Field(ge=MIN_CONTEXT_TOKENS, le=MAX_CONTEXT_TOKENS)
     # manual_rolling: once the window passes max_context_length, the oldest whole turns are trimmed
     # until it is at most this fraction of the prompt budget, so its prefix (and a provider's prompt
     # cache of it) holds for many turns; 1 trims only what must go, moving the prefix every turn.
@@ -156,6 +162,9 @@ class ClientConfig(_Section):
     base_url: str = LOCAL
     api_key_env: str | None = None
     timeout_seconds: float = Field(default=120.0, gt=0, le=MAX_WAIT_SECONDS)
+    # The largest reply or stream one request may read: a larger one is a classified error, not a
+    # process that grows with whatever a server sends.
+    max_reply_bytes: int = Field(default=DEFAULT_MAX_REPLY_BYTES, ge=MIN_REPLY_BYTES, le=MAX_REPLY_BYTES)
     local: LocalProviderConfig | None = None
 
     @model_validator(mode="after")
@@ -244,14 +253,17 @@ class Profile(_Section):
             path, problem, fix = option_problems[0]
             raise _Contradiction(f"request.options.{path}", problem, fix)
         _check_compaction(self.runtime.compaction, adapter, descriptor.adapter_id)
+        for key, cap in self._output_caps():
+            if cap >= self.agent.max_context_length:
+                raise _Contradiction(
+                    key,
+                    f"{cap} leaves no room for the prompt in agent.max_context_length {self.agent.max_context_length}",
+                    "make it smaller than agent.max_context_length",
+                )
         self._check_trigger()
-        if self.request.max_output_tokens >= self.agent.max_context_length:
-            raise _Contradiction(
-                "request.max_output_tokens",
-                f"{self.request.max_output_tokens} leaves no room for the prompt in "
-                f"agent.max_context_length {self.agent.max_context_length}",
-                "make it smaller than agent.max_context_length",
-            )
+        provider_limits = _PROVIDER_LIMITS.get(descriptor.adapter_id)
+        if provider_limits is not None:
+            provider_limits(self)
         if self.client.local is not None and not self.client.is_local:
             raise _Contradiction(
                 "client.local",
@@ -326,24 +338,30 @@ class Profile(_Section):
             "max_context_length": self.agent.max_context_length,
         }
 
+    def _output_caps(self) -> list[tuple[str, int]]:
+        """Each output cap sent, with its key: the action request's, then a compaction request's own
+        if the profile gives one (a compaction request without one is sent the action request's)."""
+        own = self.runtime.compaction.summary_max_output_tokens
+        compaction = [("runtime.compaction.summary_max_output_tokens", own)] if own is not None else []
+        return [("request.max_output_tokens", self.request.max_output_tokens), *compaction]
+
     def _check_trigger(self) -> None:
         """A trigger (given or its default) leaves room below agent.max_context_length: for a harness
-        summary, room for the output cap and the summary's headroom as well."""
+        summary, room for the output cap and the summary's headroom as well; for every compaction by a
+        call, room for that request's own output cap beside the history that reached the trigger."""
         trigger = self.compaction_trigger_tokens()
         if trigger is None:
             return
         default = "" if self.runtime.compaction.trigger_tokens is not None else " (its default)"
         capacity = self.agent.max_context_length
-        if self.compaction_mode() != "harness_summary":
-            if trigger >= capacity:
-                raise _Contradiction(
-                    "runtime.compaction.trigger_tokens",
-                    f"{trigger}{default} is not below agent.max_context_length {capacity}",
-                    "set it lower, so compaction starts before the context is full",
-                )
-            return
+        if self.compaction_mode() != "harness_summary" and trigger >= capacity:
+            raise _Contradiction(
+                "runtime.compaction.trigger_tokens",
+                f"{trigger}{default} is not below agent.max_context_length {capacity}",
+                "set it lower, so compaction starts before the context is full",
+            )
         output, headroom = self.request.max_output_tokens, self.runtime.compaction.summary_input_headroom_tokens
-        if trigger + output + headroom > capacity:
+        if self.compaction_mode() == "harness_summary" and trigger + output + headroom > capacity:
             raise _Contradiction(
                 "runtime.compaction.trigger_tokens",
                 f"{trigger}{default} + request.max_output_tokens {output} + "
@@ -352,6 +370,14 @@ class Profile(_Section):
                 f"set it at most {capacity - output - headroom}, or lower the output cap or the headroom"
                 if capacity - output - headroom >= 1
                 else f"raise agent.max_context_length above {output + headroom}, or lower the output cap or the headroom",
+            )
+        key, cap = self._output_caps()[-1]
+        if trigger + cap > capacity:
+            raise _Contradiction(
+                "runtime.compaction.trigger_tokens",
+                f"{trigger}{default} + {key} {cap} = {trigger + cap} exceeds agent.max_context_length {capacity}, "
+                "and a compaction request holds at least the history that reached the trigger",
+                f"set it at most {capacity - cap}, or lower {key}",
             )
 
     def compaction_mode(self) -> str:
@@ -399,6 +425,89 @@ def _check_compaction(compaction: CompactionConfig, adapter: type[ProviderAdapte
                     "only a compaction by a call" if key == "summary_max_output_tokens" else "only a harness_summary"
                 )
                 raise _Contradiction(f"runtime.compaction.{key}", f"{problem} compaction has it", "remove it")
+
+
+# What each provider refuses of the values a profile sends, where the refusal spans the profile's
+# sections (an adapter's check_options sees its options alone, not the output caps or the context
+# budget), so that validation, not the provider's 400 once the run is under way, names them.
+RESPONSES_MIN_OUTPUT_TOKENS = 16  # OpenAI's spec: CreateResponse.max_output_tokens minimum 16
+RESPONSES_MIN_COMPACT_THRESHOLD = 1000  # OpenAI's spec: ContextManagementParam.compact_threshold minimum 1000
+ANTHROPIC_MIN_THINKING_BUDGET = 1024  # the SDK's ThinkingConfigEnabledParam: ">=1024 and less than max_tokens"
+GEMINI_TEMPERATURE = (0.0, 2.0)  # the range the Interactions service checks (local_provider's SAMPLING_RANGES)
+
+
+def _responses_limits(profile: Profile) -> None:
+    """Every output cap sent to the Responses API is at least its floor, and an inline compaction's
+    threshold is at least its minimum and leaves room for the output cap, or it could never fire
+    before the context budget is spent."""
+    for key, cap in profile._output_caps():
+        if cap < RESPONSES_MIN_OUTPUT_TOKENS:
+            raise _Contradiction(
+                key,
+                f"{cap} is below the Responses API's floor of {RESPONSES_MIN_OUTPUT_TOKENS} output tokens",
+                f"make it at least {RESPONSES_MIN_OUTPUT_TOKENS}",
+            )
+    output, capacity = profile.request.max_output_tokens, profile.agent.max_context_length
+    for index, setting in enumerate(profile.request.options.get("context_management") or ()):
+        key, threshold = f"request.options.context_management.{index}.compact_threshold", setting["compact_threshold"]
+        if threshold < RESPONSES_MIN_COMPACT_THRESHOLD:
+            raise _Contradiction(
+                key,
+                f"{threshold} is below the Responses API's minimum of {RESPONSES_MIN_COMPACT_THRESHOLD}",
+                f"make it at least {RESPONSES_MIN_COMPACT_THRESHOLD}",
+            )
+        if threshold + output > capacity:
+            raise _Contradiction(
+                key,
+                f"{threshold} + request.max_output_tokens {output} = {threshold + output} exceeds "
+                f"agent.max_context_length {capacity}, so a request just below it would not fit",
+                f"set it at most {capacity - output}",
+            )
+
+
+def _anthropic_limits(profile: Profile) -> None:
+    """A thinking budget is enabled thinking's alone, and below the max_tokens of every request that
+    carries it: action requests and compaction requests alike (thinking counts toward max_tokens)."""
+    thinking = profile.request.options.get("thinking")
+    if not thinking:
+        return
+    key, kind, budget = "request.options.thinking.budget_tokens", thinking["type"], thinking.get("budget_tokens")
+    if kind != "enabled":
+        if budget is not None:
+            raise _Contradiction(key, f"thinking type {kind} takes no budget", "remove it, or set type: enabled")
+        return
+    if budget is None:
+        raise _Contradiction(
+            key,
+            "thinking type enabled needs a budget",
+            f"add one of at least {ANTHROPIC_MIN_THINKING_BUDGET}, below request.max_output_tokens",
+        )
+    for cap_key, cap in profile._output_caps():
+        if budget >= cap:
+            raise _Contradiction(
+                key,
+                f"{budget} is not below {cap_key} {cap}, and thinking counts toward a request's max_tokens",
+                f"make it at most {cap - 1}" if cap > ANTHROPIC_MIN_THINKING_BUDGET else f"raise {cap_key} above it",
+            )
+
+
+def _gemini_limits(profile: Profile) -> None:
+    low, high = GEMINI_TEMPERATURE
+    temperature = (profile.request.options.get("generation_config") or {}).get("temperature")
+    if temperature is not None and not low <= temperature <= high:
+        raise _Contradiction(
+            "request.options.generation_config.temperature",
+            f"{temperature} is outside Gemini's range {low:g}-{high:g}",
+            f"use a value from {low:g} to {high:g}",
+        )
+
+
+_PROVIDER_LIMITS: dict[str, Callable[[Profile], None]] = {
+    "openai.responses.v1": _responses_limits,
+    "xai.responses.v1": _responses_limits,  # the same wire, as the local provider serves it
+    "anthropic.messages.v1": _anthropic_limits,
+    "google.interactions.v1": _gemini_limits,
+}
 
 
 class _Contradiction(ValueError):

@@ -30,8 +30,9 @@ SUMMARY = {
 }
 
 
-def profile_text(**sections) -> str:
-    data = {key: (value if not isinstance(value, dict) else dict(value)) for key, value in BASE.items()}
+def profile_text(base: dict | None = None, **sections) -> str:
+    """`base` (the default profile if None) with each `section__key` set to its value, or deleted."""
+    data = {key: (value if not isinstance(value, dict) else dict(value)) for key, value in (base or BASE).items()}
     for path, value in sections.items():
         *parents, leaf = path.split("__")
         target = data
@@ -140,6 +141,84 @@ def test_a_bad_or_contradictory_setting_is_named_with_its_path_and_fix(change, k
     assert f"profiles/bad.yaml: {key_path}:" in message
     assert "; fix: " in message
     assert text in message
+
+
+def shipped(name: str) -> dict:
+    return yaml.safe_load((PROFILES_DIR / f"{name}.yaml").read_text())
+
+
+REMOTE = {"client__base_url": "https://api.example.test/v1", "client__api_key_env": "KEY"}
+# Values a provider refuses once the run is under way (each passed validation before): (shipped
+# profile changed, change, key path the error must name, text it must contain)
+# fmt: off
+PROVIDER_LIMITS = [
+    # every output cap fits the context budget, a compaction request's own too
+    ("local-openai-harness-summary", {"runtime__compaction__summary_max_output_tokens": 10**30}, "runtime.compaction.summary_max_output_tokens", "1000000000000000000000000000000 is out of range (whole numbers here fit in 64 bits)"),
+    ("local-openai-harness-summary", {"runtime__compaction__summary_max_output_tokens": 10**12}, "runtime.compaction.summary_max_output_tokens", "1000000000000 leaves no room for the prompt in agent.max_context_length 8000; fix: make it smaller than agent.max_context_length"),
+    ("local-anthropic-continuous", {"runtime__compaction__summary_max_output_tokens": 8000}, "runtime.compaction.summary_max_output_tokens", "8000 leaves no room for the prompt"),
+    ("local-anthropic-continuous", {"runtime__compaction__summary_max_output_tokens": 7000}, "runtime.compaction.trigger_tokens", "1500 + runtime.compaction.summary_max_output_tokens 7000 = 8500 exceeds agent.max_context_length 8000, and a compaction request holds at least the history that reached the trigger; fix: set it at most 1000"),
+    ("local-openai-harness-summary", {"runtime__compaction__summary_max_output_tokens": 7000}, "runtime.compaction.trigger_tokens", "1500 + runtime.compaction.summary_max_output_tokens 7000 = 8500 exceeds"),
+    ("local-manual-rolling", {"agent__max_context_length": 10**9, **REMOTE}, "agent.max_context_length", "less than or equal to 100000000"),
+    # Anthropic: budget_tokens is enabled thinking's, and below every request's max_tokens
+    ("local-anthropic-continuous", {"request__options__thinking": {"type": "enabled", "budget_tokens": 4096}}, "request.options.thinking.budget_tokens", "4096 is not below request.max_output_tokens 2048, and thinking counts toward a request's max_tokens; fix: make it at most 2047"),
+    ("local-anthropic-continuous", {"request__options__thinking": {"type": "enabled", "budget_tokens": 1500}, "runtime__compaction__summary_max_output_tokens": 1024}, "request.options.thinking.budget_tokens", "1500 is not below runtime.compaction.summary_max_output_tokens 1024, and thinking counts toward a request's max_tokens; fix: raise runtime.compaction.summary_max_output_tokens above it"),
+    ("local-anthropic-continuous", {"request__options__thinking": {"type": "enabled"}}, "request.options.thinking.budget_tokens", "thinking type enabled needs a budget; fix: add one of at least 1024"),
+    ("local-anthropic-continuous", {"request__options__thinking": {"type": "adaptive", "budget_tokens": 1024}}, "request.options.thinking.budget_tokens", "thinking type adaptive takes no budget; fix: remove it, or set type: enabled"),
+    # OpenAI Responses: the output floor, and compact_threshold's minimum and room for the output cap
+    ("local-openai-continuous", {"request__max_output_tokens": 8}, "request.max_output_tokens", "8 is below the Responses API's floor of 16 output tokens; fix: make it at least 16"),
+    ("local-openai-harness-summary", {"runtime__compaction__summary_max_output_tokens": 15}, "runtime.compaction.summary_max_output_tokens", "15 is below the Responses API's floor of 16"),
+    ("local-xai-continuous", {"request__max_output_tokens": 8}, "request.max_output_tokens", "below the Responses API's floor of 16"),
+    ("local-openai-continuous", {"request__options__context_management": [{"type": "compaction", "compact_threshold": 500}]}, "request.options.context_management.0.compact_threshold", "500 is below the Responses API's minimum of 1000; fix: make it at least 1000"),
+    ("local-openai-continuous", {"request__options__context_management": [{"type": "compaction", "compact_threshold": 7900}]}, "request.options.context_management.0.compact_threshold", "7900 + request.max_output_tokens 256 = 8156 exceeds agent.max_context_length 8000, so a request just below it would not fit; fix: set it at most 7744"),
+    # Gemini: the sampling range the service checks
+    ("local-gemini-harness-summary", {"request__options__generation_config": {"thinking_summaries": "auto", "temperature": 5.0}}, "request.options.generation_config.temperature", "5.0 is outside Gemini's range 0-2; fix: use a value from 0 to 2"),
+]
+# fmt: on
+
+
+@pytest.mark.parametrize(("name", "change", "key_path", "text"), PROVIDER_LIMITS)
+def test_a_value_the_provider_would_refuse_mid_run_is_named_at_validation(name, change, key_path, text):
+    with pytest.raises(ProfileError) as caught:
+        parse_profile(profile_text(shipped(name), **change), source="p.yaml")
+    (line,) = str(caught.value).splitlines()
+    assert line.startswith(f"p.yaml: {key_path}: ")
+    assert text in line
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"request__options__thinking": {"type": "enabled", "budget_tokens": 2047}},
+        {
+            "request__options__thinking": {"type": "enabled", "budget_tokens": 1024},
+            "runtime__compaction__summary_max_output_tokens": 1025,
+        },
+        {"runtime__compaction__summary_max_output_tokens": 6500},
+    ],
+)
+def test_values_just_inside_the_provider_limits_are_valid(change):
+    assert parse_profile(profile_text(shipped("local-anthropic-continuous"), **change))
+
+
+def test_the_largest_reply_a_request_may_read_defaults_to_16_mib_and_is_kept_as_given():
+    assert load_profile(DEFAULT_PROFILE).client.max_reply_bytes == 16 * 1024 * 1024
+    assert parse_profile(profile_text(client__max_reply_bytes=1024)).client.max_reply_bytes == 1024
+    assert parse_profile(profile_text(client__max_reply_bytes=2**30)).model_dump()["client"]["max_reply_bytes"] == 2**30
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (1023, "greater than or equal to 1024 (got 1023); fix: raise the value"),
+        (2**30 + 1, "less than or equal to 1073741824 (got 1073741825); fix: lower the value"),
+        ("16MiB", "(got '16MiB'); fix: use a whole number"),
+        (1e6, "(got 1000000.0); fix: use a whole number"),
+    ],
+)
+def test_a_reply_cap_outside_1_kib_to_1_gib_is_named(value, text):
+    with pytest.raises(ProfileError, match=r"^p.yaml: client.max_reply_bytes: ") as caught:
+        parse_profile(profile_text(client__max_reply_bytes=value), source="p.yaml")
+    assert text in str(caught.value)
 
 
 def test_broken_yaml_names_the_line():
