@@ -869,3 +869,15 @@ def test_a_reply_cut_to_fit_the_action_record_keeps_no_part_of_the_key(tmp_path)
     (step,) = read_steps(result.artifacts)
     assert step["cut"] == ["response_text"]
     assert LOCAL_API_KEY[:8] not in (result.artifacts / "step_000001.json").read_text()
+
+
+def test_the_progress_shows_an_action_as_the_step_record_has_it_redacted(tmp_path, monkeypatch):
+    monkeypatch.setenv("TURNSTATE_TEST_KEY", "ACTION1")  # a key that is also an action's name
+    shown = []
+    with LocalProvider() as provider:
+        client = {"base_url": provider.openai_base_url, "api_key_env": "TURNSTATE_TEST_KEY"}
+        profile = with_changes(DEFAULT, client=client, agent={"max_actions": 12})
+        result = Runner(profile, tmp_path, on_step=lambda step: shown.append(step.action)).run()
+    recorded = [step["action"] for step in read_steps(result.artifacts)]
+    assert "[redacted]" in recorded and "ACTION1" not in recorded
+    assert shown == recorded
