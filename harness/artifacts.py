@@ -260,7 +260,7 @@ class Redactor:
 
     def text(self, value: str) -> str:
         """`value` with each known opaque value, then each secret, replaced by REDACTED."""
-        if self._opaque and len(value) >= OPAQUE_MIN_CHARS:
+        if self._opaque and len(value) >= OPAQUE_MIN_CHARS and _has_long_run(value.encode("utf-8", "surrogatepass")):
             value = self._without_opaque(value)
         for secret in self._secrets:
             value = value.replace(secret, REDACTED)
@@ -294,9 +294,7 @@ class Redactor:
         whose text holds a marker (or that JSON cannot hold as it is) is scrubbed first."""
         try:
             text = json_bytes(data, indent=indent)
-            if not any(marker in text for marker in self._markers) and not (
-                self._opaque and _LONG_RUN_BYTES in text.translate(_RUN_BYTES)
-            ):
+            if not any(marker in text for marker in self._markers) and not (self._opaque and _has_long_run(text)):
                 return text + b"\n"
         except (ValueError, TypeError):  # non-finite numbers, sets, mappings that are not dicts
             pass
@@ -321,6 +319,12 @@ class Redactor:
                 parts += [value[at:begin], REDACTED]
             at = max(at, end)  # a span that overlaps the one before extends it
         return "".join(parts) + value[at:]
+
+
+def _has_long_run(text: bytes) -> bool:
+    """Whether `text` (UTF-8, or JSON) holds a run of OPAQUE_MIN_CHARS base64 characters: two passes
+    in C, where looking for the runs themselves is a regular expression's pass in Python's engine."""
+    return _LONG_RUN_BYTES in text.translate(_RUN_BYTES)
 
 
 def _json_key(key: Any) -> Any:
