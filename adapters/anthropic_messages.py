@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Literal
 import anthropic
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from turnstate.adapters.bounded_http import bounded_client
 from turnstate.adapters.contract import (
     Endpoint,
     ErrorKind,
@@ -166,9 +167,14 @@ class MessagesAdapter:
 
     @classmethod
     def connect(cls, endpoint: Endpoint, settings: RequestSettings) -> MessagesAdapter:
-        # Anthropic's base_url has no /v1; the SDK's own retries are off (the harness owns them).
+        # Anthropic's base_url has no /v1; the SDK's own retries are off (the harness owns them), and its
+        # HTTP client bounds each request by the endpoint's deadline and reply cap.
         client = anthropic.Anthropic(
-            base_url=endpoint.base_url, api_key=endpoint.api_key, max_retries=0, timeout=endpoint.timeout_seconds
+            base_url=endpoint.base_url,
+            api_key=endpoint.api_key,
+            max_retries=0,
+            timeout=endpoint.timeout_seconds,
+            http_client=bounded_client(endpoint),
         )
         return cls(client, settings)
 

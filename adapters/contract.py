@@ -142,22 +142,50 @@ def no_compaction_call(adapter: object) -> ProviderError:
     return ProviderError(ErrorKind.FATAL, Usage(), {"error_class": "NoCompactionCall", "cause": type(adapter).__name__})
 
 
+class DeadlineExceeded(Exception):
+    """Marks an exception raised because a request passed its deadline (Endpoint.timeout_seconds),
+    whatever the SDK wrapped it in (adapters/bounded_http.py raises it)."""
+
+
+class ReplyRefused(Exception):
+    """Marks an exception raised because a reply could not be read within its bounds: larger than
+    Endpoint.max_reply_bytes, or compressed though no compression was accepted."""
+
+
 def never_raising(
     read: Callable[[UsageSeen], ModelResponse | ProviderError],
     classify: Callable[[Exception], ProviderError],
     sdk_error: type[Exception],
 ) -> ModelResponse | ProviderError:
-    """Make one SDK call and read its reply with `read`, never raising: the SDK's own errors are
-    classified, and anything else that breaks while reading a 200 (the SDKs do not validate replies)
-    is a malformed reply with the usage `read` had seen. Every adapter's call and compact go through
-    this, so the rule is kept in one place."""
+    """Make one SDK call and read its reply with `read`, never raising: a request that passed its
+    bounds is a transient DeadlineExceeded or a malformed reply, whatever the SDK wrapped that in; the
+    SDK's own errors are classified; and anything else that breaks while reading a 200 (the SDKs do
+    not validate replies) is a malformed reply with the usage `read` had seen. Every adapter's call
+    and compact go through this, so the rule is kept in one place."""
     seen = UsageSeen()
     try:
         return read(seen)
-    except sdk_error as error:
-        return classify(error)
     except Exception as error:
+        bound = _bound_passed(error)
+        if isinstance(bound, DeadlineExceeded):
+            return ProviderError(ErrorKind.TRANSIENT, seen.usage, {"error_class": "DeadlineExceeded"})
+        if bound is not None:
+            return malformed_reply(bound, seen.usage)
+        if isinstance(error, sdk_error):
+            return classify(error)
         return malformed_reply(error, seen.usage)
+
+
+def _bound_passed(error: BaseException) -> DeadlineExceeded | ReplyRefused | None:
+    """The bound-passed mark among `error` and the exceptions it was raised from, if any."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, (DeadlineExceeded, ReplyRefused)):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 def malformed_reply(error: Exception, usage: Usage = Usage()) -> ProviderError:
@@ -200,7 +228,10 @@ class Endpoint:
     base_url: str
     api_key: str
     is_local: bool
+    # A deadline for each whole request (connect, first byte, whole body, streamed or not).
     timeout_seconds: float = 120.0
+    # The most one request may read from its connection; a larger reply is a malformed one.
+    max_reply_bytes: int = 16 * 1024 * 1024
 
 
 OutputLimitParam = Literal["max_tokens", "max_completion_tokens"]

@@ -22,6 +22,7 @@ from google import genai
 from google.genai import _interactions, types
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from turnstate.adapters.bounded_http import bounded_client
 from turnstate.adapters.contract import (
     Endpoint,
     ErrorKind,
@@ -132,12 +133,14 @@ class InteractionsAdapter:
 
     @classmethod
     def connect(cls, endpoint: Endpoint, settings: RequestSettings) -> InteractionsAdapter:
-        # The SDK's own retries are off (one attempt): the harness owns them. Its timeout is in ms.
+        # The SDK's own retries are off (one attempt): the harness owns them. Its timeout is in ms; its
+        # HTTP client bounds each request by the endpoint's deadline and reply cap.
         options = types.HttpOptions(
             base_url=endpoint.base_url,
             api_version=API_VERSION,
             timeout=int(endpoint.timeout_seconds * 1000),
             retry_options=types.HttpRetryOptions(attempts=1),
+            httpx_client=bounded_client(endpoint),
         )
         return cls(genai.Client(api_key=endpoint.api_key, http_options=options), settings)
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import openai
 
+from turnstate.adapters.bounded_http import bounded_client
 from turnstate.adapters.contract import Endpoint, ErrorKind, ProviderError, Usage, retry_after_seconds
 
 _TRANSIENT_STATUS = {408, 409, 429}
@@ -17,10 +18,17 @@ _TRANSIENT_STATUS = {408, 409, 429}
 
 def client_for(endpoint: Endpoint, local_prefix: str = "/v1") -> openai.OpenAI:
     """An SDK client for `endpoint`, with the SDK's own retries off: the harness owns retries, and
-    the SDK's would hide failures from the machine. On the embedded local provider the client
-    speaks to the server under `local_prefix` (an open-weight server's is not OpenAI's)."""
+    the SDK's would hide failures from the machine. Its HTTP client bounds each request by the
+    endpoint's deadline and reply cap (adapters/bounded_http.py). On the embedded local provider the
+    client speaks to the server under `local_prefix` (an open-weight server's is not OpenAI's)."""
     base_url = f"{endpoint.base_url}{local_prefix}" if endpoint.is_local else endpoint.base_url
-    return openai.OpenAI(base_url=base_url, api_key=endpoint.api_key, max_retries=0, timeout=endpoint.timeout_seconds)
+    return openai.OpenAI(
+        base_url=base_url,
+        api_key=endpoint.api_key,
+        max_retries=0,
+        timeout=endpoint.timeout_seconds,
+        http_client=bounded_client(endpoint),
+    )
 
 
 def classify(error: Exception) -> ProviderError:
