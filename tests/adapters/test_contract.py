@@ -26,7 +26,7 @@ from turnstate.adapters.contract import (
     RequestSettings,
 )
 from turnstate.adapters.registry import ADAPTERS, AdapterDescriptor
-from turnstate.harness.artifacts import OPAQUE_KEYS, REDACTED, ArtifactWriter
+from turnstate.harness.artifacts import OPAQUE_KEYS, REDACTED, ArtifactWriter, Redactor
 from turnstate.local_provider.exchange import MALFORMED_REPLY
 from turnstate.local_provider.faults import Fault
 from turnstate.local_provider.routes import ROUTES
@@ -234,7 +234,7 @@ def test_reply_items_reach_artifacts_without_the_api_key_or_opaque_state(descrip
     assert isinstance(response, ModelResponse)
     reply_items = transcript.reply_items(response)
     assert API_KEY in json.dumps(reply_items)  # the model leaked it, so the writer has something to redact
-    writer = ArtifactWriter(tmp_path, "run-1", secrets=(API_KEY,))
+    writer = ArtifactWriter(tmp_path, "run-1", Redactor(secrets=(API_KEY,)))
     written = writer.write_json("reply.json", {"items": reply_items}).read_text(encoding="utf-8")
     writer.close()
     assert API_KEY not in written and REDACTED in written
