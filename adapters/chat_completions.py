@@ -3,6 +3,20 @@
 A leaf action: it sends the strategy's messages behind the system prompt, waits for the whole text
 and the usage (streamed or not), and reports what happened. Refusal (finish_reason content_filter)
 and truncation (finish_reason length) are errors of their own kinds: neither can carry an action.
+
+A reply is read as the JSON the server sent (the SDK's raw `object` cast: its models are built
+without validation) and validated against the shapes below before any of it is read: the
+completion's `id` a string or absent, at least one choice, its `message` with `content` a string
+or null, any `tool_calls` each with a string `id`, `type`, `function.name` and
+`function.arguments`, a string `finish_reason`; a streamed chunk's `choices` and `delta` alike,
+its tool-call pieces indexed by an integer, its `finish_reason` a string or null; the reasoning
+under each configured alias a string or null; every usage count a non-negative integer or absent
+(prompt_tokens, completion_tokens and their details, DeepSeek's prompt_cache_hit_tokens).
+Anything else is a malformed reply. Evidence: the SDK's own types (ChatCompletion: `finish_reason`
+a required literal, `message.content` Optional[str]; ChatCompletionMessageFunctionToolCall: `id`,
+`type`, `function.name`, `function.arguments` required strings; CompletionUsage: integer counts),
+and the recorded chat replies (a whole reply's finish_reason a string, a stream's null until its
+last chunk).
 """
 
 from __future__ import annotations
@@ -12,7 +26,7 @@ from typing import Any, ClassVar
 
 import openai
 from openai import Stream
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from pydantic import ConfigDict, Field, TypeAdapter
 
 from turnstate.adapters import openai_sdk
 from turnstate.adapters.contract import (
@@ -24,8 +38,10 @@ from turnstate.adapters.contract import (
     NativeCompaction,
     OptionProblem,
     ProviderError,
+    ReplyShape,
     RequestSettings,
     SummaryCompaction,
+    TokenCount,
     Transcript,
     Usage,
     UsageSeen,
@@ -39,6 +55,81 @@ from turnstate.adapters.tokens import estimate_messages_tokens
 
 COMPLETIONS_PATH = "/chat/completions"
 _FINISH_ERRORS = {"length": ErrorKind.TRUNCATED, "content_filter": ErrorKind.REFUSAL}
+
+
+class PromptDetails(ReplyShape):
+    cached_tokens: TokenCount = None
+    cache_write_tokens: TokenCount = None
+
+
+class CompletionDetails(ReplyShape):
+    reasoning_tokens: TokenCount = None
+
+
+class ChatUsage(ReplyShape):
+    prompt_tokens: TokenCount = None
+    completion_tokens: TokenCount = None
+    prompt_cache_hit_tokens: TokenCount = None  # DeepSeek's cache reads
+    prompt_tokens_details: PromptDetails | None = None
+    completion_tokens_details: CompletionDetails | None = None
+    cost: object = None  # a provider's own figure (OpenRouter's); see the contract's reported_cost
+
+
+class ToolFunction(ReplyShape):
+    name: str
+    arguments: str
+
+
+class ToolCall(ReplyShape):
+    id: str
+    type: str
+    function: ToolFunction
+
+
+class ChatMessage(ReplyShape):
+    content: str | None = None
+    tool_calls: list[ToolCall] | None = None
+
+
+class ChatChoice(ReplyShape):
+    message: ChatMessage
+    finish_reason: str
+
+
+class ChatReply(ReplyShape):
+    id: str | None = None
+    choices: list[ChatChoice] = Field(min_length=1)
+
+
+class ToolFunctionPiece(ReplyShape):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class ToolCallPiece(ReplyShape):
+    index: int
+    id: str | None = None
+    type: str | None = None
+    function: ToolFunctionPiece | None = None
+
+
+class ChatDelta(ReplyShape):
+    content: str | None = None
+    tool_calls: list[ToolCallPiece] | None = None
+
+
+class ChunkChoice(ReplyShape):
+    delta: ChatDelta
+    finish_reason: str | None = None
+
+
+class ChatChunk(ReplyShape):
+    id: str | None = None
+    choices: list[ChunkChoice] = []
+    usage: ChatUsage | None = None
+
+
+_REASONING: TypeAdapter[str | None] = TypeAdapter(str | None, config=ConfigDict(strict=True))
 
 
 class ChatMessages:
@@ -122,20 +213,18 @@ class ChatCompletionsAdapter:
         # per message per call; bench/long_run.py). It is encoded here, in one pass straight to bytes
         # (the SDK sends `content` as it is): the SDK's json.dumps builds a list of small strings
         # as long as the history before joining them, a transient several times the body's size.
+        # The reply comes back as the JSON sent (cast to `object`), to be validated by its shape.
         encoded = json_bytes(body)
         if self.settings.stream:
             stream = self.client.post(
-                COMPLETIONS_PATH,
-                content=encoded,
-                cast_to=ChatCompletion,
-                stream=True,
-                stream_cls=Stream[ChatCompletionChunk],
+                COMPLETIONS_PATH, content=encoded, cast_to=object, stream=True, stream_cls=Stream[object]
             )
             return self._collect_stream(stream, seen)
-        return self._normalize(self.client.post(COMPLETIONS_PATH, content=encoded, cast_to=ChatCompletion), seen)
+        return self._normalize(self.client.post(COMPLETIONS_PATH, content=encoded, cast_to=object), seen)
 
-    def _normalize(self, completion: Any, seen: UsageSeen) -> ModelResponse | ProviderError:
-        seen.usage = _usage(completion.usage)
+    def _normalize(self, raw: object, seen: UsageSeen) -> ModelResponse | ProviderError:
+        seen.usage = _usage(raw.get("usage") if isinstance(raw, Mapping) else None)
+        completion = ChatReply.model_validate(raw)
         choice = completion.choices[0]
         message = choice.message
         reasoning = self._reasoning_of(message)
@@ -149,7 +238,8 @@ class ChatCompletionsAdapter:
         finish_reason = None
         response_id = None
         with stream:
-            for chunk in stream:
+            for raw in stream:
+                chunk = ChatChunk.model_validate(raw)
                 response_id = chunk.id
                 if chunk.usage is not None:
                     seen.usage = _usage(chunk.usage)
@@ -166,12 +256,12 @@ class ChatCompletionsAdapter:
         gathered = [calls[index] for index in sorted(calls)]
         return self._finish("".join(parts), reasoning, gathered, finish_reason, seen.usage, response_id)
 
-    def _reasoning_of(self, message: Any) -> str | None:
+    def _reasoning_of(self, message: ChatMessage | ChatDelta) -> str | None:
         """A message's (or a delta's) reasoning string under the first configured alias that has one;
-        the SDK has no typed field for it, so it is read from the extra fields."""
-        extra = getattr(message, "model_extra", None) or {}
-        found = [extra[alias] for alias in self.reasoning_aliases if isinstance(extra.get(alias), str)]
-        return found[0] if found else None
+        no API field carries it, so it is read from the extra fields, each a string or null."""
+        extra = message.model_extra or {}
+        found = [_REASONING.validate_python(extra.get(alias)) for alias in self.reasoning_aliases]
+        return next((text for text in found if text is not None), None)
 
     def _finish(
         self,
@@ -211,30 +301,31 @@ class ChatCompletionsAdapter:
         return openai_sdk.classify(error)
 
 
-def _gather_call(call: dict[str, Any], piece: Any) -> None:
+def _gather_call(call: dict[str, Any], piece: ToolCallPiece) -> None:
     """Add one streamed piece of a tool call (its id, type and name come once, its arguments in parts)."""
-    for key in ("id", "type"):
-        if getattr(piece, key, None):
-            call[key] = getattr(piece, key)
+    for key, value in (("id", piece.id), ("type", piece.type)):
+        if value:
+            call[key] = value
     function = call.setdefault("function", {"name": "", "arguments": ""})
     if piece.function is not None:
         function["name"] = piece.function.name or function["name"]
         function["arguments"] += piece.function.arguments or ""
 
 
-def _usage(usage: Any) -> Usage:
+def _usage(value: object) -> Usage:
     """OpenAI's fields, with DeepSeek's `prompt_cache_hit_tokens` standing in for cache reads where
-    `prompt_tokens_details` does not report them."""
-    prompt_details = getattr(usage, "prompt_tokens_details", None)
-    completion_details = getattr(usage, "completion_tokens_details", None)
-    cached = getattr(prompt_details, "cached_tokens", None)
+    `prompt_tokens_details` does not report them; no usage is unreported usage."""
+    if value is None:
+        return Usage()
+    usage = ChatUsage.model_validate(value)
+    prompt = usage.prompt_tokens_details or PromptDetails()
+    completion = usage.completion_tokens_details or CompletionDetails()
+    cached = prompt.cached_tokens if prompt.cached_tokens is not None else usage.prompt_cache_hit_tokens
     return Usage(
-        input_tokens=token_count(getattr(usage, "prompt_tokens", None)),
-        cached_input_tokens=token_count(
-            cached if cached is not None else getattr(usage, "prompt_cache_hit_tokens", None)
-        ),
-        output_tokens=token_count(getattr(usage, "completion_tokens", None)),
-        reasoning_tokens=token_count(getattr(completion_details, "reasoning_tokens", None)),
-        cache_write_tokens=token_count(getattr(prompt_details, "cache_write_tokens", None)),
+        input_tokens=token_count(usage.prompt_tokens),
+        cached_input_tokens=token_count(cached),
+        output_tokens=token_count(usage.completion_tokens),
+        reasoning_tokens=token_count(completion.reasoning_tokens),
+        cache_write_tokens=token_count(prompt.cache_write_tokens),
         cost=reported_cost(usage),
     )

@@ -14,7 +14,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
-from typing import Any, ClassVar, Literal, NamedTuple, Protocol
+from typing import Annotated, Any, ClassVar, Literal, NamedTuple, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
 
 Item = Mapping[str, Any]
 """One native item of an adapter's transcript (a message, a reasoning item, a content block ...):
@@ -123,9 +125,24 @@ class ProviderError:
     retry_after_seconds: float | None = None
 
 
-def token_count(value: object) -> int:
-    """A provider-reported token count; 0 (meaning unreported) unless it is a non-negative whole number."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+class ReplyShape(BaseModel):
+    """The shape of what an adapter reads of a reply, field by field with its type. The SDKs build
+    reply objects without validating them (a missing field reads None, a number stays a number where
+    a string was promised), so an adapter validates each reply against its shapes before reading it:
+    a field of the wrong type fails validation, which `never_raising` makes a malformed reply with
+    the usage seen. Strict: no number is read as a string, nor a bool as a number. Extra fields are
+    allowed and left unread; a shape validates plain JSON or an SDK's object alike (its attributes)."""
+
+    model_config = ConfigDict(strict=True, extra="allow", frozen=True, from_attributes=True)
+
+
+TokenCount = Annotated[int, Field(ge=0)] | None
+"""A provider-reported token count in a reply shape: a non-negative whole number, or None (unreported)."""
+
+
+def token_count(value: int | None) -> int:
+    """A validated TokenCount as a count: unreported is 0."""
+    return value or 0
 
 
 def reported_cost(usage: object) -> float | None:
