@@ -13,16 +13,28 @@ block, which the strategy's compaction_call machine asks for.
 
 Usage: `usage.iterations` when present (compaction included), else the top level, never both;
 input = uncached input + cache reads + cache writes, with cache reads as the cached part.
+
+The SDK builds its message objects without validating them, so a reply is validated against the
+shapes below (through the objects' attributes, the values as they came) before any of it is read:
+a string `id`, a string or null `stop_reason`, a `content` list of blocks each with a string
+`type`; a text block's `text`, a thinking block's `thinking` and `signature`, a redacted thinking
+block's `data` strings (the SDK's own BetaTextBlock, BetaThinkingBlock and
+BetaRedactedThinkingBlock make them required strings); a compaction block's `content`,
+`signature` and `encrypted_content` strings or null (BetaCompactionBlock: null content is a
+failed compaction); `stop_details` type and category strings or null; each stream event's string
+`type`; every usage count a non-negative integer or absent. A compaction reply must moreover be
+exactly one compaction block with nonempty content and a signature (what replay needs), and an
+action reply may not compact inline: either is a malformed reply, retried.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Self
 
 import anthropic
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from turnstate.adapters.bounded_http import bounded_client
 from turnstate.adapters.contract import (
@@ -34,8 +46,10 @@ from turnstate.adapters.contract import (
     NativeCompaction,
     OptionProblem,
     ProviderError,
+    ReplyShape,
     RequestSettings,
     SummaryCompaction,
+    TokenCount,
     Transcript,
     Usage,
     UsageSeen,
@@ -54,6 +68,75 @@ _STOP_ERRORS = {"refusal": ErrorKind.REFUSAL, "max_tokens": ErrorKind.TRUNCATED,
 _TRANSIENT_STATUS = {408, 409, 429, 529}
 # An error event mid-stream arrives with status 200: its type says whether a retry can help.
 _TRANSIENT_TYPES = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
+
+
+class ThinkingDetails(ReplyShape):
+    thinking_tokens: TokenCount = None
+
+
+class UsagePart(ReplyShape):
+    """The top level of `usage`, or one of its iterations."""
+
+    type: str | None = None
+    input_tokens: TokenCount = None
+    cache_read_input_tokens: TokenCount = None
+    cache_creation_input_tokens: TokenCount = None
+    output_tokens: TokenCount = None
+    output_tokens_details: ThinkingDetails | None = None
+
+
+class MessagesUsage(UsagePart):
+    iterations: list[UsagePart] | None = None
+
+
+BLOCK_TEXTS: Mapping[str, tuple[str, ...]] = {
+    "text": ("text",),
+    "thinking": ("thinking", "signature"),
+    "redacted_thinking": ("data",),
+}
+"""The string fields each kind of block must carry."""
+
+
+class Block(ReplyShape):
+    type: str
+    text: str | None = None
+    thinking: str | None = None
+    signature: str | None = None
+    data: str | None = None
+    content: object = None  # a compaction's summary; other blocks (server tool results) have their own
+    encrypted_content: str | None = None
+
+    @model_validator(mode="after")
+    def _carries_its_texts(self) -> Self:
+        missing = [name for name in BLOCK_TEXTS.get(self.type, ()) if getattr(self, name) is None]
+        if missing:
+            raise ValueError(f"a {self.type} block without {', '.join(missing)}")
+        if self.type == "compaction" and not isinstance(self.content, str | None):
+            raise ValueError("a compaction block whose content is not a string")
+        return self
+
+
+class StopDetails(ReplyShape):
+    type: str | None = None
+    category: str | None = None
+
+
+class MessageReply(ReplyShape):
+    id: str
+    stop_reason: str | None = None
+    content: list[Block]
+
+
+class StreamEvent(ReplyShape):
+    type: str
+
+
+class MessageDelta(ReplyShape):
+    stop_details: StopDetails | None = None
+
+
+class MessageDeltaEvent(ReplyShape):
+    delta: MessageDelta
 
 
 class MessagesItems:
@@ -254,11 +337,12 @@ class MessagesAdapter:
             with messages.stream(**body, betas=betas, **extra) as stream:
                 stop_details, finished = None, False
                 for event in stream:
-                    if event.type in ("message_start", "message_delta"):  # usage so far, kept if the stream breaks
+                    kind = StreamEvent.model_validate(event).type
+                    if kind in ("message_start", "message_delta"):  # usage so far, kept if the stream breaks
                         seen.usage = _usage(stream.current_message_snapshot.usage)
-                    if event.type == "message_delta":
-                        stop_details = event.delta.stop_details  # kept ourselves: not every SDK copies it
-                    finished = event.type == "message_stop"
+                    if kind == "message_delta":  # kept ourselves: not every SDK copies it
+                        stop_details = MessageDeltaEvent.model_validate(event).delta.stop_details
+                    finished = kind == "message_stop"
                 if not finished:
                     return malformed_reply(EOFError("the stream ended before message_stop"), seen.usage)
                 message = stream.get_final_message()
@@ -270,7 +354,7 @@ class MessagesAdapter:
     def _normalize(
         self, message: Any, stop_details: Any, usage: Usage, *, compaction: bool
     ) -> ModelResponse | ProviderError:
-        stop = message.stop_reason
+        stop = MessageReply.model_validate(message).stop_reason
         blocks = [_replayable(block.model_dump(mode="json", exclude_unset=True)) for block in message.content]
         kinds = [block.get("type") for block in blocks]
         if compaction:
@@ -278,7 +362,8 @@ class MessagesAdapter:
             if stop != "compaction" or len(blocks) != 1 or len(signed) != 1 or not signed[0].get("content"):
                 return malformed_reply(ValueError("a compaction reply is exactly one nonempty signed block"), usage)
         elif stop in _STOP_ERRORS:
-            return ProviderError(_STOP_ERRORS[stop], usage, {"finish_reason": stop, **_stop_details(stop_details)})
+            details = _stop_details(StopDetails.model_validate(stop_details) if stop_details is not None else None)
+            return ProviderError(_STOP_ERRORS[stop], usage, {"finish_reason": stop, **details})
         elif stop == "model_context_window_exceeded":
             return ProviderError(ErrorKind.CONTEXT_OVERFLOW, usage, {"finish_reason": stop})
         elif stop not in self._action_stops or "text" not in kinds:
@@ -302,12 +387,12 @@ class MessagesAdapter:
         return ("end_turn", "stop_sequence") if self.options.stop_sequences else ("end_turn",)
 
 
-def _stop_details(details: Any) -> dict[str, Any]:
+def _stop_details(details: StopDetails | None) -> dict[str, Any]:
     """A refusal's stop_details, sanitized: its type and policy category, never the explanation or
     the fallback credit token."""
     if details is None:
         return {}
-    return {"stop_details": {"type": getattr(details, "type", None), "category": getattr(details, "category", None)}}
+    return {"stop_details": {"type": details.type, "category": details.category}}
 
 
 def _replayable(block: dict[str, Any]) -> dict[str, Any]:
@@ -327,32 +412,33 @@ def _status_kind(error: anthropic.APIStatusError, error_type: str | None) -> Err
     return ErrorKind.FATAL
 
 
-def _usage(usage: Any) -> Usage:
+def _usage(value: object) -> Usage:
     """The iterations when present (compaction included), else the top level; never both. Thinking is
     a breakdown of output: the top level's count covers the non-compaction iterations and is used
-    once (their own counts stand in when it is unreported); a compaction's own count is added once."""
-    iterations = getattr(usage, "iterations", None) or []
+    once (their own counts stand in when it is unreported); a compaction's own count is added once.
+    No usage is unreported usage."""
+    usage = MessagesUsage.model_validate(value) if value is not None else MessagesUsage()
+    iterations = usage.iterations or []
     total = Usage()
     for part in iterations or [usage]:
-        uncached = token_count(getattr(part, "input_tokens", None))
-        read = token_count(getattr(part, "cache_read_input_tokens", None))
-        written = token_count(getattr(part, "cache_creation_input_tokens", None))
+        uncached = token_count(part.input_tokens)
+        read = token_count(part.cache_read_input_tokens)
+        written = token_count(part.cache_creation_input_tokens)
         total += Usage(
             input_tokens=uncached + read + written,
             cached_input_tokens=read,
-            output_tokens=token_count(getattr(part, "output_tokens", None)),
+            output_tokens=token_count(part.output_tokens),
             cache_write_tokens=written,
         )
     top = _thinking_tokens(usage)
-    sampled = [part for part in iterations if getattr(part, "type", None) != "compaction"]
-    compacting = [part for part in iterations if getattr(part, "type", None) == "compaction"]
+    sampled = [part for part in iterations if part.type != "compaction"]
+    compacting = [part for part in iterations if part.type == "compaction"]
     thinking = top if top is not None else sum(_thinking_tokens(part) or 0 for part in sampled)
     thinking += sum(_thinking_tokens(part) or 0 for part in compacting)
     return replace(total, reasoning_tokens=thinking)
 
 
-def _thinking_tokens(part: Any) -> int | None:
+def _thinking_tokens(part: UsagePart) -> int | None:
     """A usage part's reported thinking tokens; None when it reports none."""
-    details = getattr(part, "output_tokens_details", None)
-    value = getattr(details, "thinking_tokens", None)
-    return token_count(value) if value is not None else None
+    details = part.output_tokens_details
+    return details.thinking_tokens if details is not None else None

@@ -11,16 +11,25 @@ Status `completed` carries an action; `incomplete` is a safety stop (a step's er
 SAFETY: a refusal) or a cut reply (truncated); anything else cannot be read. Usage: input is
 `total_input_tokens` (with `total_cached_tokens` the cached part); output is the visible output plus
 the thought, `total_thought_tokens` being the reasoning breakdown.
+
+The SDK keeps what a reply says even where its own types disagree (a number where `text: str` is
+declared is kept, and printed as a serializer warning when dumped), so a reply is validated against
+the shapes below (through the objects' attributes) before any of it is read or dumped: a string
+`status` and an `id` string or absent; steps each with a string `type`, a content or summary list of
+parts each with a string `type` and, a text part, a string `text`; a thought's `signature` a string
+or absent; a step error's detail `reason` a string or absent; each stream event's string
+`event_type`, a step event's integer `index`, a delta's string `type` with the field its type
+carries (a signature, a summary part, a text); every usage count a non-negative integer or absent.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Self
 
 from google import genai
 from google.genai import _interactions, types
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from turnstate.adapters.bounded_http import bounded_client
 from turnstate.adapters.contract import (
@@ -32,8 +41,10 @@ from turnstate.adapters.contract import (
     NativeCompaction,
     OptionProblem,
     ProviderError,
+    ReplyShape,
     RequestSettings,
     SummaryCompaction,
+    TokenCount,
     Transcript,
     Usage,
     UsageSeen,
@@ -51,6 +62,72 @@ API_VERSION = "v1beta"
 MODEL_STEPS = ("thought", "model_output")
 _TRANSIENT_STATUS = {408, 409, 429}
 _CONTEXT_OVERFLOW = "exceeds the maximum number of tokens allowed"
+
+
+class InteractionsUsage(ReplyShape):
+    total_input_tokens: TokenCount = None
+    total_cached_tokens: TokenCount = None
+    total_output_tokens: TokenCount = None
+    total_thought_tokens: TokenCount = None
+
+
+class Part(ReplyShape):
+    type: str
+    text: str | None = None
+
+    @model_validator(mode="after")
+    def _text_part_has_its_text(self) -> Self:
+        if self.type == "text" and self.text is None:
+            raise ValueError("a text part without its text")
+        return self
+
+
+class ErrorDetail(ReplyShape):
+    reason: str | None = None
+
+
+class StepError(ReplyShape):
+    details: list[ErrorDetail] | None = None
+
+
+class Step(ReplyShape):
+    type: str
+    content: list[Part] | None = None
+    summary: list[Part] | None = None
+    signature: str | None = None
+    error: StepError | None = None
+
+
+class InteractionReply(ReplyShape):
+    id: str | None = None
+    status: str
+    steps: list[Step] | None = None
+
+
+class StreamEvent(ReplyShape):
+    event_type: str
+
+
+class StepEvent(ReplyShape):
+    index: int
+
+
+DELTA_FIELDS: Mapping[str, str] = {"thought_signature": "signature", "thought_summary": "content", "text": "text"}
+"""The field each kind of delta carries."""
+
+
+class Delta(ReplyShape):
+    type: str
+    signature: str | None = None
+    content: Part | None = None
+    text: str | None = None
+
+    @model_validator(mode="after")
+    def _carries_its_field(self) -> Self:
+        field = DELTA_FIELDS.get(self.type)
+        if field is not None and getattr(self, field) is None:
+            raise ValueError(f"a {self.type} delta without its {field}")
+        return self
 
 
 class InteractionSteps:
@@ -183,8 +260,9 @@ class InteractionsAdapter:
             if not self.settings.stream:
                 interaction = self.client.interactions.create(**body)
                 seen.usage = _usage(interaction.usage)
+                reply = InteractionReply.model_validate(interaction)
                 steps = [step.model_dump(mode="json", exclude_unset=True) for step in interaction.steps or []]
-                return _normalize(interaction.status, steps, seen.usage, interaction.id)
+                return _normalize(reply.status, steps, seen.usage, reply.id)
             return _collect_stream(self.client.interactions.create(**body, stream=True), seen)
 
         return never_raising(read, self.classify, _interactions.APIError)
@@ -217,32 +295,32 @@ def _collect_stream(events: Any, seen: UsageSeen) -> ModelResponse | ProviderErr
     steps: dict[int, dict[str, Any]] = {}
     final = None
     for event in events:
-        kind = getattr(event, "event_type", None)
+        kind = StreamEvent.model_validate(event).event_type
         if kind == "step.start":
+            Step.model_validate(event.step)
             step = event.step.model_dump(mode="json", exclude_unset=True)
             if step.get("type") == "model_output":  # its text comes in deltas; a null content is said here
                 null = "content" in event.step.model_fields_set and event.step.content is None
                 step["content"] = None if null else step.get("content", [])
-            steps[event.index] = step
+            steps[StepEvent.model_validate(event).index] = step
         elif kind == "step.delta":
-            _fold_delta(steps[event.index], event.delta)
+            _fold_delta(steps[StepEvent.model_validate(event).index], Delta.model_validate(event.delta), event.delta)
         elif kind == "interaction.completed":
-            final = event.interaction
-            seen.usage = _usage(final.usage)
-        elif kind != "interaction.created" and kind not in ("interaction.status_update", "step.stop"):
-            return malformed_reply(
-                ValueError(f"an unreadable stream event: {kind or type(event).__name__}"), seen.usage
-            )
+            seen.usage = _usage(event.interaction.usage)
+            final = InteractionReply.model_validate(event.interaction)
+        elif kind not in ("interaction.created", "interaction.status_update", "step.stop"):
+            return malformed_reply(ValueError(f"an unreadable stream event: {kind}"), seen.usage)
     if final is None:
         return malformed_reply(EOFError("the stream ended before interaction.completed"), seen.usage)
     return _normalize(final.status, [steps[index] for index in sorted(steps)], seen.usage, final.id)
 
 
-def _fold_delta(step: dict[str, Any], delta: Any) -> None:
+def _fold_delta(step: dict[str, Any], delta: Delta, sent: Any) -> None:
+    """Fold one validated delta into its step; a summary part is kept as `sent` dumps it."""
     if delta.type == "thought_signature":
         step["signature"] = delta.signature
     elif delta.type == "thought_summary":
-        step.setdefault("summary", []).append(delta.content.model_dump(mode="json", exclude_unset=True))
+        step.setdefault("summary", []).append(sent.content.model_dump(mode="json", exclude_unset=True))
     elif delta.type == "text" and isinstance(step.get("content"), list):
         content = step["content"]
         if not content:
@@ -254,8 +332,9 @@ def _normalize(
     status: str, steps: list[dict[str, Any]], usage: Usage, interaction_id: str | None
 ) -> ModelResponse | ProviderError:
     model_steps = [step for step in steps if step.get("type") in MODEL_STEPS]
+    shaped = [Step.model_validate(step) for step in model_steps]
     if status == "incomplete":
-        refused = any(_is_safety_stop(step.get("error")) for step in model_steps)
+        refused = any(_is_safety_stop(step.error) for step in shaped)
         return ProviderError(ErrorKind.REFUSAL if refused else ErrorKind.TRUNCATED, usage, {"finish_reason": status})
     outputs = [step for step in model_steps if step.get("type") == "model_output"]
     if status != "completed" or not outputs or any(not isinstance(step.get("content"), list) for step in outputs):
@@ -272,16 +351,17 @@ def _normalize(
     )
 
 
-def _is_safety_stop(error: object) -> bool:
-    details = error.get("details") if isinstance(error, Mapping) else None
-    return any(isinstance(item, Mapping) and item.get("reason") == "SAFETY" for item in details or [])
+def _is_safety_stop(error: StepError | None) -> bool:
+    return error is not None and any(detail.reason == "SAFETY" for detail in error.details or [])
 
 
-def _usage(usage: Any) -> Usage:
-    thought = token_count(getattr(usage, "total_thought_tokens", None))
+def _usage(value: object) -> Usage:
+    """No usage is unreported usage."""
+    usage = InteractionsUsage.model_validate(value) if value is not None else InteractionsUsage()
+    thought = token_count(usage.total_thought_tokens)
     return Usage(
-        input_tokens=token_count(getattr(usage, "total_input_tokens", None)),
-        cached_input_tokens=token_count(getattr(usage, "total_cached_tokens", None)),
-        output_tokens=token_count(getattr(usage, "total_output_tokens", None)) + thought,
+        input_tokens=token_count(usage.total_input_tokens),
+        cached_input_tokens=token_count(usage.total_cached_tokens),
+        output_tokens=token_count(usage.total_output_tokens) + thought,
         reasoning_tokens=thought,
     )

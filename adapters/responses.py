@@ -5,23 +5,35 @@ turn's input and EVERY native output item (reasoning with its encrypted content,
 calls, compaction items) are sent again in the next request, in order, exactly as returned, less
 `created_by` on compaction items (the input schema rejects it) and the response-only `status` on
 reasoning items (the input schema takes it, but replay does not need it; the seed's reference
-adapter drops it). Items are serialized with exclude_unset, so supplied empty fields stay and fields
-the SDK adds are not invented. previous_response_id instead sends only the new input and the handle.
+adapter drops it). Items are kept as the JSON the server sent, so supplied empty fields stay and no
+field is invented. previous_response_id instead sends only the new input and the handle.
 
 A reply is usable only when its status is completed; incomplete (output limit, content filter),
 failed, or a stream that ends early never yields an action. Streaming is a transport setting: the
 adapter waits for the terminal event and its usage either way.
+
+A reply is read as the JSON the server sent (the SDK's raw `object` cast) and validated against the
+shapes below before any of it is read: a string `id` and `status`, an `output` list of items each
+with a string `type`; a message's `content` a list of parts, a text part (`output_text`, or a
+compaction's kept `input_text`) with a string `text`; a reasoning item's `summary` a list of
+parts with a string `text`, its `encrypted_content` a string or absent; a string `code` where an
+error or a stream's error event has one; every usage count a non-negative integer or absent. A
+compaction item must carry its `encrypted_content` as a nonempty string: it is what the next
+request replays, and the input schema requires it (the SDK's ResponseCompactionItemParamParam:
+`encrypted_content: Required[str]`; its ResponseCompactionItem types it `str`; every compaction
+item in the recorded traffic has one), so one without it, inline in an action reply or in a
+/responses/compact reply, is a malformed reply, retried, never a compaction to commit (xAI's
+`encrypted_content: null` was accepted, and the next request refused, fatally).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Self
 
 import openai
 from openai import Stream
-from openai.types.responses import Response, ResponseStreamEvent
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from turnstate.adapters import openai_sdk
 from turnstate.adapters.contract import (
@@ -33,8 +45,10 @@ from turnstate.adapters.contract import (
     NativeCompaction,
     OptionProblem,
     ProviderError,
+    ReplyShape,
     RequestSettings,
     SummaryCompaction,
+    TokenCount,
     Transcript,
     Usage,
     UsageSeen,
@@ -49,6 +63,8 @@ from turnstate.adapters.tokens import content_text, item_text, item_tokens
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 RESPONSE_ONLY_FIELDS = {"reasoning": "status", "compaction": "created_by"}  # item type -> field replay drops
 RESPONSES_PATH = "/responses"
+COMPACT_PATH = "/responses/compact"
+TEXT_PARTS = ("output_text", "input_text")
 _INCOMPLETE_ERRORS = {"max_output_tokens": ErrorKind.TRUNCATED, "content_filter": ErrorKind.REFUSAL}
 _TERMINAL_EVENTS = {"response.completed", "response.incomplete", "response.failed"}
 
@@ -85,6 +101,85 @@ def _readable(item: Item) -> dict[str, str]:
     if kind == "compaction":
         return {"role": "compaction", "content": "[the history before this point, compacted by the provider]"}
     return {"role": kind, "content": item_text(item)}
+
+
+class InputDetails(ReplyShape):
+    cached_tokens: TokenCount = None
+    cache_write_tokens: TokenCount = None
+
+
+class OutputDetails(ReplyShape):
+    reasoning_tokens: TokenCount = None
+
+
+class ResponsesUsage(ReplyShape):
+    input_tokens: TokenCount = None
+    output_tokens: TokenCount = None
+    input_tokens_details: InputDetails | None = None
+    output_tokens_details: OutputDetails | None = None
+    cost: object = None  # a provider's own figure; see the contract's reported_cost
+
+
+class ContentPart(ReplyShape):
+    type: str
+    text: str | None = None
+    refusal: str | None = None
+
+    @model_validator(mode="after")
+    def _text_part_has_its_text(self) -> Self:
+        if self.type in TEXT_PARTS and self.text is None:
+            raise ValueError(f"a {self.type} part without its text")
+        return self
+
+
+class SummaryPart(ReplyShape):
+    text: str
+
+
+class OutputItem(ReplyShape):
+    type: str
+    role: str | None = None
+    content: list[ContentPart] | None = None
+    summary: list[SummaryPart] | None = None
+    encrypted_content: str | None = None
+    name: str | None = None
+    arguments: str | None = None
+
+    @model_validator(mode="after")
+    def _replayable(self) -> Self:
+        if self.type == "message" and self.content is None:
+            raise ValueError("a message without its content list")
+        if self.type == "reasoning" and self.summary is None:
+            raise ValueError("a reasoning item without its summary list")
+        if self.type == "compaction" and not self.encrypted_content:
+            raise ValueError("a compaction item without encrypted content cannot be replayed")
+        return self
+
+
+class IncompleteDetails(ReplyShape):
+    reason: str | None = None
+
+
+class ResponseError(ReplyShape):
+    code: str | None = None
+
+
+class ResponseReply(ReplyShape):
+    id: str
+    status: str
+    output: list[OutputItem]
+    incomplete_details: IncompleteDetails | None = None
+    error: ResponseError | None = None
+
+
+class CompactionReply(ReplyShape):
+    id: str
+    output: list[OutputItem]
+
+
+class StreamEvent(ReplyShape):
+    type: str
+    code: str | None = None
 
 
 class _Options(BaseModel):
@@ -182,16 +277,13 @@ class ResponsesAdapter:
     def _read(self, body: dict[str, Any], seen: UsageSeen) -> ModelResponse | ProviderError:
         # Through the SDK's own POST, as adapters/chat_completions.py does and for the same reason:
         # the body is final, and `create`'s transform over every input item grows with the history.
+        # The reply comes back as the JSON sent (cast to `object`), to be validated by its shape.
         if self.settings.stream:
             events = self.client.post(
-                RESPONSES_PATH,
-                body={**body, "stream": True},
-                cast_to=Response,
-                stream=True,
-                stream_cls=Stream[ResponseStreamEvent],
+                RESPONSES_PATH, body={**body, "stream": True}, cast_to=object, stream=True, stream_cls=Stream[object]
             )
             return self._collect_stream(events, seen)
-        return self._normalize(self.client.post(RESPONSES_PATH, body=body, cast_to=Response), seen)
+        return self._normalize(self.client.post(RESPONSES_PATH, body=body, cast_to=object), seen)
 
     def compact(self, request: ModelRequest) -> ModelResponse | ProviderError:
         """POST /responses/compact over `request.items`; its output (the kept messages and one
@@ -199,15 +291,17 @@ class ResponsesAdapter:
         return never_raising(lambda seen: self._read_compaction(request, seen), self.classify, openai.APIError)
 
     def _read_compaction(self, request: ModelRequest, seen: UsageSeen) -> ModelResponse | ProviderError:
-        items_sent: Any = [dict(item) for item in request.items]  # replayed as returned; the SDK's types are narrower
-        compacted = self.client.responses.compact(
-            model=self.settings.model, input=items_sent, instructions=request.system
-        )
-        seen.usage = _usage(compacted.usage)
-        # warnings off: the SDK types every output message as an assistant's, user ones included.
-        items = [
-            _replayable(item.model_dump(mode="json", exclude_unset=True, warnings=False)) for item in compacted.output
-        ]
+        # The SDK's `responses.compact` posts exactly this (unset parameters are dropped); its POST is
+        # called directly for the reply's raw JSON.
+        body = {
+            "model": self.settings.model,
+            "input": [dict(item) for item in request.items],
+            "instructions": request.system,
+        }
+        raw: Any = self.client.post(COMPACT_PATH, body=body, cast_to=object)
+        seen.usage = _usage(_field(raw, "usage"))
+        compacted = CompactionReply.model_validate(raw)
+        items = [_replayable(item) for item in raw["output"]]
         if self.transcript.latest_compaction(items) is None:
             return malformed_reply(ValueError("a compaction reply without a compaction item"), seen.usage)
         return ModelResponse(
@@ -220,42 +314,49 @@ class ResponsesAdapter:
     def _collect_stream(self, stream: Any, seen: UsageSeen) -> ModelResponse | ProviderError:
         final = None
         with stream:
-            for event in stream:
+            for raw in stream:
+                event = StreamEvent.model_validate(raw)
                 if event.type == "error":
                     return ProviderError(
                         ErrorKind.TRANSIENT, seen.usage, {"error_class": "StreamError", "code": event.code}
                     )
                 if event.type in _TERMINAL_EVENTS:
-                    final = event.response
+                    final = raw["response"]
         if final is None:
             # The stream ended without its terminal event: treat like a cut connection.
             return ProviderError(ErrorKind.TRANSIENT, seen.usage, {"error_class": "IncompleteStream"})
         return self._normalize(final, seen)
 
-    def _normalize(self, response: Any, seen: UsageSeen) -> ModelResponse | ProviderError:
-        seen.usage = _usage(response.usage)
+    def _normalize(self, raw: Any, seen: UsageSeen) -> ModelResponse | ProviderError:
+        seen.usage = _usage(_field(raw, "usage"))
+        response = ResponseReply.model_validate(raw)
         if response.status == "incomplete":
-            reason = getattr(response.incomplete_details, "reason", None)
+            reason = response.incomplete_details.reason if response.incomplete_details else None
             kind = _INCOMPLETE_ERRORS.get(reason or "", ErrorKind.TRANSIENT)
             return ProviderError(kind, seen.usage, {"finish_reason": f"incomplete:{reason}"})
         if response.status != "completed":
-            code = getattr(response.error, "code", None)
-            return ProviderError(ErrorKind.TRANSIENT, seen.usage, {"finish_reason": str(response.status), "code": code})
-        items = [_replayable(item.model_dump(mode="json", exclude_unset=True)) for item in response.output]
-        messages = [item for item in items if item.get("type") == "message"]
-        if not messages or any(not isinstance(item.get("content"), list) for item in messages):
-            return malformed_reply(ValueError("a completed response without a readable message"), seen.usage)
-        if any(part.get("type") == "refusal" for item in messages for part in item.get("content") or []):
+            code = response.error.code if response.error else None
+            return ProviderError(ErrorKind.TRANSIENT, seen.usage, {"finish_reason": response.status, "code": code})
+        items = [_replayable(item) for item in raw["output"]]
+        messages = [item for item in response.output if item.type == "message"]
+        if not messages:
+            return malformed_reply(ValueError("a completed response without a message"), seen.usage)
+        if any(part.type == "refusal" for item in messages for part in item.content or []):
             return ProviderError(ErrorKind.REFUSAL, seen.usage, {"finish_reason": "refusal"})
         summaries = [_readable(item)["content"] for item in items if item.get("type") == "reasoning"]
         return ModelResponse(
-            text="".join(content_text(item.get("content")) for item in messages),
+            text="".join(content_text(item.get("content")) for item in items if item.get("type") == "message"),
             usage=seen.usage,
             stop_reason="completed",
             reasoning_summary=" ".join(summary for summary in summaries if summary) or None,
             response_id=response.id,
             native_items=tuple(items),
         )
+
+
+def _field(raw: object, name: str) -> object:
+    """One field of a reply that may not even be an object (its shape says so next)."""
+    return raw.get(name) if isinstance(raw, Mapping) else None
 
 
 def _replayable(item: dict[str, Any]) -> dict[str, Any]:
@@ -291,14 +392,18 @@ def state_problems(options: ResponsesOptions, strategy: str) -> list[OptionProbl
     return problems
 
 
-def _usage(usage: Any) -> Usage:
-    input_details = getattr(usage, "input_tokens_details", None)
-    output_details = getattr(usage, "output_tokens_details", None)
+def _usage(value: object) -> Usage:
+    """No usage is unreported usage."""
+    if value is None:
+        return Usage()
+    usage = ResponsesUsage.model_validate(value)
+    inputs = usage.input_tokens_details or InputDetails()
+    outputs = usage.output_tokens_details or OutputDetails()
     return Usage(
-        input_tokens=token_count(getattr(usage, "input_tokens", None)),
-        cached_input_tokens=token_count(getattr(input_details, "cached_tokens", None)),
-        output_tokens=token_count(getattr(usage, "output_tokens", None)),
-        reasoning_tokens=token_count(getattr(output_details, "reasoning_tokens", None)),
-        cache_write_tokens=token_count(getattr(input_details, "cache_write_tokens", None)),
+        input_tokens=token_count(usage.input_tokens),
+        cached_input_tokens=token_count(inputs.cached_tokens),
+        output_tokens=token_count(usage.output_tokens),
+        reasoning_tokens=token_count(outputs.reasoning_tokens),
+        cache_write_tokens=token_count(inputs.cache_write_tokens),
         cost=reported_cost(usage),
     )
