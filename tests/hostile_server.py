@@ -254,6 +254,47 @@ def _rewritten(reply: _Reply, rewrite: Rewrite) -> bytes:
     return b"".join(events)
 
 
+class Retype:
+    """A rewrite that sets the field at `path` to `value` wherever the path leads to an object (a key)
+    or a list (an index), creating a missing last key, or deletes it when `value` is DELETE. "*"
+    stands for every item of a list. `applied` counts the places it changed, so a test can tell a
+    path that is not in the reply from one the adapter ignored."""
+
+    def __init__(self, path: tuple[str | int, ...], value: Any) -> None:
+        self.path, self.value, self.applied = path, value, 0
+
+    def __call__(self, data: Any) -> Any:
+        self._set(data, self.path)
+        return data
+
+    def _set(self, node: Any, path: tuple[str | int, ...]) -> None:
+        key, rest = path[0], path[1:]
+        if key == "*":
+            for index in range(len(node)) if isinstance(node, list) else []:
+                self._set(node, (index, *rest))
+        elif rest:
+            if isinstance(node, dict) and key in node or isinstance(node, list) and _has_index(node, key):
+                self._set(node[key], rest)  # type: ignore[index]
+        elif isinstance(node, dict) and isinstance(key, str):
+            if self.value is DELETE:
+                self.applied += node.pop(key, DELETE) is not DELETE
+            else:
+                node[key], self.applied = self.value, self.applied + 1
+        elif isinstance(node, list) and _has_index(node, key):
+            node[key], self.applied = self.value, self.applied + 1  # type: ignore[index]
+
+    def __repr__(self) -> str:
+        return f"{'.'.join(map(str, self.path))}={'<deleted>' if self.value is DELETE else json.dumps(self.value)}"
+
+
+DELETE: Any = object()
+"""Retype's value that removes the field instead."""
+
+
+def _has_index(node: list[Any], key: str | int) -> bool:
+    return isinstance(key, int) and -len(node) <= key < len(node)
+
+
 def elapsed(call: Callable[[], Any]) -> tuple[Any, float]:
     """What `call` returned, and how many seconds it took."""
     started = time.monotonic()
