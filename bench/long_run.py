@@ -3,8 +3,9 @@
 Plays one long beacon_grid game (enough levels for TURNS accepted actions) from a profile, against a
 local provider the benchmark starts itself (so it can read the provider's own service times), in
 one of two regimes: "window" (the profile's own window and compaction, so requests stay bounded;
-harness summaries get a 32,000-token window and a 4,000-token trigger, as the local model's summary
-grows a line per level) or "wide" (a window that never trims and no compaction, so every request
+harness summaries get a 32,000-token window and a 4,000-token trigger, so that they compact every
+few hundred turns, as in the figures this script has always reported; long_games.py plays the
+profiles as they are) or "wide" (a window that never trims and no compaction, so every request
 carries the whole history).
 
 Beside it, the floor: a minimal loop that makes the same SDK calls (the adapter's own `client.post`,
@@ -105,11 +106,12 @@ def long_profile(profile: Profile, turns: int, regime: str) -> Profile:
         data["client"]["local"] = {**(data["client"].get("local") or {}), "context_window": WIDE_WINDOW}
         data["runtime"]["compaction"] = {"strategy": "none"}
     elif data["runtime"]["compaction"]["strategy"] == "harness_summary":
-        # The local model's summary keeps a NOTES line for every level it has seen, so over a long
-        # game it outgrows a small profile's output cap and trigger: scale them for the game.
+        # A compaction every few hundred turns, not every few: the per-turn figures measure the
+        # history's growth, as they always have, not the summaries (long_games.py plays the profiles
+        # as they are).
         data["agent"]["max_context_length"] = LONG_SUMMARY_WINDOW
         data["client"]["local"] = {**(data["client"].get("local") or {}), "context_window": LONG_SUMMARY_WINDOW}
-        data["runtime"]["compaction"].update(trigger_tokens=LONG_SUMMARY_TRIGGER, summary_max_output_tokens=2048)
+        data["runtime"]["compaction"]["trigger_tokens"] = LONG_SUMMARY_TRIGGER
     return Profile.model_validate(data)
 
 
