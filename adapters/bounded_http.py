@@ -227,8 +227,12 @@ class BoundedClient(httpx2.Client):
         return _bound_pool(super()._init_proxy_transport(*args, **kwargs))
 
     def send(self, request: httpx2.Request, *, stream: bool = False, **kwargs: Any) -> httpx2.Response:
-        """Send under a fresh budget, kept by the body for as long as it is read."""
-        budget = _Budget(time.monotonic() + self.timeout_seconds, self.max_reply_bytes)
+        """Send under a fresh budget, kept by the body for as long as it is read. A request sent with a
+        shorter read timeout of its own keeps that as its deadline: google-genai sends each
+        continuation hop of one call the time the call has left."""
+        own = (request.extensions.get("timeout") or {}).get("read")
+        seconds = min(self.timeout_seconds, own) if isinstance(own, int | float) else self.timeout_seconds
+        budget = _Budget(time.monotonic() + seconds, self.max_reply_bytes)
         request.headers["Accept-Encoding"] = "identity"
         with _spending(budget):
             response = super().send(request, stream=True, **kwargs)

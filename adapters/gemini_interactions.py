@@ -203,10 +203,13 @@ class InteractionsAdapter:
     summary_compaction: ClassVar[SummaryCompaction | None] = SummaryCompaction()
     action_tool: ClassVar[str | None] = None
 
-    def __init__(self, client: genai.Client, settings: RequestSettings) -> None:
+    def __init__(self, client: genai.Client, settings: RequestSettings, timeout_seconds: float | None = None) -> None:
         self.client = client
         self.settings = settings
         self.options = GeminiOptions.model_validate(dict(settings.options))
+        # A per-call timeout, which the SDK makes one deadline for all the continuation hops it may
+        # post for one call (each hop sent with the time left); None: each hop has the client's own.
+        self.timeout_seconds = timeout_seconds
 
     @classmethod
     def connect(cls, endpoint: Endpoint, settings: RequestSettings) -> InteractionsAdapter:
@@ -219,7 +222,7 @@ class InteractionsAdapter:
             retry_options=types.HttpRetryOptions(attempts=1),
             httpx_client=bounded_client(endpoint),
         )
-        return cls(genai.Client(api_key=endpoint.api_key, http_options=options), settings)
+        return cls(genai.Client(api_key=endpoint.api_key, http_options=options), settings, endpoint.timeout_seconds)
 
     @classmethod
     def check_options(cls, options: Mapping[str, Any], strategy: str, compaction: str) -> list[OptionProblem]:
@@ -258,12 +261,13 @@ class InteractionsAdapter:
 
         def read(seen: UsageSeen) -> ModelResponse | ProviderError:
             if not self.settings.stream:
-                interaction = self.client.interactions.create(**body)
+                interaction = self.client.interactions.create(**body, timeout=self.timeout_seconds)
                 seen.usage = _usage(interaction.usage)
                 reply = InteractionReply.model_validate(interaction)
                 steps = [step.model_dump(mode="json", exclude_unset=True) for step in interaction.steps or []]
                 return _normalize(reply.status, steps, seen.usage, reply.id)
-            return _collect_stream(self.client.interactions.create(**body, stream=True), seen)
+            events = self.client.interactions.create(**body, stream=True, timeout=self.timeout_seconds)
+            return _collect_stream(events, seen)
 
         return never_raising(read, self.classify, _interactions.APIError)
 

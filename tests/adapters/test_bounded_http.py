@@ -104,3 +104,13 @@ def test_a_proxy_from_the_environment_is_used_and_bounded(provider, monkeypatch)
         monkeypatch.delenv("no_proxy", raising=False)
         error, seconds = failure_after(BoundedClient(0.5, 1 << 20), "http://provider.invalid")
     assert marked(error, DeadlineExceeded) and seconds < 1.0
+
+
+def test_a_request_sent_with_a_shorter_timeout_of_its_own_keeps_that_as_its_deadline(provider):
+    # google-genai sends each continuation hop of one call the time the call has left.
+    client = BoundedClient(5.0, 1 << 20)
+    with HostileServer(provider.base_url, "trickle") as hostile:
+        started = time.monotonic()
+        with pytest.raises(httpx2.HTTPError) as raised:
+            client.post(hostile.base_url + PATH, json=BODY, headers=HEADERS, timeout=0.5)
+    assert marked(raised.value, DeadlineExceeded) and time.monotonic() - started < 1.0
