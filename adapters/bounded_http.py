@@ -5,7 +5,10 @@ The rules it keeps:
 1. `Endpoint.timeout_seconds` is a deadline for the whole request, from the moment the SDK sends it
    to the last byte read: connect, TLS, writing the body, the first byte, every later byte of the
    body, streamed or not, redirects included. The SDKs' own timeout bounds each read alone, so a
-   server that trickled a byte every half second kept a request going for minutes.
+   server that trickled a byte every half second kept a request going for minutes. A request the
+   SDK sends with a shorter read timeout keeps that as its deadline (google-genai sends each
+   continuation hop of one call the time the call has left). Name resolution is not bounded: the
+   system resolver takes no timeout.
 2. No socket operation waits longer than the time left. A network backend installed in each of the
    client's connection pools (the direct one and any proxy's) cuts the SDK's per-operation timeout to
    the time left, so a blocked read ends at the deadline, never a whole read timeout after it.
@@ -25,8 +28,8 @@ The rules it keeps:
    digestion of one piece at most.
 
 The deadline travels from the request to the sockets in a context variable, set only while this
-client sends a request or reads its body, so one client serves one request per thread at a time
-exactly as the SDKs use it, and pooled connections stay shared.
+client sends a request or reads its body, so pooled connections stay shared and each thread's
+request keeps its own budget.
 """
 
 from __future__ import annotations
