@@ -173,9 +173,11 @@ def never_raising(
     read: Callable[[UsageSeen], ModelResponse | ProviderError],
     classify: Callable[[Exception], ProviderError],
     sdk_error: type[Exception],
+    sdk_deadline: tuple[type[Exception], ...] = (),
 ) -> ModelResponse | ProviderError:
     """Make one SDK call and read its reply with `read`, never raising: a request that passed its
-    bounds is a transient DeadlineExceeded or a malformed reply, whatever the SDK wrapped that in; the
+    bounds is a transient DeadlineExceeded or a malformed reply, whatever the SDK wrapped that in (an
+    SDK that keeps the same deadline itself names its own errors for it in `sdk_deadline`); the
     SDK's own errors are classified; and anything else that breaks while reading a 200 (the SDKs do
     not validate replies) is a malformed reply with the usage `read` had seen. Every adapter's call
     and compact go through this, so the rule is kept in one place."""
@@ -183,8 +185,9 @@ def never_raising(
     try:
         return read(seen)
     except Exception as error:
-        bound = _bound_passed(error)
-        if isinstance(bound, DeadlineExceeded):
+        deadlines: tuple[type[Exception], ...] = (DeadlineExceeded, *sdk_deadline)
+        bound = _bound_passed(error, deadlines)
+        if isinstance(bound, deadlines):
             return ProviderError(ErrorKind.TRANSIENT, seen.usage, {"error_class": "DeadlineExceeded"})
         if bound is not None:
             return malformed_reply(bound, seen.usage)
@@ -193,12 +196,13 @@ def never_raising(
         return malformed_reply(error, seen.usage)
 
 
-def _bound_passed(error: BaseException) -> DeadlineExceeded | ReplyRefused | None:
-    """The bound-passed mark among `error` and the exceptions it was raised from, if any."""
+def _bound_passed(error: BaseException, deadlines: tuple[type[Exception], ...]) -> Exception | None:
+    """The bound-passed mark (a deadline's or a refused reply's) among `error` and the exceptions it
+    was raised from, if any."""
     seen: set[int] = set()
     cause: BaseException | None = error
     while cause is not None and id(cause) not in seen:
-        if isinstance(cause, (DeadlineExceeded, ReplyRefused)):
+        if isinstance(cause, Exception) and isinstance(cause, (*deadlines, ReplyRefused)):
             return cause
         seen.add(id(cause))
         cause = cause.__cause__ or cause.__context__

@@ -29,6 +29,7 @@ from typing import Any, ClassVar, Literal, Self
 
 from google import genai
 from google.genai import _interactions, types
+from google.genai._interactions_continuation import ContinuationTimeoutError
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from turnstate.adapters.bounded_http import bounded_client
@@ -269,7 +270,8 @@ class InteractionsAdapter:
             events = self.client.interactions.create(**body, stream=True, timeout=self.timeout_seconds)
             return _collect_stream(events, seen)
 
-        return never_raising(read, self.classify, _interactions.APIError)
+        # The SDK keeps the call's timeout as one deadline across its hops (the same deadline).
+        return never_raising(read, self.classify, _interactions.APIError, (ContinuationTimeoutError,))
 
     def compact(self, request: ModelRequest) -> ModelResponse | ProviderError:
         return no_compaction_call(self)

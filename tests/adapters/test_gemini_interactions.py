@@ -9,6 +9,7 @@ options' rules.
 from __future__ import annotations
 
 import pytest
+from google.genai._interactions_continuation import ContinuationTimeoutError
 
 from turnstate.adapters.contract import Endpoint, ErrorKind, ModelRequest, ModelResponse, ProviderError, RequestSettings
 from turnstate.adapters.gemini_interactions import InteractionsAdapter
@@ -117,3 +118,19 @@ def test_options_that_break_the_replay_are_named_with_a_fix(options, strategy, p
 
 def test_the_profile_options_pass():
     assert InteractionsAdapter.check_options(SUMMARIES, "continuous_conversation", "harness_summary") == []
+
+
+def test_the_sdks_own_deadline_for_a_call_is_a_deadline_exceeded(monkeypatch):
+    # google-genai keeps the call's timeout itself across continuation hops, and raises its own error
+    # when it passes first; that is the same deadline, classified as the bounded client's would be.
+    with LocalProvider() as provider:
+        adapter = connect(provider)
+
+    def out_of_time(**arguments):
+        assert arguments["timeout"] == adapter.timeout_seconds  # the call carries its deadline
+        raise ContinuationTimeoutError("the per-call timeout ran out")
+
+    monkeypatch.setattr(adapter.client.interactions, "create", out_of_time)
+    outcome = adapter.call(ModelRequest(SYSTEM, tuple(ITEMS.user_items([SHOWN]))))
+    assert isinstance(outcome, ProviderError) and outcome.kind is ErrorKind.TRANSIENT
+    assert outcome.diagnostics == {"error_class": "DeadlineExceeded"}
