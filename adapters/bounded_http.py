@@ -210,7 +210,7 @@ def _bound_pool(transport: httpx2.BaseTransport) -> httpx2.BaseTransport:
 
 def _refuse_encoded(response: httpx2.Response) -> None:
     """Rule 4, for every response of a request (a redirect's too), before its body is read."""
-    if response.headers.get("Content-Encoding", "identity").strip().lower() != "identity":
+    if response.headers.get("Content-Encoding", "").strip().lower() not in ("", "identity"):
         raise EncodedReply("a reply with a content coding, though none was accepted")
 
 
