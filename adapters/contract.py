@@ -241,6 +241,10 @@ def _seconds_until(http_date: str) -> float | None:
     return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
 
 
+DEFAULT_MAX_REPLY_BYTES = 16 * 1024 * 1024
+"""The largest reply or stream a request reads unless client.max_reply_bytes says otherwise."""
+
+
 @dataclass(frozen=True)
 class Endpoint:
     """Where an adapter's SDK client points. `base_url` is the provider root as the profile gave it;
@@ -252,7 +256,7 @@ class Endpoint:
     # A deadline for each whole request (connect, first byte, whole body, streamed or not).
     timeout_seconds: float = 120.0
     # The most one request may read from its connection; a larger reply is a malformed one.
-    max_reply_bytes: int = 16 * 1024 * 1024
+    max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
 
 
 OutputLimitParam = Literal["max_tokens", "max_completion_tokens"]

@@ -27,7 +27,13 @@ def open_endpoint(client: ClientConfig) -> Iterator[Endpoint]:
         api_key = os.environ.get(client.api_key_env)
         if not api_key:
             raise RunSetupError(f"client.api_key_env names {client.api_key_env}, which is not set; export it")
-        yield Endpoint(client.base_url, api_key, is_local=False, timeout_seconds=client.timeout_seconds)
+        yield Endpoint(
+            client.base_url,
+            api_key,
+            is_local=False,
+            timeout_seconds=client.timeout_seconds,
+            max_reply_bytes=client.max_reply_bytes,
+        )
         return
     local = client.local
     # Nothing reads the request log of a run's own provider, so it keeps none (a long run's request
@@ -40,4 +46,10 @@ def open_endpoint(client: ClientConfig) -> Iterator[Endpoint]:
             Fault(at=fault.at, kind=fault.kind, retry_after_seconds=fault.retry_after_seconds) for fault in local.faults
         ]
     with LocalProvider(**options) as provider:
-        yield Endpoint(provider.base_url, LOCAL_API_KEY, is_local=True, timeout_seconds=client.timeout_seconds)
+        yield Endpoint(
+            provider.base_url,
+            LOCAL_API_KEY,
+            is_local=True,
+            timeout_seconds=client.timeout_seconds,
+            max_reply_bytes=client.max_reply_bytes,
+        )

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from turnstate.adapters.contract import OutputLimitParam, ProviderAdapter, RequestSettings
+from turnstate.adapters.contract import DEFAULT_MAX_REPLY_BYTES, OutputLimitParam, ProviderAdapter, RequestSettings
 from turnstate.adapters.registry import UnknownAdapter, descriptor_for
 from turnstate.harness.accounting import Prices
 from turnstate.local_provider.faults import FaultKind, first_repeated_ordinal
@@ -42,7 +42,6 @@ MAX_CONTEXT_TOKENS = 100_000_000
 """The largest context budget a profile may give: ten times the largest window on offer (10M tokens).
 Every token count a profile sends is bounded by it (the output caps and thresholds must fit it), so a
 few zeros too many fail here rather than as a provider's 400 once the run is under way."""
-DEFAULT_MAX_REPLY_BYTES = 16 * 1024 * 1024
 MIN_REPLY_BYTES, MAX_REPLY_BYTES = 1024, 1024 * 1024 * 1024  # a reply's own framing; a gigabyte in memory
 MAX_PROFILE_BYTES = 64 * 1024
 """A profile is a page of settings (the shipped ones are under 2 kB); the bound keeps reading and parsing
