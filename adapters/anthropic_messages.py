@@ -355,7 +355,9 @@ class MessagesAdapter:
         self, message: Any, stop_details: Any, usage: Usage, *, compaction: bool
     ) -> ModelResponse | ProviderError:
         stop = MessageReply.model_validate(message).stop_reason
-        blocks = [_replayable(block.model_dump(mode="json", exclude_unset=True)) for block in message.content]
+        blocks = [
+            _replayable(block.model_dump(mode="json", exclude_unset=True, warnings=False)) for block in message.content
+        ]
         kinds = [block.get("type") for block in blocks]
         if compaction:
             signed = [block for block in blocks if block.get("type") == "compaction" and block.get("signature")]

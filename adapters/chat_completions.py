@@ -228,7 +228,7 @@ class ChatCompletionsAdapter:
         choice = completion.choices[0]
         message = choice.message
         reasoning = self._reasoning_of(message)
-        calls = [call.model_dump(mode="json", exclude_unset=True) for call in message.tool_calls or []]
+        calls = [call.model_dump(mode="json", exclude_unset=True, warnings=False) for call in message.tool_calls or []]
         return self._finish(message.content or "", reasoning, calls, choice.finish_reason, seen.usage, completion.id)
 
     def _collect_stream(self, stream: Any, seen: UsageSeen) -> ModelResponse | ProviderError:

@@ -265,7 +265,9 @@ class InteractionsAdapter:
                 interaction = self.client.interactions.create(**body, timeout=self.timeout_seconds)
                 seen.usage = _usage(interaction.usage)
                 reply = InteractionReply.model_validate(interaction)
-                steps = [step.model_dump(mode="json", exclude_unset=True) for step in interaction.steps or []]
+                steps = [
+                    step.model_dump(mode="json", exclude_unset=True, warnings=False) for step in interaction.steps or []
+                ]
                 return _normalize(reply.status, steps, seen.usage, reply.id)
             events = self.client.interactions.create(**body, stream=True, timeout=self.timeout_seconds)
             return _collect_stream(events, seen)
@@ -304,7 +306,7 @@ def _collect_stream(events: Any, seen: UsageSeen) -> ModelResponse | ProviderErr
         kind = StreamEvent.model_validate(event).event_type
         if kind == "step.start":
             Step.model_validate(event.step)
-            step = event.step.model_dump(mode="json", exclude_unset=True)
+            step = event.step.model_dump(mode="json", exclude_unset=True, warnings=False)
             if step.get("type") == "model_output":  # its text comes in deltas; a null content is said here
                 null = "content" in event.step.model_fields_set and event.step.content is None
                 step["content"] = None if null else step.get("content", [])
@@ -326,7 +328,7 @@ def _fold_delta(step: dict[str, Any], delta: Delta, sent: Any) -> None:
     if delta.type == "thought_signature":
         step["signature"] = delta.signature
     elif delta.type == "thought_summary":
-        step.setdefault("summary", []).append(sent.content.model_dump(mode="json", exclude_unset=True))
+        step.setdefault("summary", []).append(sent.content.model_dump(mode="json", exclude_unset=True, warnings=False))
     elif delta.type == "text" and isinstance(step.get("content"), list):
         content = step["content"]
         if not content:
