@@ -73,6 +73,7 @@ class TimedAdapter:
         self.transcript = inner.transcript
         self.native_compaction = inner.native_compaction
         self.summary_compaction = inner.summary_compaction
+        self.action_tool = inner.action_tool
         self.seconds = array("d")  # unboxed: the benchmark's own bookkeeping stays out of the memory figures
         self.requests: list[ModelRequest] = []
 
@@ -105,6 +106,9 @@ def long_profile(profile: Profile, turns: int, regime: str) -> Profile:
         data["agent"]["max_context_length"] = WIDE_WINDOW
         data["client"]["local"] = {**(data["client"].get("local") or {}), "context_window": WIDE_WINDOW}
         data["runtime"]["compaction"] = {"strategy": "none"}
+        # OpenAI's inline compaction is a request option, which needs runtime.compaction native.
+        options = data["request"].get("options") or {}
+        data["request"]["options"] = {key: value for key, value in options.items() if key != "context_management"}
     elif data["runtime"]["compaction"]["strategy"] == "harness_summary":
         # A compaction every few hundred turns, not every few: the per-turn figures measure the
         # history's growth, as they always have, not the summaries (long_games.py plays the profiles
