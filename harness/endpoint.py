@@ -27,13 +27,7 @@ def open_endpoint(client: ClientConfig) -> Iterator[Endpoint]:
         api_key = os.environ.get(client.api_key_env)
         if not api_key:
             raise RunSetupError(f"client.api_key_env names {client.api_key_env}, which is not set; export it")
-        yield Endpoint(
-            client.base_url,
-            api_key,
-            is_local=False,
-            timeout_seconds=client.timeout_seconds,
-            max_reply_bytes=client.max_reply_bytes,
-        )
+        yield _endpoint(client, client.base_url, api_key, is_local=False)
         return
     local = client.local
     # Nothing reads the request log of a run's own provider, so it keeps none (a long run's request
@@ -46,10 +40,15 @@ def open_endpoint(client: ClientConfig) -> Iterator[Endpoint]:
             Fault(at=fault.at, kind=fault.kind, retry_after_seconds=fault.retry_after_seconds) for fault in local.faults
         ]
     with LocalProvider(**options) as provider:
-        yield Endpoint(
-            provider.base_url,
-            LOCAL_API_KEY,
-            is_local=True,
-            timeout_seconds=client.timeout_seconds,
-            max_reply_bytes=client.max_reply_bytes,
-        )
+        yield _endpoint(client, provider.base_url, LOCAL_API_KEY, is_local=True)
+
+
+def _endpoint(client: ClientConfig, base_url: str, api_key: str, *, is_local: bool) -> Endpoint:
+    """The Endpoint an adapter connects to, with the profile's deadline and reply cap."""
+    return Endpoint(
+        base_url,
+        api_key,
+        is_local=is_local,
+        timeout_seconds=client.timeout_seconds,
+        max_reply_bytes=client.max_reply_bytes,
+    )
