@@ -188,22 +188,16 @@ def _policy() -> tuple[ReplyFn, Thinker]:
     return policy.reply, policy
 
 
-class _Server(ThreadingHTTPServer):
-    """A threading HTTP server that knows its provider and can close its open keep-alive connections."""
+class TrackingServer(ThreadingHTTPServer):
+    """A threading HTTP server that knows its open keep-alive connections (its handler tracks and
+    untracks each), so it can close them and their handler threads end with the server."""
 
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], *, provider: LocalProvider) -> None:
-        self.provider = provider
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
         self._connections: set[socket.socket] = set()
         self._connections_lock = threading.Lock()
-        super().__init__(address, _Handler)
-
-    def server_bind(self) -> None:
-        # HTTPServer.server_bind also resolves the host's FQDN, a DNS lookup a loopback server never needs.
-        socketserver.TCPServer.server_bind(self)
-        host, port = self.server_address[:2]
-        self.server_name, self.server_port = str(host), int(port)
+        super().__init__(address, handler)
 
     def track(self, connection: socket.socket) -> None:
         with self._connections_lock:
@@ -222,6 +216,20 @@ class _Server(ThreadingHTTPServer):
                 connection.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass  # the peer already closed it
+
+
+class _Server(TrackingServer):
+    """The local provider's server: it knows its provider."""
+
+    def __init__(self, address: tuple[str, int], *, provider: LocalProvider) -> None:
+        self.provider = provider
+        super().__init__(address, _Handler)
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind also resolves the host's FQDN, a DNS lookup a loopback server never needs.
+        socketserver.TCPServer.server_bind(self)
+        host, port = self.server_address[:2]
+        self.server_name, self.server_port = str(host), int(port)
 
     def handle_error(self, request: object, client_address: object) -> None:
         # A client that hangs up is normal (a cut stream, an SDK closing early); anything else is a bug

@@ -17,9 +17,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from http.client import HTTPConnection
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Literal
 from urllib.parse import urlsplit
+
+from turnstate.local_provider.server import TrackingServer
 
 Rewrite = Callable[[Any], Any]
 """Takes a reply's JSON (a body, or one event's data) and returns what the server sends instead."""
@@ -97,27 +99,10 @@ class HostileServer:
             connection.close()
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
+class _Server(TrackingServer):
     def __init__(self, address: tuple[str, int], hostile: HostileServer) -> None:
         self.hostile = hostile
-        self._connections: set[socket.socket] = set()
-        self._lock = threading.Lock()
         super().__init__(address, _Handler)
-
-    def track(self, connection: socket.socket, *, open: bool) -> None:
-        with self._lock:
-            (self._connections.add if open else self._connections.discard)(connection)
-
-    def close_connections(self) -> None:
-        with self._lock:
-            connections = list(self._connections)
-        for connection in connections:
-            try:
-                connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
     def handle_error(self, request: object, client_address: object) -> None:
         """Silent: a client that gives up on a hostile reply hangs up mid-write, as it should."""
@@ -130,13 +115,13 @@ class _Handler(BaseHTTPRequestHandler):
     def setup(self) -> None:
         super().setup()
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.server.track(self.connection, open=True)
+        self.server.track(self.connection)
 
     def finish(self) -> None:
         try:
             super().finish()
         finally:
-            self.server.track(self.connection, open=False)
+            self.server.untrack(self.connection)
 
     def log_message(self, format: str, *args: object) -> None:
         """Silent."""
