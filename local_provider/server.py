@@ -239,11 +239,11 @@ class _Server(TrackingServer):
         super().handle_error(request, client_address)  # type: ignore[arg-type]
 
 
-class _Handler(BaseHTTPRequestHandler):
-    """HTTP/1.1 with keep-alive: JSON carries Content-Length, event streams use chunked encoding."""
+class TrackedHandler(BaseHTTPRequestHandler):
+    """HTTP/1.1 with keep-alive, each connection tracked by its TrackingServer while it is open."""
 
     protocol_version = "HTTP/1.1"
-    server: _Server
+    server: TrackingServer
 
     def setup(self) -> None:
         super().setup()
@@ -259,7 +259,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.untrack(self.connection)
 
     def log_message(self, format: str, *args: object) -> None:
-        """Silent: a provider serving a test run must not write a line per request to stderr."""
+        """Silent: a server serving a test run must not write a line per request to stderr."""
+
+
+class _Handler(TrackedHandler):
+    """JSON carries Content-Length, event streams use chunked encoding."""
+
+    server: _Server
 
     def do_POST(self) -> None:
         self._dispatch()

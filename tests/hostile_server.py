@@ -11,17 +11,15 @@ from __future__ import annotations
 
 import gzip
 import json
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from http.client import HTTPConnection
-from http.server import BaseHTTPRequestHandler
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from turnstate.local_provider.server import TrackingServer
+from turnstate.local_provider.server import TrackedHandler, TrackingServer
 
 Rewrite = Callable[[Any], Any]
 """Takes a reply's JSON (a body, or one event's data) and returns what the server sends instead."""
@@ -108,23 +106,8 @@ class _Server(TrackingServer):
         """Silent: a client that gives up on a hostile reply hangs up mid-write, as it should."""
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(TrackedHandler):
     server: _Server
-
-    def setup(self) -> None:
-        super().setup()
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.server.track(self.connection)
-
-    def finish(self) -> None:
-        try:
-            super().finish()
-        finally:
-            self.server.untrack(self.connection)
-
-    def log_message(self, format: str, *args: object) -> None:
-        """Silent."""
 
     def do_POST(self) -> None:
         hostile = self.server.hostile
