@@ -27,7 +27,8 @@ from turnstate.harness.accounting import Prices
 from turnstate.local_provider.faults import FaultKind, first_repeated_ordinal
 from turnstate.local_provider.server import DEFAULT_CONTEXT_WINDOW
 from turnstate.strategies import STRATEGIES
-from turnstate.strategies.record import Backoff, StrategySettings
+from turnstate.strategies.compaction import Compaction, HarnessSummary, NativeByCall, NativeInline, NoCompaction
+from turnstate.strategies.strategy import Backoff, StrategySettings
 
 LOCAL = "local"
 PROFILES_DIR = Path(__file__).resolve().parent.parent / "profiles"
@@ -298,42 +299,34 @@ class Profile(_Section):
             max_context_length=self.agent.max_context_length,
             max_output_tokens=self.request.max_output_tokens,
             trim_low_water=self.agent.trim_low_water,
-            compaction=self.compaction_mode(),
-            compaction_trigger_tokens=self.compaction_trigger_tokens(),
-            summary_max_output_tokens=self.summary_max_output_tokens(),
-            summary_fork=self.summary_fork(),
+            compaction=self.compaction(),
             backoff=self.agent.backoff.settings(),
         )
 
-    def compaction_trigger_tokens(self) -> int | None:
-        """The trigger of a compaction by a call of its own, its default filled in; None for any other."""
-        if self.compaction_mode() not in ("native_call", "harness_summary"):
-            return None
-        given = self.runtime.compaction.trigger_tokens
-        return given if given is not None else DEFAULT_TRIGGER_TOKENS
-
-    def summary_max_output_tokens(self) -> int | None:
-        """A compaction request's output cap: harness_summary's own if set, else the request's."""
-        if self.compaction_mode() == "none":
-            return None
-        return self.runtime.compaction.summary_max_output_tokens or self.request.max_output_tokens
-
-    def summary_fork(self) -> bool:
-        """Whether a harness summary may fork: the profile's explicit value, the adapter's default, on."""
-        capability = descriptor_for(self.runtime.adapter_id).load().summary_compaction
-        adapter_default = capability.fork if capability is not None else None
-        return next(value for value in (self.runtime.compaction.fork, adapter_default, True) if value is not None)
+    def compaction(self) -> Compaction:
+        """The compaction the strategy runs with, typed, its defaults filled in: a trigger for a
+        compaction by a call of its own (DEFAULT_TRIGGER_TOKENS when omitted), a compaction request's
+        output cap (its own if set, else the request's), and a harness summary's headroom and fork
+        (the profile's explicit value, else the adapter's default, else on)."""
+        config = self.runtime.compaction
+        adapter = descriptor_for(self.runtime.adapter_id).load()
+        if config.strategy == "none":
+            return NoCompaction()
+        if config.strategy == "native" and adapter.native_compaction == "inline":
+            return NativeInline()
+        trigger = config.trigger_tokens if config.trigger_tokens is not None else DEFAULT_TRIGGER_TOKENS
+        cap = config.summary_max_output_tokens or self.request.max_output_tokens
+        if config.strategy == "native":
+            return NativeByCall(trigger_tokens=trigger, max_output_tokens=cap)
+        adapter_fork = adapter.summary_compaction.fork if adapter.summary_compaction is not None else None
+        fork = next(value for value in (config.fork, adapter_fork, True) if value is not None)
+        return HarnessSummary(trigger, cap, config.summary_input_headroom_tokens, fork)
 
     def compaction_policy(self) -> dict[str, Any]:
         """The validated compaction policy as run_meta.json records it, defaults included."""
-        summary = self.compaction_mode() == "harness_summary"
         return {
             "strategy": self.runtime.compaction.strategy,
-            "mode": self.compaction_mode(),
-            "trigger_tokens": self.compaction_trigger_tokens(),
-            "summary_output_tokens": self.summary_max_output_tokens(),
-            "summary_input_headroom_tokens": self.runtime.compaction.summary_input_headroom_tokens if summary else None,
-            "fork": self.summary_fork() if summary else None,
+            **self.compaction().policy(),
             "max_context_length": self.agent.max_context_length,
         }
 
@@ -348,19 +341,20 @@ class Profile(_Section):
         """A trigger (given or its default) leaves room below agent.max_context_length: for a harness
         summary, room for the output cap and the summary's headroom as well; for every compaction by a
         call, room for that request's own output cap beside the history that reached the trigger."""
-        trigger = self.compaction_trigger_tokens()
-        if trigger is None:
+        compaction = self.compaction()
+        if not isinstance(compaction, NativeByCall | HarnessSummary):
             return
+        trigger = compaction.trigger_tokens
         default = "" if self.runtime.compaction.trigger_tokens is not None else " (its default)"
         capacity = self.agent.max_context_length
-        if self.compaction_mode() != "harness_summary" and trigger >= capacity:
+        if not isinstance(compaction, HarnessSummary) and trigger >= capacity:
             raise _Contradiction(
                 "runtime.compaction.trigger_tokens",
                 f"{trigger}{default} is not below agent.max_context_length {capacity}",
                 "set it lower, so compaction starts before the context is full",
             )
         output, headroom = self.request.max_output_tokens, self.runtime.compaction.summary_input_headroom_tokens
-        if self.compaction_mode() == "harness_summary" and trigger + output + headroom > capacity:
+        if isinstance(compaction, HarnessSummary) and trigger + output + headroom > capacity:
             raise _Contradiction(
                 "runtime.compaction.trigger_tokens",
                 f"{trigger}{default} + request.max_output_tokens {output} + "
@@ -378,12 +372,6 @@ class Profile(_Section):
                 "and a compaction request holds at least the history that reached the trigger",
                 f"set it at most {capacity - cap}, or lower {key}",
             )
-
-    def compaction_mode(self) -> str:
-        """none, or native in the adapter's own way: native_inline or native_call."""
-        if self.runtime.compaction.strategy != "native":
-            return self.runtime.compaction.strategy
-        return f"native_{descriptor_for(self.runtime.adapter_id).load().native_compaction}"
 
     def request_settings(self) -> RequestSettings:
         return RequestSettings(**self.request.model_dump())

@@ -56,13 +56,13 @@ from turnstate.strategies.events import (
     InputBuffered,
     ObservationArrived,
     ParseAction,
-    RecordCompaction,
+    ReportSummary,
     SubmitAction,
     WaitBeforeRetry,
     outcome_event,
 )
-from turnstate.strategies.record import StrategyModel
 from turnstate.strategies.state import RuntimeState
+from turnstate.strategies.strategy import StrategyModel
 
 RESET = "RESET"
 FAILED_TURN = "failed_turn.json"  # the attempts of the turn that failed closed, referenced from run_meta.json
@@ -298,7 +298,7 @@ class _Loop:
                 next_event = self._call(effect.request, attempts, compaction=True)
             elif isinstance(effect, CallSummary):
                 next_event = self._call(effect.request, attempts, compaction=True, summary=effect)
-            elif isinstance(effect, RecordCompaction):
+            elif isinstance(effect, ReportSummary):
                 self._write_compaction(effect, attempts)
                 next_event = None
             elif isinstance(effect, ParseAction):
@@ -327,7 +327,7 @@ class _Loop:
     def _fire(self, event: Event) -> list[Any]:
         effects = self.machine.fire(event)
         fired = self.machine.fired[-1]
-        self.writer.log_transition(fired.record())
+        self.writer.log_transition(fired.as_log())
         return effects
 
     def _call(
@@ -378,7 +378,7 @@ class _Loop:
         self.writer.write_json(SUMMARY_INPUT, {"turn": self.turns, "attempt": attempt, **disclosed})
         return disclosed
 
-    def _write_compaction(self, record: RecordCompaction, attempts: list[_Attempt]) -> None:
+    def _write_compaction(self, record: ReportSummary, attempts: list[_Attempt]) -> None:
         """compaction_NNN.json for a harness summary that committed with this turn's action, and the
         continuation the step records; no opaque provider state is in either."""
         self.summaries += 1
@@ -438,7 +438,7 @@ class _Loop:
                 "history": {"items_before": history_before, "items_after": self.machine.model.accepted.item_count},
                 "compaction": compaction,
                 **({"continuation": self.continuation} if self.continuation is not None else {}),
-                "transitions": [transition.record() for transition in fired],
+                "transitions": [transition.as_log() for transition in fired],
             },
         )
         self.continuation = None
@@ -459,7 +459,7 @@ class _Loop:
                 "failure": failure,
                 "attempts": [attempt.record(self.writer.redactor.text) for attempt in attempts],
                 "usage": self.ledger.unattributed.to_dict(),
-                "transitions": [transition.record() for transition in fired],
+                "transitions": [transition.as_log() for transition in fired],
             },
         )
         self.failed_turn_record = FAILED_TURN

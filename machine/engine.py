@@ -253,7 +253,7 @@ class Fired:
     dest: str
     row: int
 
-    def record(self) -> dict[str, str]:
+    def as_log(self) -> dict[str, str]:
         """As artifacts record it (what dataclasses.asdict gives, without its deep copy per call)."""
         return {"machine": self.machine, "source": self.source, "trigger": self.trigger, "dest": self.dest}
 

@@ -10,11 +10,11 @@ from collections.abc import Mapping
 
 from turnstate.machine.engine import MachineSpec
 from turnstate.strategies import continuous_conversation, manual_rolling, previous_response_id
-from turnstate.strategies.record import StrategyRecord
+from turnstate.strategies.strategy import Strategy
 
-STRATEGIES: Mapping[str, StrategyRecord] = {
+STRATEGIES: Mapping[str, Strategy] = {
     record.name: record
-    for record in (manual_rolling.RECORD, previous_response_id.RECORD, continuous_conversation.RECORD)
+    for record in (manual_rolling.DEFINITION, previous_response_id.DEFINITION, continuous_conversation.DEFINITION)
 }
 
 # Every machine turnstate declares: what `turnstate diagrams` draws and the coverage gate checks.

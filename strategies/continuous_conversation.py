@@ -38,6 +38,7 @@ from typing import Literal
 from turnstate.adapters.contract import ErrorKind, Item, ModelRequest, Transcript
 from turnstate.machine.engine import Transition
 from turnstate.strategies import compaction_call, harness_summary
+from turnstate.strategies.compaction import ByCall, HarnessSummary, NativeByCall
 from turnstate.strategies.events import (
     ActionAccepted,
     ActionRejected,
@@ -50,10 +51,10 @@ from turnstate.strategies.events import (
     InputBuffered,
     ObservationArrived,
     ProviderFailed,
-    RecordCompaction,
+    ReportSummary,
 )
-from turnstate.strategies.record import StrategySettings
 from turnstate.strategies.state import RuntimeState, TurnSpan
+from turnstate.strategies.strategy import StrategySettings
 from turnstate.strategies.summary import (
     SummaryPass,
     bridge_text,
@@ -62,7 +63,7 @@ from turnstate.strategies.summary import (
     summarized_items,
     summary_request,
 )
-from turnstate.strategies.turn import TurnTaking, shared_rows, turn_record, turn_spec
+from turnstate.strategies.turn import TurnTaking, shared_rows, turn_spec, turn_strategy
 
 STRATEGY = "continuous_conversation"
 
@@ -144,7 +145,7 @@ class Compaction:
     by: Literal["call", "summary"]
     items: list[Item]
     spans: list[TurnSpan]
-    record: RecordCompaction | None = None  # a harness summary's, for the runner to write
+    record: ReportSummary | None = None  # a harness summary's, for the runner to write
 
 
 class ContinuousConversation(TurnTaking):
@@ -155,12 +156,9 @@ class ContinuousConversation(TurnTaking):
 
     def __init__(self, state: RuntimeState, settings: StrategySettings, transcript: Transcript) -> None:
         super().__init__(state, settings, transcript)
-        self.compaction_mode = settings.compaction
-        self.compaction_trigger_tokens = settings.compaction_trigger_tokens
+        self.compaction = settings.compaction
         self.max_context_length = settings.max_context_length
         self.max_output_tokens = settings.max_output_tokens
-        self.summary_max_output_tokens = settings.summary_max_output_tokens
-        self.summary_fork = settings.summary_fork
         self.compacted: Compaction | None = None
         self.summary_pass: SummaryPass | None = None  # the open turn's summary request, while it summarizes
         self.overflow_recoveries = 0
@@ -171,12 +169,12 @@ class ContinuousConversation(TurnTaking):
     def is_compaction_due(self, event: ActionAccepted) -> bool:
         """Rule 5: the action being accepted reached the trigger with its completed context, its
         reported input plus output tokens (the committed items' estimate if it reported none)."""
-        if self.compaction_mode not in ("native_call", "harness_summary") or self.compaction_trigger_tokens is None:
+        if not isinstance(self.compaction, NativeByCall | HarnessSummary):
             return False
-        return self._completed_context() >= self.compaction_trigger_tokens
+        return self._completed_context() >= self.compaction.trigger_tokens
 
     def compacts_by_call(self, event: ObservationArrived) -> bool:
-        return self.compaction_mode == "native_call"
+        return isinstance(self.compaction, NativeByCall)
 
     def compacted_by_call(self, event: object) -> bool:
         return self.compacted is not None and self.compacted.by == "call"
@@ -204,7 +202,7 @@ class ContinuousConversation(TurnTaking):
 
     def can_summarize_overflow(self, event: ContextOverflowed) -> bool:
         """Rule 6: with harness summaries, once per turn, and only with accepted turns to summarize."""
-        return self.compaction_mode == "harness_summary" and self.compacted is None and bool(self.accepted.turns)
+        return isinstance(self.compaction, HarnessSummary) and self.compacted is None and bool(self.accepted.turns)
 
     # Actions.
 
@@ -222,7 +220,7 @@ class ContinuousConversation(TurnTaking):
         compaction's own output cap (where the provider's compaction call takes one)."""
         self.compacted = None
         request = ModelRequest(
-            self.system_prompt, tuple(self.accepted.items), max_output_tokens=self.summary_max_output_tokens
+            self.system_prompt, tuple(self.accepted.items), max_output_tokens=self._by_call.max_output_tokens
         )
         self.emit(CallCompaction(request))
 
@@ -234,20 +232,20 @@ class ContinuousConversation(TurnTaking):
         """The summary request of the turn's pass (the trigger lane's, unless a lane set one)."""
         self.compacted = None
         if self.summary_pass is None:
-            self.summary_pass = first_pass("trigger", self.accepted, self.latest_request, self.summary_fork)
+            self.summary_pass = first_pass("trigger", self.accepted, self.latest_request, self._by_call_fork)
         request = summary_request(
             self.summary_pass,
             self.accepted,
             self.transcript,
             self.latest_request,
-            self.summary_max_output_tokens or self.max_output_tokens,
+            self._by_call.max_output_tokens,
             self.system_prompt,
         )
         count = summarized_items(self.accepted.turns, self.summary_pass.summarized_turns)
         self.emit(CallSummary(request, self.summary_pass, count))
 
     def request_overflow_summary(self, event: ContextOverflowed) -> None:
-        self.summary_pass = first_pass("action_overflow", self.accepted, self.latest_request, self.summary_fork)
+        self.summary_pass = first_pass("action_overflow", self.accepted, self.latest_request, self._by_call_fork)
         self.request_summary(event)
 
     def ask_shorter_summary(self, event: ProviderFailed) -> None:
@@ -262,7 +260,7 @@ class ContinuousConversation(TurnTaking):
         summary_pass, summary = self._summary_pass, event.response.text
         items, spans = rebuilt(summary_pass, self.accepted, self.transcript, summary)
         trigger = self.accepted.completed_context_tokens if summary_pass.lane == "trigger" else None
-        record = RecordCompaction(
+        record = ReportSummary(
             summary.strip(),
             bridge_text(summary),
             summary_pass,
@@ -324,11 +322,23 @@ class ContinuousConversation(TurnTaking):
         return self.transcript.estimate_tokens(committed, self.system_prompt)
 
     @property
+    def _by_call(self) -> ByCall:
+        if not isinstance(self.compaction, NativeByCall | HarnessSummary):
+            raise RuntimeError(f"{self.strategy}: compaction {self.compaction.kind} is not a call of its own")
+        return self.compaction
+
+    @property
+    def _by_call_fork(self) -> bool:
+        return isinstance(self.compaction, HarnessSummary) and self.compaction.fork
+
+    @property
     def _summary_pass(self) -> SummaryPass:
         if self.summary_pass is None:
             raise RuntimeError(f"{self.strategy}: no summary is being asked for")
         return self.summary_pass
 
 
-RECORD = turn_record(SPEC, ContinuousConversation, {"items": []}, compaction=("none", "native", "harness_summary"))
-start = RECORD.start
+DEFINITION = turn_strategy(
+    SPEC, ContinuousConversation, {"items": []}, compaction=("none", "native", "harness_summary")
+)
+start = DEFINITION.start

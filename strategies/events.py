@@ -119,7 +119,7 @@ class CallSummary(Effect):
 
 
 @dataclass(frozen=True)
-class RecordCompaction(Effect):
+class ReportSummary(Effect):
     """A harness summary committed with the turn's accepted action: what the runner records of it."""
 
     summary: str

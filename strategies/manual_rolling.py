@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from turnstate.adapters.contract import Item, ModelRequest, Transcript
 from turnstate.machine.engine import Transition
 from turnstate.strategies.events import ActionAccepted, ContextOverflowed, ObservationArrived
-from turnstate.strategies.record import StrategySettings
 from turnstate.strategies.state import RuntimeState, TurnSpan
-from turnstate.strategies.turn import TurnTaking, shared_rows, turn_record, turn_spec
+from turnstate.strategies.strategy import StrategySettings
+from turnstate.strategies.turn import TurnTaking, shared_rows, turn_spec, turn_strategy
 
 STRATEGY = "manual_rolling"
 
@@ -181,5 +181,5 @@ def drop_turns(items: list, spans: list[TurnSpan], count: int) -> tuple[list, li
     return list(items[cut:]), kept
 
 
-RECORD = turn_record(SPEC, ManualRolling, {"items": []})
-start = RECORD.start
+DEFINITION = turn_strategy(SPEC, ManualRolling, {"items": []})
+start = DEFINITION.start

@@ -21,7 +21,7 @@ from turnstate.adapters.contract import ModelRequest
 from turnstate.machine.engine import Transition
 from turnstate.strategies.events import ActionAccepted, ContextOverflowed, HandleExpired, ObservationArrived
 from turnstate.strategies.retry import TurnRetries
-from turnstate.strategies.turn import TurnTaking, shared_rows, turn_record, turn_spec
+from turnstate.strategies.turn import TurnTaking, shared_rows, turn_spec, turn_strategy
 
 STRATEGY = "previous_response_id"
 HANDLE = "previous_response_id"  # the payload key of the accepted handle
@@ -80,5 +80,5 @@ class PreviousResponseId(TurnTaking):
         return ModelRequest(system=self.system_prompt, items=tuple(self._turn.opening), previous_response_id=handle)
 
 
-RECORD = turn_record(SPEC, PreviousResponseId, {HANDLE: None})
-start = RECORD.start
+DEFINITION = turn_strategy(SPEC, PreviousResponseId, {HANDLE: None})
+start = DEFINITION.start

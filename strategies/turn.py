@@ -33,9 +33,9 @@ from turnstate.strategies.events import (
     SubmitAction,
     WaitBeforeRetry,
 )
-from turnstate.strategies.record import StrategyModel, StrategyRecord, StrategySettings
 from turnstate.strategies.retry import RETRY_AFTER_WAIT, RETRY_AT_ONCE, TurnRetries
 from turnstate.strategies.state import RuntimeState
+from turnstate.strategies.strategy import Strategy, StrategyModel, StrategySettings
 
 
 def shared_rows(S: Any) -> tuple[Transition, ...]:
@@ -184,12 +184,12 @@ def turn_spec(
     )
 
 
-def turn_record(
+def turn_strategy(
     spec: MachineSpec,
     model: type[TurnTaking],
     empty_payload: Mapping[str, Any],
     compaction: tuple[str, ...] = ("none",),
-) -> StrategyRecord:
+) -> Strategy:
     """The record of a turn-taking strategy, whose start rests the machine in Accepted on the given
     accepted state, or on a fresh one holding `empty_payload`."""
 
@@ -200,4 +200,4 @@ def turn_record(
             state = RuntimeState(adapter_id=settings.adapter_id, strategy=spec.name, payload=dict(empty_payload))
         return LiveMachine[StrategyModel](spec, model(state, settings, transcript))
 
-    return StrategyRecord(spec=spec, model=model, start=start, compaction=compaction)
+    return Strategy(spec=spec, model=model, start=start, compaction=compaction)

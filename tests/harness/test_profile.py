@@ -14,7 +14,8 @@ from turnstate.harness.profile import (
     parse_profile,
 )
 from turnstate.local_provider.faults import Fault
-from turnstate.strategies.record import Backoff
+from turnstate.strategies.compaction import NativeByCall
+from turnstate.strategies.strategy import Backoff
 
 BASE = yaml.safe_load(DEFAULT_PROFILE.read_text())
 # continuous_conversation over Responses with harness summaries (the changes of one test case)
@@ -348,5 +349,5 @@ def test_a_native_compaction_call_takes_its_own_output_cap_and_the_policy_record
     path = tmp_path / "capped.yaml"
     path.write_text(yaml.safe_dump(anthropic))
     profile = load_profile(path)
-    assert profile.strategy_settings("Play.").summary_max_output_tokens == 512
-    assert profile.compaction_policy()["summary_output_tokens"] == 512
+    assert profile.strategy_settings("Play.").compaction == NativeByCall(trigger_tokens=anthropic["runtime"]["compaction"]["trigger_tokens"], max_output_tokens=512)
+    assert profile.compaction_policy()["max_output_tokens"] == 512

@@ -542,11 +542,9 @@ def test_run_meta_records_the_compaction_policy_with_its_defaults_under_runtime(
     result = Runner(with_changes(ANTHROPIC_CONTINUOUS, agent={"max_actions": 1}), tmp_path).run()
     assert read_meta(result.artifacts)["runtime"]["compaction"] == {
         "strategy": "native",
-        "mode": "native_call",
+        "kind": "native_call",  # the adapter's native way; a harness summary's would add headroom and fork
         "trigger_tokens": 1500,
-        "summary_output_tokens": 2048,
-        "summary_input_headroom_tokens": None,  # harness_summary's alone
-        "fork": None,
+        "max_output_tokens": 2048,
         "max_context_length": 8000,
     }
 
@@ -616,7 +614,7 @@ def test_a_harness_summary_run_compacts_at_least_twice_wins_and_records_each_com
     meta = read_meta(result.artifacts)
     assert sum(step["usage"]["total_tokens"] for step in steps) == meta["usage"]["total_tokens"]  # each call once
     policy = meta["runtime"]["compaction"]
-    assert policy["mode"] == "harness_summary" and policy["fork"] is True
+    assert policy["kind"] == "harness_summary" and policy["fork"] is True
 
 
 def test_the_fork_sends_the_latest_action_requests_exact_prefix(tmp_path, monkeypatch):

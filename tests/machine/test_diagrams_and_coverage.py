@@ -75,7 +75,7 @@ GATED_TEST = textwrap.dedent(
     """
     from turnstate.strategies.events import ObservationArrived
     from turnstate.strategies import manual_rolling as mr
-    from turnstate.strategies.record import StrategySettings
+    from turnstate.strategies.strategy import StrategySettings
     from turnstate.adapters.chat_completions import ChatMessages
 
     def test_one_transition():

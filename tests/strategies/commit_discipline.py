@@ -47,8 +47,8 @@ from turnstate.strategies.events import (
     ProviderReplied,
     WaitBeforeRetry,
 )
-from turnstate.strategies.record import StrategyRecord, StrategySettings
 from turnstate.strategies.state import RuntimeState
+from turnstate.strategies.strategy import Strategy, StrategySettings
 
 # Derandomized so CI is repeatable; explore more widely by hand with a larger max_examples.
 # A subclass's module assigns it: `MyWalk.TestCase.settings = WALK_SETTINGS`.
@@ -73,7 +73,7 @@ class CommitDisciplineWalk(RuleBasedStateMachine):
     when the adapter's replies are not one Chat assistant message. The machine's model must keep
     its accepted `RuntimeState` as `.accepted`."""
 
-    record: ClassVar[StrategyRecord]
+    record: ClassVar[Strategy]
     strategy_settings: ClassVar[StrategySettings]
     transcript: ClassVar[Transcript]
 

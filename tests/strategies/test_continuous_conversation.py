@@ -9,6 +9,7 @@ from hypothesis.stateful import invariant
 
 from turnstate.adapters.contract import ErrorKind, ModelResponse, ProviderError, Usage
 from turnstate.strategies import continuous_conversation as cc
+from turnstate.strategies.compaction import NativeByCall
 from turnstate.strategies.continuous_conversation import COMPACTING, State
 from turnstate.strategies.events import (
     ActionAccepted,
@@ -28,8 +29,8 @@ from turnstate.strategies.events import (
     WaitBeforeRetry,
 )
 from turnstate.strategies.manual_rolling import CARRY_FORWARD_INSTRUCTION
-from turnstate.strategies.record import StrategySettings
 from turnstate.strategies.state import RuntimeState, TurnSpan
+from turnstate.strategies.strategy import StrategySettings
 
 from .commit_discipline import WALK_SETTINGS, CommitDisciplineWalk
 from .native_items import NativeItems, native_reply
@@ -48,8 +49,7 @@ BY_CALL = StrategySettings(
     max_retries=1,
     max_context_length=4000,
     max_output_tokens=100,
-    compaction="native_call",
-    compaction_trigger_tokens=10,
+    compaction=NativeByCall(trigger_tokens=10, max_output_tokens=100),
 )
 
 
@@ -170,7 +170,7 @@ def test_the_compaction_commits_only_together_with_an_accepted_action():
 
 
 def test_a_native_compaction_call_caps_its_output_separately_from_the_action_request():
-    machine = cc.start(replace(BY_CALL, summary_max_output_tokens=40), NativeItems())
+    machine = cc.start(replace(BY_CALL, compaction=NativeByCall(trigger_tokens=10, max_output_tokens=40)), NativeItems())
     play_turn(machine, "f1")
     (call,) = machine.fire(ObservationArrived("f2"))
     assert isinstance(call, CallCompaction) and call.request.max_output_tokens == 40
@@ -235,7 +235,7 @@ def accepted_with_usage(usage: Usage, *, settings: StrategySettings = BY_CALL):
 
 def test_the_trigger_reads_the_last_accepted_actions_reported_input_plus_output():
     below = accepted_with_usage(Usage(input_tokens=6, output_tokens=3))  # 9 < 10, though the items estimate more
-    assert NativeItems().estimate_tokens(below.model.accepted.items, "Play.") > BY_CALL.compaction_trigger_tokens
+    assert NativeItems().estimate_tokens(below.model.accepted.items, "Play.") > BY_CALL.compaction.trigger_tokens
     assert below.model.accepted.completed_context_tokens == 9
     assert below.fire(ObservationArrived("f2")) and below.path == "AwaitingReply"
     at = accepted_with_usage(
@@ -264,7 +264,7 @@ def test_an_action_without_reported_usage_falls_back_to_the_accepted_items_estim
 
 
 def test_the_first_observation_never_compacts_there_is_no_completed_history():
-    settings = replace(BY_CALL, compaction_trigger_tokens=1)
+    settings = replace(BY_CALL, compaction=NativeByCall(trigger_tokens=1, max_output_tokens=100))
     machine = cc.start(settings, NativeItems(), RuntimeState(adapter_id=settings.adapter_id, strategy=cc.STRATEGY))
     machine.fire(InputBuffered("game over"))
     assert [type(effect) for effect in machine.fire(ObservationArrived("f1"))] == [CallProvider]
@@ -337,7 +337,7 @@ def test_a_state_of_another_strategy_is_refused():
 
 
 class ContinuousConversationWalk(CommitDisciplineWalk):
-    record = cc.RECORD
+    record = cc.DEFINITION
     strategy_settings = StrategySettings(
         "openai.responses.v1", "Play.", max_retries=2, max_context_length=4000, max_output_tokens=100
     )

@@ -10,6 +10,7 @@ import pytest
 
 from turnstate.adapters.contract import ErrorKind, ModelResponse, ProviderError, Usage
 from turnstate.strategies import continuous_conversation as cc
+from turnstate.strategies.compaction import HarnessSummary
 from turnstate.strategies.events import (
     ActionAccepted,
     ActionRejected,
@@ -23,12 +24,12 @@ from turnstate.strategies.events import (
     ObservationArrived,
     ProviderFailed,
     ProviderReplied,
-    RecordCompaction,
+    ReportSummary,
     SubmitAction,
     WaitBeforeRetry,
 )
-from turnstate.strategies.record import StrategySettings
 from turnstate.strategies.state import RuntimeState, TurnSpan
+from turnstate.strategies.strategy import StrategySettings
 from turnstate.strategies.summary import (
     BRIDGE,
     BUDGET,
@@ -50,10 +51,9 @@ SUMMARIZING = StrategySettings(
     max_retries=1,
     max_context_length=4000,
     max_output_tokens=100,
-    compaction="harness_summary",
-    compaction_trigger_tokens=10,
+    compaction=HarnessSummary(trigger_tokens=10, max_output_tokens=100, input_headroom_tokens=0, fork=True),
 )
-UNSCHEDULED = replace(SUMMARIZING, compaction_trigger_tokens=1000)
+UNSCHEDULED = replace(SUMMARIZING, compaction=replace(SUMMARIZING.compaction, trigger_tokens=1000))
 ITEMS = NativeItems()
 OVERFLOW = ContextOverflowed(ProviderError(ErrorKind.CONTEXT_OVERFLOW))
 
@@ -180,9 +180,9 @@ def test_a_fence_is_longer_than_any_backtick_run_in_what_it_quotes():
     assert fenced("no backticks").startswith("```\n")
 
 
-@pytest.mark.parametrize(("summary_cap", "named"), [(None, 100), (40, 40)], ids=["the request's cap", "its own cap"])
-def test_a_summary_request_names_its_output_cap_as_the_summarys_budget(summary_cap, named):
-    machine = played(2, replace(SUMMARIZING, summary_max_output_tokens=summary_cap))
+@pytest.mark.parametrize("named", [100, 40])
+def test_a_summary_request_names_its_output_cap_as_the_summarys_budget(named):
+    machine = played(2, replace(SUMMARIZING, compaction=replace(SUMMARIZING.compaction, max_output_tokens=named)))
     (call,) = machine.fire(OBSERVE)
     assert call.request.max_output_tokens == named
     assert call.request.items[-1]["text"].endswith(
@@ -225,7 +225,7 @@ def test_a_summary_commits_only_with_the_action_as_one_bridge_then_the_turn():
     machine.fire(REPLY)
     assert machine.model.accepted.items == before.items  # nothing commits before the action
     effects = machine.fire(ActionAccepted("ACTION1"))
-    (record,) = [effect for effect in effects if isinstance(effect, RecordCompaction)]
+    (record,) = [effect for effect in effects if isinstance(effect, ReportSummary)]
     assert record.bridge == BRIDGE.format(summary="NOTES: level 1 beacon C") and record.items_before == 9
     state = machine.model.accepted
     assert state.items[:1] == bridge and state.turns == (TurnSpan(start=0, end=1), TurnSpan(start=1, end=5))
@@ -299,8 +299,8 @@ def test_an_oversized_continuation_fails_closed():
 
 
 class HarnessSummaryWalk(CommitDisciplineWalk):
-    record = cc.RECORD
-    strategy_settings = replace(SUMMARIZING, max_retries=2, compaction_trigger_tokens=60)
+    record = cc.DEFINITION
+    strategy_settings = replace(SUMMARIZING, max_retries=2, compaction=replace(SUMMARIZING.compaction, trigger_tokens=60))
     transcript = NativeItems()
 
     def reply_response(self, text: str) -> ModelResponse:

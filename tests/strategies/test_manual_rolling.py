@@ -25,9 +25,9 @@ from turnstate.strategies.events import (
     WaitBeforeRetry,
 )
 from turnstate.strategies.manual_rolling import State
-from turnstate.strategies.record import StrategySettings
 from turnstate.strategies.retry import Backoff
 from turnstate.strategies.state import TurnSpan
+from turnstate.strategies.strategy import StrategySettings
 
 from .rows import check_row
 

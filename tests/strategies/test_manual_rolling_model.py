@@ -8,13 +8,13 @@ from hypothesis.stateful import invariant
 from turnstate.adapters.chat_completions import ChatMessages
 from turnstate.strategies import manual_rolling
 from turnstate.strategies.events import ContextOverflowed
-from turnstate.strategies.record import StrategySettings
+from turnstate.strategies.strategy import StrategySettings
 
 from .commit_discipline import WALK_SETTINGS, CommitDisciplineWalk
 
 
 class ManualRollingWalk(CommitDisciplineWalk):
-    record = manual_rolling.RECORD
+    record = manual_rolling.DEFINITION
     strategy_settings = StrategySettings(
         "openai.chat_completions.v1", "Play.", max_retries=2, max_context_length=700, max_output_tokens=100
     )

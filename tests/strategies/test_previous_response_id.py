@@ -24,8 +24,8 @@ from turnstate.strategies.events import (
     WaitBeforeRetry,
 )
 from turnstate.strategies.previous_response_id import HANDLE, State
-from turnstate.strategies.record import StrategySettings
 from turnstate.strategies.state import RuntimeState
+from turnstate.strategies.strategy import StrategySettings
 
 from .commit_discipline import WALK_SETTINGS, CommitDisciplineWalk
 from .native_items import NativeItems, native_reply
@@ -117,7 +117,7 @@ def test_an_expired_handle_names_why_the_turn_failed_closed_and_keeps_the_handle
 
 
 class PreviousResponseIdWalk(CommitDisciplineWalk):
-    record = prid.RECORD
+    record = prid.DEFINITION
     strategy_settings = StrategySettings(
         "openai.responses.v1", "Play.", max_retries=2, max_context_length=4000, max_output_tokens=100
     )

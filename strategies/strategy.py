@@ -1,6 +1,6 @@
 """What every strategy machine declares about itself, and the plain settings it is started with.
 
-A strategy is one `StrategyRecord`: its machine table, the model class that implements the table's
+A strategy is one `Strategy`: its machine table, the model class that implements the table's
 guards and actions, how to start it, and which compaction machines it composes with. The machine list,
 the profile's allowed values, the diagrams and the coverage gate all derive from the records, so adding
 a strategy is writing its module and listing its record once (strategies/__init__.py).
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from turnstate.adapters.contract import Transcript
 from turnstate.machine.engine import LiveMachine, MachineModel, MachineSpec
+from turnstate.strategies.compaction import Compaction, NoCompaction
 from turnstate.strategies.retry import Backoff
 from turnstate.strategies.state import RuntimeState
 
@@ -31,16 +32,7 @@ class StrategySettings:
     # manual_rolling: a window over the budget is trimmed down to this fraction of the prompt budget
     # (1: only what must go, so the prefix moves every turn once the window is full).
     trim_low_water: float = 1.0
-    # How the strategy compacts: "none"; the adapter's native way, "native_inline" (the provider
-    # compacts inside an action reply) or "native_call" (a separate compaction call); or
-    # "harness_summary" (the model's summary, installed by the harness). A compaction by a call of its
-    # own is scheduled when an accepted action's completed context reaches compaction_trigger_tokens.
-    compaction: str = "none"
-    compaction_trigger_tokens: int | None = None
-    # A harness summary's (compaction "harness_summary"): its output cap (None: max_output_tokens)
-    # and whether it may fork the latest action request (strategies/summary.py).
-    summary_max_output_tokens: int | None = None
-    summary_fork: bool = True
+    compaction: Compaction = NoCompaction()  # how the strategy compacts (strategies/compaction.py)
     backoff: Backoff = Backoff()
     random_seed: int | None = None  # for the backoff's jitter; None draws a fresh seed
 
@@ -57,7 +49,7 @@ carrying the selected adapter's items through its transcript."""
 
 
 @dataclass(frozen=True)
-class StrategyRecord:
+class Strategy:
     spec: MachineSpec
     model: type[StrategyModel]
     start: StartFn
