@@ -1,8 +1,12 @@
-"""Run artifacts: runs/<run-id>/run_meta.json, step_NNNNNN.json, failed_turn.json and transitions.jsonl.
+"""Run artifacts: runs/<run-id>/run_meta.json, step_NNNNNN.json, compaction_NNN.json,
+summary_input.json, failed_turn.json and transitions.jsonl.
 
-A step record holds what is new in its request, not a copy of it (`request_delta`): the request of
-the step it follows, less the oldest messages it dropped, plus what it added. So the artifacts grow
-with the run, not with its square, and `sent_messages` rebuilds any step's request as it was sent.
+Every record is built here, from plain values the runner hands over (the turn's `Attempt`s, its
+usage, the transitions fired), so the runner only interprets effects and this module alone says
+how a record spells what happened. A step record holds what is new in its request, not a copy of it
+(`request_delta`): the request of the step it follows, less the oldest messages it dropped, plus
+what it added. So the artifacts grow with the run, not with its square, and `sent_messages`
+rebuilds any step's request as it was sent.
 
 Artifacts are for people and downstream tools, so they hold readable projections only. One
 `Redactor` per run enforces three rules, here rather than trusted to each caller, and the same
@@ -41,13 +45,15 @@ import string
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Protocol
 
-from turnstate.adapters.contract import Item, ModelRequest
+from turnstate.adapters.contract import Item, ModelRequest, Usage
 from turnstate.adapters.json_bytes import json_bytes
+from turnstate.strategies.events import ReportSummary
+from turnstate.strategies.summary import SummaryPass
 
 OPAQUE_KEYS = frozenset({"encrypted_content", "signature", "thought_signature"})
 OPAQUE_DATA_TYPE = "redacted_thinking"  # a block of this type holds opaque state under "data"
@@ -66,9 +72,18 @@ _RUN_BYTES = bytes(ord("x") if chr(byte) in _BASE64 else ord(" ") for byte in ra
 _LONG_RUN_BYTES = b"x" * OPAQUE_MIN_CHARS
 
 
+FAILED_TURN = "failed_turn.json"  # the attempts of the turn that failed closed, referenced from run_meta.json
+SUMMARY_INPUT = "summary_input.json"  # the latest harness summary call's input, written before the call
+
+
 def step_name(index: int) -> str:
     """A step record's file name, padded so that a plain sort is the steps' order (up to a million)."""
     return f"step_{index:06d}.json"
+
+
+def compaction_name(number: int) -> str:
+    """The record of the run's `number`th committed harness summary."""
+    return f"compaction_{number:03d}.json"
 
 
 ACTION_METADATA_BYTES = 16 * 1024
@@ -161,6 +176,238 @@ def _cut_to(text: str, limit: int) -> str:
         else:
             high = middle - 1
     return text[:low] + CUT_MARK.format(kept=low, total=len(text))
+
+
+# The records. Each function takes what happened as plain values and returns the record as written
+# (the writer redacts it whole); texts a record repeats from a reply are fitted here, redacted first.
+
+CallKind = Literal["action", "compaction", "summary"]
+"""What a provider call of a turn was for: the action request, a native compaction call, or a harness
+summary's call (an ordinary call of the adapter)."""
+
+
+@dataclass
+class Attempt:
+    """One provider call of a turn, as the records show it."""
+
+    kind: CallKind
+    request: ModelRequest
+    outcome: str  # replied, then accepted or action_rejected; compacted; or the failure's error kind
+    usage: Usage
+    response_text: str | None = None
+    reasoning_summary: str | None = None
+    problem: str | None = None
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+    waited_seconds: float = 0.0  # the wait the machine asked for after this attempt, before the next
+    summarized_items: int | None = None  # a compaction call's: how many accepted items it was asked to replace
+    compaction_items: int = 0  # how many compaction items the reply returned (a call's, or an inline one's)
+    # A harness summary's input, told before the call (its lane and form, how many turns it summarizes
+    # and how many recent ones it left out to fit), so the record of a failed attempt keeps it too.
+    summary_input: dict[str, Any] | None = None
+
+    @property
+    def failed(self) -> bool:
+        """Whether it counts among the run's failed attempts: a compaction call that compacted did its job."""
+        return self.outcome not in ("accepted", "compacted")
+
+
+def attempt_record(attempt: Attempt, redact: Callable[[str], str]) -> dict[str, Any]:
+    """An attempt as a step's `retries` and `compaction_calls`, a summary's and a failed turn's
+    `attempts` list it."""
+    texts, cut = fitted({"response_text": attempt.response_text}, redact)
+    return {
+        "outcome": attempt.outcome,
+        **({"summary_input": attempt.summary_input} if attempt.summary_input is not None else {}),
+        "problem": attempt.problem,
+        "diagnostics": attempt.diagnostics,
+        "usage": attempt.usage.to_dict(),
+        **texts,
+        **({"cut": cut} if cut else {}),
+        "waited_seconds": round(attempt.waited_seconds, 3),
+    }
+
+
+def summary_input(summary_pass: SummaryPass) -> dict[str, Any]:
+    """What a harness summary's call is told to summarize (seed 003's fidelity disclosure): its lane
+    and form, the turns it summarizes and those it leaves out to fit."""
+    return {
+        "lane": summary_pass.lane,
+        "form": "fork" if summary_pass.fork else "independent",
+        "summarized_turns": summary_pass.summarized_turns,
+        "excluded_turns": summary_pass.excluded_turns,
+    }
+
+
+def step_record(
+    index: int,
+    request: dict[str, Any],
+    action: str,
+    attempts: Sequence[Attempt],
+    *,
+    usage: Usage,
+    history: tuple[int, int],
+    summary: tuple[int, ReportSummary] | None,
+    transitions: list[dict[str, str]],
+    cost: Callable[[Usage], float],
+    redact: Callable[[str], str],
+) -> dict[str, Any]:
+    """The record of an accepted step: `request` is its request_delta, `attempts` the turn's calls in
+    order (the accepted action request last), `usage` all they cost since the previous step,
+    `history` the accepted history's size in items before the turn and after its commit, `summary`
+    the number and report of a harness summary it committed. `retries` are the action requests
+    that did not yield the action; `compaction_calls` every compaction or summary call of the turn,
+    failed ones included (compacting is not retrying)."""
+    accepted = attempts[-1]
+    texts, cut = fitted(
+        {"response_text": accepted.response_text, "reasoning_summary": accepted.reasoning_summary}, redact
+    )
+    retries = [attempt for attempt in attempts[:-1] if attempt.kind == "action"]
+    return {
+        "step": index,
+        "request": request,
+        **texts,
+        **({"cut": cut} if cut else {}),
+        "action": action,
+        "usage": usage.to_dict(),
+        "cost_estimate": cost(usage),
+        "retries": [attempt_record(attempt, redact) for attempt in retries],
+        "compaction_calls": [attempt_record(attempt, redact) for attempt in _compaction_calls(attempts)],
+        "history": {"items_before": history[0], "items_after": history[1]},
+        "compaction": _step_compaction(attempts, cost),
+        **({"continuation": _continuation(*summary)} if summary is not None else {}),
+        "transitions": transitions,
+    }
+
+
+def _compaction_calls(attempts: Sequence[Attempt]) -> list[Attempt]:
+    """A turn's compaction calls (a native one's or a harness summary's), failed ones included."""
+    return [attempt for attempt in attempts if attempt.kind != "action"]
+
+
+def _step_compaction(attempts: Sequence[Attempt], cost: Callable[[Usage], float]) -> dict[str, Any] | None:
+    """The compaction a step committed, if any, never its payload: how it was made (`inline` in the
+    accepted reply, by a `call` of its own, or a harness `summary`), how many compaction items came
+    back, how many accepted items it replaced (a call's or a summary's; an inline one replaces all
+    before it, which `history` shows), and the usage of the turn's compaction calls alone (already
+    in the step's usage; an inline compaction's is not reported apart) with its configured-price cost."""
+    accepted = attempts[-1]
+    calls = _compaction_calls(attempts)
+    compacted = [attempt for attempt in calls if attempt.outcome == "compacted"]
+    if compacted:
+        usage = sum((attempt.usage for attempt in calls), Usage())
+        committed = compacted[-1]
+        return {
+            "by": "summary" if committed.kind == "summary" else "call",
+            "items_returned": committed.compaction_items,
+            "summarized_items": committed.summarized_items,
+            "usage": usage.to_dict(),
+            "cost_estimate": cost(usage),
+        }
+    if accepted.compaction_items:
+        return {
+            "by": "inline",
+            "items_returned": accepted.compaction_items,
+            "summarized_items": None,
+            "usage": None,
+            "cost_estimate": None,
+        }
+    return None
+
+
+def _continuation(number: int, report: ReportSummary) -> dict[str, Any]:
+    """What the step that committed a harness summary records of it: which compaction record, the
+    summary and the exact bridge sent in its place."""
+    return {"compaction": number, "summary": report.summary, "bridge": report.bridge}
+
+
+def compaction_record(
+    number: int,
+    report: ReportSummary,
+    attempts: Sequence[Attempt],
+    *,
+    cost: Callable[[Usage], float],
+    redact: Callable[[str], str],
+) -> dict[str, Any]:
+    """compaction_NNN.json for the run's `number`th harness summary, committed with its turn's action
+    (`attempts`, the turn's calls): the summary and how it was made, every summary attempt with the
+    input it was told, and their usage; no opaque provider state. `completed_context_tokens` is the
+    completed context that scheduled it (None on an overflow lane); the configured threshold is
+    run_meta.json's runtime.compaction.trigger_tokens."""
+    calls = _compaction_calls(attempts)
+    summarized = report.summary_pass
+    usage = sum((attempt.usage for attempt in calls), Usage())
+    return {
+        "compaction": number,
+        "lane": summarized.lane,
+        "completed_context_tokens": report.completed_context_tokens,
+        "summary": report.summary,
+        "items_before": report.items_before,
+        "items_after": report.items_after,
+        "summarized_turns": summarized.summarized_turns,
+        "excluded_turns": summarized.excluded_turns,
+        "overflow_recoveries": report.overflow_recoveries,
+        "attempts": [attempt_record(attempt, redact) for attempt in calls],
+        "usage": usage.to_dict(),
+        "cost_estimate": cost(usage),
+    }
+
+
+def failed_turn_record(
+    index: int,
+    failure: str | None,
+    attempts: Sequence[Attempt],
+    *,
+    usage: Usage,
+    transitions: list[dict[str, str]],
+    redact: Callable[[str], str],
+) -> dict[str, Any]:
+    """Why the turn failed closed, attempt by attempt in order (allowlisted diagnostics only), with
+    the usage no accepted step holds."""
+    return {
+        "turn": index,
+        "failure": failure,
+        "attempts": [attempt_record(attempt, redact) for attempt in attempts],
+        "usage": usage.to_dict(),
+        "transitions": transitions,
+    }
+
+
+class RunFigures(Protocol):
+    """What run_meta.json's totals are made of (the runner's RunResult)."""
+
+    outcome: str
+    failure: str | None
+    turns: int
+    accepted_actions: int
+    failed_attempts: int
+    levels_won: int
+    compactions: int
+    usage: Usage
+    unattributed_usage: Usage
+    cost: float
+    wall_seconds: float
+    provider_seconds: float
+
+
+def run_totals(figures: RunFigures, *, provider_calls: int, failed_turn: str | None) -> dict[str, Any]:
+    """run_meta.json's totals: the run's figures, its provider calls, and the name of the failed turn's
+    record (or null)."""
+    return {
+        "outcome": figures.outcome,
+        "failure": figures.failure,
+        "turns": figures.turns,
+        "accepted_actions": figures.accepted_actions,
+        "failed_attempts": figures.failed_attempts,
+        "levels_won": figures.levels_won,
+        "provider_calls": provider_calls,
+        "compactions": figures.compactions,
+        "usage": figures.usage.to_dict(),
+        "unattributed_usage": figures.unattributed_usage.to_dict(),
+        "cost_estimate": figures.cost,
+        "wall_seconds": round(figures.wall_seconds, 3),
+        "provider_seconds": round(figures.provider_seconds, 3),
+        "failed_turn": failed_turn,
+    }
 
 
 class StepRecordError(ValueError):

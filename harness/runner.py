@@ -2,8 +2,10 @@
 
 observe -> render input -> the strategy machine builds a request -> the adapter calls the provider ->
 parse the action -> the machine commits (or retries from the unchanged accepted state) -> submit the
-action to the environment. The machine emits effects; the runner performs each one and feeds the
-outcome back as the next event, so every decision stays in the machine's table.
+action to the environment. The machine emits effects; the runner performs each one (one method per
+effect) and feeds the outcome back as the next event, so every decision stays in the machine's
+table. It checks nothing the profile's validation already did, and it builds no record itself: it
+hands what happened to harness/artifacts.py and writes what that returns.
 
 A GAME_OVER frame arrives without a model call: the runner buffers it in the accepted state, resets
 the game itself, and the reset frame prompts the next call, with the buffered frame replayed first.
@@ -24,7 +26,6 @@ from typing import Any
 
 from turnstate.adapters.contract import (
     Endpoint,
-    ErrorKind,
     ModelRequest,
     ModelResponse,
     ProviderAdapter,
@@ -34,7 +35,22 @@ from turnstate.adapters.contract import (
 from turnstate.adapters.registry import descriptor_for
 from turnstate.harness import scaffold
 from turnstate.harness.accounting import Ledger
-from turnstate.harness.artifacts import ArtifactWriter, Redactor, fitted, new_run_id, request_delta
+from turnstate.harness.artifacts import (
+    FAILED_TURN,
+    SUMMARY_INPUT,
+    ArtifactWriter,
+    Attempt,
+    CallKind,
+    Redactor,
+    compaction_name,
+    compaction_record,
+    failed_turn_record,
+    new_run_id,
+    request_delta,
+    run_totals,
+    step_record,
+    summary_input,
+)
 from turnstate.harness.endpoint import open_endpoint
 from turnstate.harness.environments import (
     Environment,
@@ -43,7 +59,7 @@ from turnstate.harness.environments import (
     make_environment,
 )
 from turnstate.harness.profile import Profile
-from turnstate.machine.engine import Event, Fired, LiveMachine
+from turnstate.machine.engine import Effect, Event, LiveMachine
 from turnstate.strategies import STRATEGIES
 from turnstate.strategies.events import (
     ActionAccepted,
@@ -65,8 +81,6 @@ from turnstate.strategies.state import RuntimeState
 from turnstate.strategies.strategy import StrategyModel
 
 RESET = "RESET"
-FAILED_TURN = "failed_turn.json"  # the attempts of the turn that failed closed, referenced from run_meta.json
-SUMMARY_INPUT = "summary_input.json"  # the latest harness summary call's input, written before the call
 
 
 @dataclass
@@ -99,35 +113,14 @@ class StepProgress:
 
 
 @dataclass
-class _Attempt:
-    """One provider call within a step, as the step record shows it."""
+class _Turn:
+    """One turn's bookkeeping while its effects are performed."""
 
-    request: ModelRequest
-    outcome: str
-    usage: Usage
-    response_text: str | None = None
-    reasoning_summary: str | None = None
-    problem: str | None = None
-    diagnostics: dict[str, Any] = field(default_factory=dict)
-    waited_seconds: float = 0.0  # the wait the machine asked for after this attempt, before the next
-    summarized_items: int | None = None  # a compaction call's: how many accepted items it was asked to replace
-    compaction_items: int = 0  # how many compaction items the reply returned (a call's, or an inline one's)
-    # A harness summary's input, told before the call (its lane and form, how many turns it summarizes
-    # and how many recent ones it left out to fit), so the record of a failed attempt keeps it too.
-    summary_input: dict[str, Any] | None = None
-
-    def record(self, redact: Callable[[str], str]) -> dict[str, Any]:
-        texts, cut = fitted({"response_text": self.response_text}, redact)
-        return {
-            "outcome": self.outcome,
-            **({"summary_input": self.summary_input} if self.summary_input is not None else {}),
-            "problem": self.problem,
-            "diagnostics": self.diagnostics,
-            "usage": self.usage.to_dict(),
-            **texts,
-            **({"cut": cut} if cut else {}),
-            "waited_seconds": round(self.waited_seconds, 3),
-        }
+    history_before: int  # the accepted history's size in items when the turn opened
+    attempts: list[Attempt] = field(default_factory=list)  # its provider calls, in order
+    summary: tuple[int, ReportSummary] | None = None  # the harness summary it committed: its number and report
+    action: str | None = None
+    failure: str | None = None
 
 
 class Runner:
@@ -219,7 +212,6 @@ class _Loop:
         self.summaries = 0  # harness summaries committed, numbering compaction_NNN.json
         self.compactions = 0  # compactions of every kind committed (inline, by a call, harness summaries)
         self.last_sent: tuple[int, ModelRequest] | None = None  # the previous step and its request
-        self.continuation: dict[str, Any] | None = None  # the summary the step being written committed
 
     def play(self, meta: dict[str, Any]) -> RunResult:
         """Play until a win, the action budget or a failed-closed turn. run_meta.json is written
@@ -286,125 +278,106 @@ class _Loop:
     def _turn(self, index: int, observation: str) -> tuple[str | None, str | None]:
         """Drive the machine through one turn; return (accepted action, None) or (None, failure)."""
         self.machine.take_fired()  # between turns (a buffered input): in the transition log, not in a step
-        history_before = self.machine.model.accepted.item_count
-        attempts: list[_Attempt] = []
+        turn = _Turn(self.machine.model.accepted.item_count)
         effects = deque(self._fire(ObservationArrived(observation)))
-        action = failure = None
         while effects:
-            effect = effects.popleft()
-            if isinstance(effect, CallProvider):
-                next_event = self._call(effect.request, attempts)
-            elif isinstance(effect, CallCompaction):
-                next_event = self._call(effect.request, attempts, compaction=True)
-            elif isinstance(effect, CallSummary):
-                next_event = self._call(effect.request, attempts, compaction=True, summary=effect)
-            elif isinstance(effect, ReportSummary):
-                self._write_compaction(effect, attempts)
-                next_event = None
-            elif isinstance(effect, ParseAction):
-                next_event = self._parse(effect.response, attempts[-1])
-            elif isinstance(effect, WaitBeforeRetry):
-                attempts[-1].waited_seconds = effect.seconds
-                self.sleep(effect.seconds)
-                next_event = BackoffElapsed()
-            elif isinstance(effect, SubmitAction):
-                action, next_event = effect.action, None
-            elif isinstance(effect, FailClosed):
-                failure, next_event = effect.reason, None
-            else:
-                raise TypeError(f"runner cannot perform effect {effect!r}")
+            next_event = self._perform(effects.popleft(), turn)
             if next_event is not None:
                 effects.extend(self._fire(next_event))
-        self.failed_attempts += sum(1 for attempt in attempts if attempt.outcome not in ("accepted", "compacted"))
-        if action is not None:
+        self.failed_attempts += sum(attempt.failed for attempt in turn.attempts)
+        if turn.action is not None:
             with _signals_deferred():  # the step's record and its count, together or not at all
-                self._write_step(index, action, attempts, self.machine.take_fired(), history_before)
+                self._write_step(index, turn.action, turn)
                 self.accepted = index
         else:
-            self._write_failed_turn(index, failure, attempts, self.machine.take_fired())
-        return action, failure
+            self._write_failed_turn(index, turn)
+        return turn.action, turn.failure
 
     def _fire(self, event: Event) -> list[Any]:
+        """Fire `event` and log every transition it fired: a nested machine's, then its parent's on
+        the `Done` that the nested machine's final state fires at once."""
+        already = len(self.machine.fired)
         effects = self.machine.fire(event)
-        fired = self.machine.fired[-1]
-        self.writer.log_transition(fired.as_log())
+        for fired in self.machine.fired[already:]:
+            self.writer.log_transition(fired.as_log())
         return effects
+
+    def _perform(self, effect: Effect, turn: _Turn) -> Event | None:
+        """Perform one effect of the turn; the event that reports its outcome, if it has one."""
+        match effect:
+            case CallProvider():
+                return self._call_provider(effect, turn)
+            case CallCompaction():
+                return self._call_compaction(effect, turn)
+            case CallSummary():
+                return self._call_summary(effect, turn)
+            case ReportSummary():
+                return self._report_summary(effect, turn)
+            case ParseAction():
+                return self._parse(effect, turn)
+            case WaitBeforeRetry():
+                return self._wait(effect, turn)
+            case SubmitAction():
+                return self._submit(effect, turn)
+            case FailClosed():
+                return self._fail_closed(effect, turn)
+        raise TypeError(f"runner cannot perform effect {effect!r}")
+
+    def _call_provider(self, effect: CallProvider, turn: _Turn) -> Event:
+        """The action request."""
+        return self._call(self.adapter.call, effect.request, "action", turn)
+
+    def _call_compaction(self, effect: CallCompaction, turn: _Turn) -> Event:
+        """A native compaction call, asked to replace the whole accepted history it is sent."""
+        return self._call(self.adapter.compact, effect.request, "compaction", turn, len(effect.request.items))
+
+    def _call_summary(self, effect: CallSummary, turn: _Turn) -> Event:
+        """A harness summary, an ordinary call of the adapter. Its input is written to SUMMARY_INPUT
+        before the call, so a kill during the call keeps it, and every attempt's record repeats it."""
+        disclosed = summary_input(effect.summary_pass)
+        self.writer.write_json(SUMMARY_INPUT, {"turn": self.turns, "attempt": len(turn.attempts) + 1, **disclosed})
+        return self._call(self.adapter.call, effect.request, "summary", turn, effect.summarized_items, disclosed)
 
     def _call(
         self,
+        call: Callable[[ModelRequest], ModelResponse | ProviderError],
         request: ModelRequest,
-        attempts: list[_Attempt],
-        *,
-        compaction: bool = False,
-        summary: CallSummary | None = None,
+        kind: CallKind,
+        turn: _Turn,
+        summarized_items: int | None = None,
+        disclosed: dict[str, Any] | None = None,
     ) -> Event:
-        """One provider call: an action request's, a native compaction call's (`compaction`) or a
-        harness summary's (`summary`, an ordinary call); its usage is billed to the turn either way."""
-        summary_input = None if summary is None else self._disclose_summary_input(summary, len(attempts) + 1)
+        """One provider call of any kind: timed, its usage billed to the turn, the opaque values of its
+        reply known to the redactor, and its attempt added to the turn's."""
         started = time.perf_counter()
-        outcome: ModelResponse | ProviderError
-        if summary is not None and self.adapter.summary_compaction is None:
-            outcome = _no_summary_compaction(self.adapter)  # refused before any call
-        elif compaction and summary is None:
-            outcome = self.adapter.compact(request)
-        else:
-            outcome = self.adapter.call(request)
+        outcome = call(request)
         self.provider_seconds += time.perf_counter() - started
         self.ledger.record_call(outcome.usage)
         if isinstance(outcome, ModelResponse):
             self.writer.redactor.learn(outcome.native_items)  # before any record could repeat them
-            replied = "compacted" if compaction else "replied"
-            attempt = _Attempt(request, replied, outcome.usage, outcome.text, outcome.reasoning_summary)
+            replied = "replied" if kind == "action" else "compacted"
+            attempt = Attempt(kind, request, replied, outcome.usage, outcome.text, outcome.reasoning_summary)
             attempt.compaction_items = _compaction_items(self.adapter, outcome)
         else:
-            attempt = _Attempt(request, outcome.kind.value, outcome.usage, diagnostics=dict(outcome.diagnostics))
-        if compaction:
-            attempt.summarized_items = len(request.items) if summary is None else summary.summarized_items
-        attempt.summary_input = summary_input
-        attempts.append(attempt)
-        return outcome_event(outcome, compaction=compaction)
+            attempt = Attempt(kind, request, outcome.kind.value, outcome.usage, diagnostics=dict(outcome.diagnostics))
+        attempt.summarized_items, attempt.summary_input = summarized_items, disclosed
+        turn.attempts.append(attempt)
+        return outcome_event(outcome, compaction=kind != "action")
 
-    def _disclose_summary_input(self, summary: CallSummary, attempt: int) -> dict[str, Any]:
-        """A harness summary's input (seed 003's fidelity disclosure: its lane and form, the turns it
-        summarizes and those it leaves out to fit), written to SUMMARY_INPUT before the call, so a kill
-        during the call keeps it; every attempt's record repeats it."""
-        summarized = summary.summary_pass
-        disclosed = {
-            "lane": summarized.lane,
-            "form": "fork" if summarized.fork else "independent",
-            "summarized_turns": summarized.summarized_turns,
-            "excluded_turns": summarized.excluded_turns,
-        }
-        self.writer.write_json(SUMMARY_INPUT, {"turn": self.turns, "attempt": attempt, **disclosed})
-        return disclosed
-
-    def _write_compaction(self, record: ReportSummary, attempts: list[_Attempt]) -> None:
-        """compaction_NNN.json for a harness summary that committed with this turn's action, and the
-        continuation the step records; no opaque provider state is in either."""
+    def _report_summary(self, effect: ReportSummary, turn: _Turn) -> Event | None:
+        """compaction_NNN.json for a harness summary that committed with this turn's action; the
+        step's record points to it."""
         self.summaries += 1
-        calls = _compaction_calls(attempts)
-        summarized = record.summary_pass
-        usage = sum((attempt.usage for attempt in calls), Usage())
-        self.writer.write_json(
-            f"compaction_{self.summaries:03d}.json",
-            {
-                "compaction": self.summaries,
-                "lane": summarized.lane,
-                "trigger_tokens": record.trigger_tokens,
-                "summary": record.summary,
-                "items_before": record.items_before,
-                "items_after": record.items_after,
-                "summarized_turns": summarized.summarized_turns,
-                "excluded_turns": summarized.excluded_turns,
-                "overflow_recoveries": record.overflow_recoveries,
-                "attempts": [attempt.record(self.writer.redactor.text) for attempt in calls],
-                "usage": usage.to_dict(),
-                "cost_estimate": self.ledger.cost(usage),
-            },
+        record = compaction_record(
+            self.summaries, effect, turn.attempts, cost=self.ledger.cost, redact=self.writer.redactor.text
         )
-        self.continuation = {"compaction": self.summaries, "summary": record.summary, "bridge": record.bridge}
+        self.writer.write_json(compaction_name(self.summaries), record)
+        turn.summary = (self.summaries, effect)
+        return None
 
-    def _parse(self, response: ModelResponse, attempt: _Attempt) -> Event:
+    def _parse(self, effect: ParseAction, turn: _Turn) -> Event:
+        """Read the action from the reply of the turn's latest call."""
+        response, attempt = effect.response, turn.attempts[-1]
         parsed = scaffold.parse_action(response.text, self.environment.actions, response.tool_actions)
         if parsed.action is None:
             attempt.outcome, attempt.problem = "action_rejected", parsed.problem
@@ -412,36 +385,38 @@ class _Loop:
         attempt.outcome = "accepted"
         return ActionAccepted(parsed.action)
 
-    def _write_step(
-        self, index: int, action: str, attempts: list[_Attempt], fired: list[Fired], history_before: int
-    ) -> None:
-        accepted = attempts[-1]
+    def _wait(self, effect: WaitBeforeRetry, turn: _Turn) -> Event:
+        """The wait the machine asked for after the latest attempt, recorded on it."""
+        turn.attempts[-1].waited_seconds = effect.seconds
+        self.sleep(effect.seconds)
+        return BackoffElapsed()
+
+    def _submit(self, effect: SubmitAction, turn: _Turn) -> Event | None:
+        """The turn's action, submitted to the environment once the turn is recorded."""
+        turn.action = effect.action
+        return None
+
+    def _fail_closed(self, effect: FailClosed, turn: _Turn) -> Event | None:
+        """Why the turn ends without an action; failed_turn.json and run_meta.json record it."""
+        turn.failure = effect.reason
+        return None
+
+    def _write_step(self, index: int, action: str, turn: _Turn) -> None:
         usage = self.ledger.take_for_step()
-        compaction = _compaction_record(attempts, self.ledger)
-        self.compactions += compaction is not None
-        texts, cut = fitted(
-            {"response_text": accepted.response_text, "reasoning_summary": accepted.reasoning_summary},
-            self.writer.redactor.text,
-        )
-        self.writer.write_step(
+        record = step_record(
             index,
-            {
-                "step": index,
-                "request": self._request_record(index, accepted.request),
-                **texts,
-                **({"cut": cut} if cut else {}),
-                "action": action,
-                "usage": usage.to_dict(),
-                "cost_estimate": self.ledger.cost(usage),
-                "retries": [attempt.record(self.writer.redactor.text) for attempt in attempts[:-1]],
-                # The accepted history's size in items before this turn and after its commit (pruned or compacted).
-                "history": {"items_before": history_before, "items_after": self.machine.model.accepted.item_count},
-                "compaction": compaction,
-                **({"continuation": self.continuation} if self.continuation is not None else {}),
-                "transitions": [transition.as_log() for transition in fired],
-            },
+            self._request_record(index, turn.attempts[-1].request),
+            action,
+            turn.attempts,
+            usage=usage,
+            history=(turn.history_before, self.machine.model.accepted.item_count),
+            summary=turn.summary,
+            transitions=[transition.as_log() for transition in self.machine.take_fired()],
+            cost=self.ledger.cost,
+            redact=self.writer.redactor.text,
         )
-        self.continuation = None
+        self.compactions += record["compaction"] is not None
+        self.writer.write_step(index, record)
 
     def _request_record(self, index: int, request: ModelRequest) -> dict[str, Any]:
         """What is new in this step's request since the previous step's (artifacts.request_delta)."""
@@ -449,23 +424,22 @@ class _Loop:
         self.last_sent = (index, request)
         return record
 
-    def _write_failed_turn(self, index: int, failure: str | None, attempts: list[_Attempt], fired: list[Fired]) -> None:
-        """Why the turn failed closed, attempt by attempt (allowlisted diagnostics only), in a record of its own."""
+    def _write_failed_turn(self, index: int, turn: _Turn) -> None:
+        """Why the turn failed closed, in a record of its own that run_meta.json names."""
         self.writer.sync_transitions()
-        self.writer.write_json(
-            FAILED_TURN,
-            {
-                "turn": index,
-                "failure": failure,
-                "attempts": [attempt.record(self.writer.redactor.text) for attempt in attempts],
-                "usage": self.ledger.unattributed.to_dict(),
-                "transitions": [transition.as_log() for transition in fired],
-            },
+        record = failed_turn_record(
+            index,
+            turn.failure,
+            turn.attempts,
+            usage=self.ledger.unattributed,
+            transitions=[transition.as_log() for transition in self.machine.take_fired()],
+            redact=self.writer.redactor.text,
         )
+        self.writer.write_json(FAILED_TURN, record)
         self.failed_turn_record = FAILED_TURN
 
     def _write_meta(self, meta: dict[str, Any], result: RunResult) -> None:
-        totals = _totals(result, self.ledger) | {"failed_turn": self.failed_turn_record}
+        totals = run_totals(result, provider_calls=self.ledger.calls, failed_turn=self.failed_turn_record)
         self.writer.write_json("run_meta.json", meta | totals)
 
 
@@ -493,68 +467,7 @@ def _signals_deferred() -> Iterator[None]:
             signal.raise_signal(caught_signal)
 
 
-def _no_summary_compaction(adapter: ProviderAdapter) -> ProviderError:
-    """What the runner answers, without a call, when a machine asks an adapter that cannot continue
-    from a harness summary for one (validation refuses such a profile first)."""
-    return ProviderError(
-        ErrorKind.FATAL, Usage(), {"error_class": "NoSummaryCompaction", "cause": type(adapter).__name__}
-    )
-
-
-def _compaction_calls(attempts: list[_Attempt]) -> list[_Attempt]:
-    """A turn's compaction calls (a native one's or a harness summary's), failed ones included."""
-    return [attempt for attempt in attempts if attempt.summarized_items is not None]
-
-
 def _compaction_items(adapter: ProviderAdapter, response: ModelResponse) -> int:
     """How many of a reply's native items are compaction items, as the adapter's transcript knows them."""
     latest = adapter.transcript.latest_compaction
     return sum(1 for item in response.native_items if latest([item]) == 0)
-
-
-def _compaction_record(attempts: list[_Attempt], ledger: Ledger) -> dict[str, Any] | None:
-    """The compaction a step committed, if any, never its payload: how it was made (`inline` in the
-    accepted reply, by a `call` of its own, or a harness `summary`), how many compaction items came
-    back, how many accepted items it replaced (a call's or a summary's; an inline one replaces all
-    before it, which `history` shows), and the usage of the turn's compaction calls alone (already
-    in the step's usage; an inline compaction's is not reported apart) with its configured-price cost."""
-    accepted = attempts[-1]
-    calls = _compaction_calls(attempts)
-    compacted = [attempt for attempt in calls if attempt.outcome == "compacted"]
-    if compacted:
-        usage = sum((attempt.usage for attempt in calls), Usage())
-        committed = compacted[-1]
-        return {
-            "by": "call" if committed.summary_input is None else "summary",
-            "items_returned": committed.compaction_items,
-            "summarized_items": committed.summarized_items,
-            "usage": usage.to_dict(),
-            "cost_estimate": ledger.cost(usage),
-        }
-    if accepted.compaction_items:
-        return {
-            "by": "inline",
-            "items_returned": accepted.compaction_items,
-            "summarized_items": None,
-            "usage": None,
-            "cost_estimate": None,
-        }
-    return None
-
-
-def _totals(result: RunResult, ledger: Ledger) -> dict[str, Any]:
-    return {
-        "outcome": result.outcome,
-        "failure": result.failure,
-        "turns": result.turns,
-        "accepted_actions": result.accepted_actions,
-        "failed_attempts": result.failed_attempts,
-        "levels_won": result.levels_won,
-        "provider_calls": ledger.calls,
-        "compactions": result.compactions,
-        "usage": result.usage.to_dict(),
-        "unattributed_usage": result.unattributed_usage.to_dict(),
-        "cost_estimate": result.cost,
-        "wall_seconds": round(result.wall_seconds, 3),
-        "provider_seconds": round(result.provider_seconds, 3),
-    }

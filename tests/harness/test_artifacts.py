@@ -8,18 +8,24 @@ import time
 import pytest
 
 from turnstate.adapters.chat_completions import ChatMessages
-from turnstate.adapters.contract import ModelRequest
+from turnstate.adapters.contract import ModelRequest, Usage
 from turnstate.harness.artifacts import (
     ACTION_METADATA_BYTES,
     REDACTED,
     ArtifactWriter,
+    Attempt,
+    CallKind,
     Redactor,
+    compaction_record,
     fitted,
     item_descriptor,
     request_delta,
     sent_messages,
     step_name,
+    step_record,
 )
+from turnstate.strategies.events import ReportSummary
+from turnstate.strategies.summary import SummaryPass
 
 OPAQUE = {
     "type": "reasoning",
@@ -273,3 +279,72 @@ def test_an_item_descriptor_names_structure_never_a_body():
     assert item_descriptor(anthropic) == {"type": "message", "role": "assistant", "blocks": ["thinking", "text"]}
     chat = {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "function": {"name": "f"}}]}
     assert item_descriptor(chat) == {"type": "message", "role": "assistant", "tool_calls": ["call_1"]}
+
+
+# Records built from plain values (the runner hands over what happened; these spell it).
+
+ASKED = ModelRequest(system="Play.", items=())
+SUMMARY_PASS = SummaryPass("trigger", summarized_turns=4, total_turns=4, fork=True)
+
+
+def attempt(kind: CallKind, outcome: str, tokens: int, **fields) -> Attempt:
+    return Attempt(kind, ASKED, outcome, Usage(input_tokens=tokens), **fields)
+
+
+def step_of(attempts: list[Attempt], summary: tuple[int, ReportSummary] | None = None) -> dict:
+    usage = sum((each.usage for each in attempts), Usage())
+    return step_record(
+        3,
+        {"after_step": 2},
+        "ACTION1",
+        attempts,
+        usage=usage,
+        history=(6, 2),
+        summary=summary,
+        transitions=[],
+        cost=lambda usage: usage.input_tokens / 1000,
+        redact=str,
+    )
+
+
+def test_a_step_record_lists_its_compaction_calls_apart_from_the_action_requests_that_were_retried():
+    attempts = [
+        attempt("compaction", "transient", 5, summarized_items=6),
+        attempt("compaction", "compacted", 7, summarized_items=6, compaction_items=1),
+        attempt("action", "action_rejected", 11, problem="no action"),
+        attempt("compaction", "compacted", 8, summarized_items=6, compaction_items=1),
+        attempt("action", "accepted", 13, response_text="ACTION: ACTION1"),
+    ]
+    record = step_of(attempts)
+    assert [(call["outcome"], call["usage"]["input_tokens"]) for call in record["compaction_calls"]] == [
+        ("transient", 5),
+        ("compacted", 7),
+        ("compacted", 8),
+    ]
+    assert [(retry["outcome"], retry["problem"]) for retry in record["retries"]] == [("action_rejected", "no action")]
+    assert record["compaction"] == {
+        "by": "call",
+        "items_returned": 1,
+        "summarized_items": 6,
+        "usage": Usage(input_tokens=20).to_dict(),  # every compaction call of the turn, the failed one too
+        "cost_estimate": 0.02,
+    }
+    assert record["usage"]["input_tokens"] == 44 and record["history"] == {"items_before": 6, "items_after": 2}
+    assert [each.failed for each in attempts] == [True, False, True, False, False]
+
+
+def test_a_harness_summary_is_recorded_with_the_completed_context_that_scheduled_it():
+    report = ReportSummary(
+        "NOTES", "bridge: NOTES", SUMMARY_PASS, 1600, items_before=12, items_after=1, overflow_recoveries=0
+    )
+    disclosed = {"lane": "trigger", "form": "fork", "summarized_turns": 4, "excluded_turns": 0}
+    attempts = [
+        attempt("summary", "compacted", 9, summarized_items=12, summary_input=disclosed),
+        attempt("action", "accepted", 13),
+    ]
+    record = compaction_record(1, report, attempts, cost=lambda usage: 0.0, redact=str)
+    assert record["completed_context_tokens"] == 1600 and "trigger_tokens" not in record
+    assert [(each["outcome"], each["summary_input"]) for each in record["attempts"]] == [("compacted", disclosed)]
+    step = step_of(attempts, summary=(1, report))
+    assert step["compaction"]["by"] == "summary" and step["retries"] == []
+    assert step["continuation"] == {"compaction": 1, "summary": "NOTES", "bridge": "bridge: NOTES"}

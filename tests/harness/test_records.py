@@ -13,8 +13,8 @@ import pytest
 from turnstate.adapters.chat_completions import ChatCompletionsAdapter
 from turnstate.adapters.contract import ModelRequest, ModelResponse, ProviderError, Usage
 from turnstate.adapters.responses import ResponsesAdapter
-from turnstate.harness.artifacts import ACTION_METADATA_BYTES
-from turnstate.harness.runner import SUMMARY_INPUT, Runner
+from turnstate.harness.artifacts import ACTION_METADATA_BYTES, SUMMARY_INPUT
+from turnstate.harness.runner import Runner
 from turnstate.strategies.summary import SUMMARY_INSTRUCTION
 
 from .test_run import CONTINUOUS, DEFAULT, HARNESS_SUMMARY, read_meta, read_steps, with_changes

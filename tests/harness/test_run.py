@@ -438,7 +438,11 @@ def test_an_expired_handle_fails_the_previous_response_id_run_closed_by_its_name
 
 
 def compaction_steps(run_dir: Path) -> list[dict]:
-    return [step for step in read_steps(run_dir) if any(r["outcome"] == "compacted" for r in step["retries"])]
+    return [step for step in read_steps(run_dir) if any(c["outcome"] == "compacted" for c in step["compaction_calls"])]
+
+
+def outcomes(attempts: list[dict]) -> list[str]:
+    return [attempt["outcome"] for attempt in attempts]
 
 
 def test_an_xai_run_compacts_by_a_separate_call_billed_to_the_turn_it_belongs_to(tmp_path):
@@ -447,9 +451,10 @@ def test_an_xai_run_compacts_by_a_separate_call_billed_to_the_turn_it_belongs_to
     steps = compaction_steps(result.artifacts)
     assert steps, "the history must have passed the trigger at least once"
     step = steps[0]
-    (compaction,) = step["retries"]
+    (compaction,) = step["compaction_calls"]
+    assert step["retries"] == []  # a compaction call is no retry ...
     assert step["usage"]["input_tokens"] > compaction["usage"]["input_tokens"] > 0  # both calls billed here
-    assert result.failed_attempts == 0  # a compaction call is no failed attempt
+    assert result.failed_attempts == 0  # ... and no failed attempt
     record = step["compaction"]
     assert record["by"] == "call" and record["items_returned"] == 1 and record["usage"] == compaction["usage"]
     prices = XAI_CONTINUOUS.pricing
@@ -481,9 +486,36 @@ def test_an_action_that_fails_after_a_compaction_call_compacts_the_unchanged_his
     profile = with_changes(XAI_CONTINUOUS, client=faults((action_request, fault)))
     result = Runner(profile, tmp_path, sleep=clock.sleep).run()
     assert result.outcome == "win"
-    attempts = read_steps(result.artifacts)[step - 1]["retries"]
-    assert [attempt["outcome"] for attempt in attempts] == ["compacted", failed, "compacted"]
-    assert attempts[0]["usage"]["input_tokens"] == attempts[2]["usage"]["input_tokens"]  # the same history again
+    record = read_steps(result.artifacts)[step - 1]
+    assert outcomes(record["retries"]) == [failed]
+    compactions = record["compaction_calls"]
+    assert outcomes(compactions) == ["compacted", "compacted"]
+    assert compactions[0]["usage"]["input_tokens"] == compactions[1]["usage"]["input_tokens"]  # the same history again
+
+
+def assert_compaction_calls_apart_from_retries(result, step: int, failed: list[str]) -> None:
+    """Step `step` lists its failed compaction calls, then the one that compacted, as compaction calls;
+    its action request was accepted at once, so it has no retry."""
+    assert result.outcome == "win"
+    record = read_steps(result.artifacts)[step - 1]
+    assert outcomes(record["compaction_calls"]) == [*failed, "compacted"]
+    assert record["retries"] == []
+    assert result.failed_attempts == len(failed)  # a failed compaction call is a failed attempt, one that compacted not
+
+
+def test_a_failed_native_compaction_call_is_recorded_as_a_compaction_call_never_as_a_retry(
+    tmp_path, clock, first_xai_compaction
+):
+    step = first_xai_compaction  # its compaction call is the run's request number `step`
+    profile = with_changes(XAI_CONTINUOUS, client=faults((step, "server_error")))
+    result = Runner(profile, tmp_path, sleep=clock.sleep).run()
+    assert_compaction_calls_apart_from_retries(result, step, ["transient"])
+
+
+def test_failed_summary_calls_are_recorded_as_compaction_calls_never_as_retries(tmp_path):
+    overflows = faults((9, "context_overflow"), (10, "context_overflow"))  # the ninth turn's summary, then half of it
+    result = Runner(with_changes(HARNESS_SUMMARY, client=overflows), tmp_path).run()
+    assert_compaction_calls_apart_from_retries(result, 9, ["context_overflow", "context_overflow"])
 
 
 def test_a_retry_after_an_invalid_action_resends_exactly_the_accepted_history(tmp_path, monkeypatch):
@@ -517,25 +549,25 @@ def test_an_anthropic_action_that_fails_after_a_compaction_compacts_again_and_ev
     ).run()
     assert result.outcome == "win"
     steps = read_steps(result.artifacts)
-    retries = steps[step - 1]["retries"]
-    assert [attempt["outcome"] for attempt in retries] == ["compacted", "action_rejected", "compacted"]
+    assert outcomes(steps[step - 1]["retries"]) == ["action_rejected"]
+    calls = steps[step - 1]["compaction_calls"]
+    assert outcomes(calls) == ["compacted", "compacted"]
     # The unchanged accepted history, compacted again (more of it read from the cache the second time).
-    assert retries[0]["usage"]["input_tokens"] == retries[2]["usage"]["input_tokens"]
+    assert calls[0]["usage"]["input_tokens"] == calls[1]["usage"]["input_tokens"]
     compaction = steps[step - 1]["compaction"]
     assert compaction["summarized_items"] == 2 * (step - 1)  # every accepted turn's two messages
-    assert (
-        compaction["usage"]["input_tokens"] == retries[0]["usage"]["input_tokens"] + retries[2]["usage"]["input_tokens"]
-    )
+    assert compaction["usage"]["input_tokens"] == calls[0]["usage"]["input_tokens"] + calls[1]["usage"]["input_tokens"]
     assert all(
         s["compaction"] is None
         for s in steps
         if s["step"] not in {c["step"] for c in compaction_steps(result.artifacts)}
     )
     billed = steps[step - 1]["usage"]["input_tokens"]
-    assert billed > sum(attempt["usage"]["input_tokens"] for attempt in retries) > 0  # and the accepted action
+    failed_and_compacting = [*steps[step - 1]["retries"], *calls]
+    assert billed > sum(attempt["usage"]["input_tokens"] for attempt in failed_and_compacting) > 0  # and the action
     meta = read_meta(result.artifacts)
     assert sum(s["usage"]["total_tokens"] for s in steps) == meta["usage"]["total_tokens"]  # each call once
-    assert meta["provider_calls"] == len(steps) + sum(len(s["retries"]) for s in steps)
+    assert meta["provider_calls"] == len(steps) + sum(len(s["retries"]) + len(s["compaction_calls"]) for s in steps)
 
 
 def test_run_meta_records_the_compaction_policy_with_its_defaults_under_runtime(tmp_path):
@@ -598,7 +630,9 @@ def test_a_harness_summary_run_compacts_at_least_twice_wins_and_records_each_com
         assert step["continuation"]["bridge"] == bridge_text(compaction["summary"])
         assert step["messages_sent"][1]["content"] == step["continuation"]["bridge"]  # the exact bridge sent
         assert "NOTES: level" in compaction["summary"] and compaction["lane"] == "trigger"
-        assert compaction["trigger_tokens"] >= profile.runtime.compaction.trigger_tokens
+        # The completed context that scheduled it, at or past the configured threshold.
+        assert compaction["completed_context_tokens"] >= profile.runtime.compaction.trigger_tokens
+        assert "trigger_tokens" not in compaction  # the threshold is run_meta.json's alone
         assert compaction["items_after"] == 1
         assert (
             step["compaction"]["by"] == "summary" and step["compaction"]["cost_estimate"] == compaction["cost_estimate"]
@@ -632,12 +666,11 @@ def test_the_fork_sends_the_latest_action_requests_exact_prefix(tmp_path, monkey
 def test_an_action_overflow_summarizes_and_sends_the_action_once_more(tmp_path):
     result = Runner(with_changes(HARNESS_SUMMARY, client=faults((5, "context_overflow"))), tmp_path).run()
     assert result.outcome == "win"
-    assert [retry["outcome"] for retry in read_steps(result.artifacts)[4]["retries"]] == [
-        "context_overflow",
-        "compacted",
-    ]
+    step = read_steps(result.artifacts)[4]
+    assert outcomes(step["retries"]) == ["context_overflow"]
+    assert outcomes(step["compaction_calls"]) == ["compacted"]
     first = read_compactions(result.artifacts)[0]
-    assert first["lane"] == "action_overflow" and first["trigger_tokens"] is None
+    assert first["lane"] == "action_overflow" and first["completed_context_tokens"] is None
     assert first["attempts"][0]["summary_input"]["form"] == "independent"  # the overflow lanes never fork
 
 
@@ -689,29 +722,6 @@ def test_an_open_weight_replay_that_drops_the_reasoning_strings_is_refused(tmp_p
     assert result.outcome == "failed_closed" and result.accepted_actions == 1
     record = json.loads((result.artifacts / "failed_turn.json").read_text())
     assert record["attempts"][0]["diagnostics"]["status"] == 400
-
-
-def test_an_adapter_that_cannot_continue_from_a_summary_is_refused_before_any_call(tmp_path, monkeypatch):
-    from turnstate.adapters.responses import ResponsesAdapter
-
-    class NoSummaries(ResponsesAdapter):
-        summary_compaction = None
-
-    monkeypatch.setenv("TURNSTATE_TEST_KEY", "test-key")
-    with LocalProvider() as provider:
-        remote = {"base_url": provider.openai_base_url, "api_key_env": "TURNSTATE_TEST_KEY"}
-        profile = with_changes(HARNESS_SUMMARY, client=remote)
-        runner = Runner(
-            profile,
-            tmp_path,
-            adapter_factory=lambda endpoint: NoSummaries.connect(endpoint, profile.request_settings()),
-        )
-        result = runner.run()
-        calls = len(provider.request_log)
-    assert result.outcome == "failed_closed" and result.accepted_actions == 8
-    record = json.loads((result.artifacts / "failed_turn.json").read_text())
-    assert record["attempts"][0]["diagnostics"]["error_class"] == "NoSummaryCompaction"
-    assert calls == 8  # the eight actions; the summary was never sent
 
 
 def test_each_step_records_only_what_its_request_added_and_every_request_rebuilds_exactly(tmp_path, monkeypatch):
