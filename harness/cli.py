@@ -194,7 +194,7 @@ def diagrams(out_dir: Path, check: bool, run_dir: Path | None) -> None:
     if check:
         if not any(out_dir.glob("*.dot")):
             _fail(f"no diagrams in {out_dir}; run from the repository root or pass --out")
-        stale = drawing.stale(MACHINES.values(), out_dir)
+        stale = drawing.stale(MACHINES, out_dir)
         for name in stale:
             click.echo(f"stale diagram: {out_dir / (name + '.dot')} (run `turnstate diagrams` and commit it)", err=True)
         sys.exit(1 if stale else 0)
@@ -207,7 +207,7 @@ def diagrams(out_dir: Path, check: bool, run_dir: Path | None) -> None:
             for warning in warnings:
                 click.echo(f"warning: {warning}", err=True)
             for name, counts in drawing.run_counts(records).items():
-                spec = MACHINES[name]
+                spec = next(spec for spec in MACHINES.values() if spec.name == name)
                 undrawn = sum(fired for key, fired in counts.items() if key not in _row_keys(spec))
                 if undrawn:
                     click.echo(
@@ -215,11 +215,11 @@ def diagrams(out_dir: Path, check: bool, run_dir: Path | None) -> None:
                         "(a run of another version?); they are not drawn",
                         err=True,
                     )
-                _, svg = drawing.write(spec, run_dir, counts)
+                _, svg = drawing.write(name, spec, run_dir, counts)
                 click.echo(f"wrote {svg}")
             return
-        for spec in MACHINES.values():
-            dot, svg = drawing.write(spec, out_dir)
+        for name, spec in MACHINES.items():
+            dot, svg = drawing.write(name, spec, out_dir)
             click.echo(f"wrote {dot} and {svg}")
     except graphviz.ExecutableNotFound:
         _fail("Graphviz's `dot` is not installed (apt-get install graphviz); the .dot files were written")
@@ -228,7 +228,12 @@ def diagrams(out_dir: Path, check: bool, run_dir: Path | None) -> None:
 
 
 def _row_keys(spec: MachineSpec) -> set[tuple[str, str, str]]:
-    return set(spec.declared())
+    return {
+        (leaf, row.trigger, spec.landing(row.dest))
+        for row in spec.rows()
+        for source in row.sources
+        for leaf in spec.leaves(source)
+    }
 
 
 @main.command()

@@ -2,8 +2,9 @@
 
 Two things are recorded for every row of every declared machine, anywhere in the test session:
 - fired: an event took the row (its guards let it through and its actions ran). The engine names
-  the row that fired, so two rows between the same states on the same event are told apart, and a
-  row out of a compound state counts wherever in it the machine was.
+  the row that fired, so two rows between the same states on the same event are told apart, a row
+  out of a compound state (or out of several states) counts wherever the machine was, and a row
+  that several configurations of a machine share counts once, whichever configuration fired it.
 - asserted: a table test fired the row by itself and then checked what it did, the state the
   machine rests in and the effects its actions emitted (the tests' `check_row` reports it through
   `asserted` once its checks pass). A row that merely fires inside a longer test proves nothing
@@ -15,7 +16,8 @@ or was never asserted. A subset run (`-k`, `-m`, or explicit paths) only reports
 `--transition-gate=on` asks for the gate anyway.
 
 The plugin knows no machine itself: the ini option `transition_machines` names the mapping of
-machine name to MachineSpec to check, as "package.module:ATTRIBUTE".
+configuration name to MachineSpec to check, as "package.module:ATTRIBUTE"; the configurations of one
+machine (the specs that share its name) are covered together, as the union of their rows.
 """
 
 from __future__ import annotations
@@ -25,15 +27,15 @@ from collections.abc import Mapping
 
 import pytest
 
-from turnstate.machine.engine import Fired, MachineSpec, Transition, add_listener, remove_listener
+from turnstate.machine.engine import Fired, MachineSpec, Row, add_listener, remove_listener
 
 
 class Recorder:
-    """The rows fired and the rows asserted, by machine, as indexes into `MachineSpec.rows()`."""
+    """The rows fired and the rows asserted, by machine name."""
 
     def __init__(self) -> None:
-        self.fired: dict[str, set[int]] = {}
-        self.asserted: dict[str, set[int]] = {}
+        self.fired: dict[str, set[Row]] = {}
+        self.asserted: dict[str, set[Row]] = {}
 
     def __call__(self, fired: Fired) -> None:
         self.fired.setdefault(fired.machine, set()).add(fired.row)
@@ -53,20 +55,27 @@ def asserted(fired: Fired) -> None:
     RECORDER.asserted.setdefault(fired.machine, set()).add(fired.row)
 
 
-def row_label(spec: MachineSpec, source: str, dest: str, row: Transition) -> str:
-    """A row as the gate names it: its source, trigger and landing state, then its actions."""
-    return f"{source} --{row.trigger}--> {spec.landing(dest)} / {', '.join(row.actions) or 'no action'}"
+def declared_rows(configurations: Mapping[str, MachineSpec]) -> dict[str, list[tuple[MachineSpec, Row]]]:
+    """Per machine name, every row of its configurations once, in table order, with a spec that holds it."""
+    rows: dict[str, dict[Row, MachineSpec]] = {}
+    for spec in configurations.values():
+        for row in spec.rows():
+            rows.setdefault(spec.name, {}).setdefault(row, spec)
+    return {name: [(spec, row) for row, spec in held.items()] for name, held in rows.items()}
 
 
-def missing_rows(machines: Mapping[str, MachineSpec], seen: Mapping[str, set[int]]) -> dict[str, list[str]]:
-    """Per machine, the rows (labelled) not in `seen`, in table order."""
+def row_label(spec: MachineSpec, row: Row) -> str:
+    """A row as the gate names it: its sources, trigger and landing state, guards, then its actions."""
+    guards = f" [{' & '.join(row.transition.guards)}]" if row.transition.guards else ""
+    actions = ", ".join(row.transition.actions) or "no action"
+    return f"{' | '.join(row.sources)} --{row.trigger}{guards}--> {spec.landing(row.dest)} / {actions}"
+
+
+def missing_rows(configurations: Mapping[str, MachineSpec], seen: Mapping[str, set[Row]]) -> dict[str, list[str]]:
+    """Per machine name, the rows (labelled) not in `seen`, in table order."""
     return {
-        name: [
-            row_label(spec, source, dest, row)
-            for index, (source, dest, row) in enumerate(spec.rows())
-            if index not in seen.get(name, set())
-        ]
-        for name, spec in machines.items()
+        name: [row_label(spec, row) for spec, row in rows if row not in seen.get(name, set())]
+        for name, rows in declared_rows(configurations).items()
     }
 
 
@@ -100,8 +109,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     never_fired = missing_rows(machines, RECORDER.fired)
     never_asserted = missing_rows(machines, RECORDER.asserted)
     lines = []
-    for name, spec in machines.items():
-        declared = sum(1 for _ in spec.rows())
+    for name, rows in declared_rows(machines).items():
+        declared = len(rows)
         fired, checked = declared - len(never_fired[name]), declared - len(never_asserted[name])
         lines.append(f"transition coverage: {name} fired {fired}/{declared}, asserted {checked}/{declared}")
         lines += [f"  never fired: {name}: {label}" for label in never_fired[name]]

@@ -29,18 +29,20 @@ def to_dot(spec: MachineSpec, counts: Counts | None = None) -> str:
     _add_states(graph, spec, prefix="")
     graph.edge("__start__", _anchor(spec, spec.initial.name))
     guarded: set[tuple[str, str]] = set()
-    for source, dest, row in spec.rows():
-        # An unguarded row after guarded ones of the same trigger is their fallback: say so.
-        fallback = not row.guards and (source, row.trigger) in guarded
-        if row.guards:
-            guarded.add((source, row.trigger))
-        label = _edge_label(row.trigger, row.guards or (("else",) if fallback else ()), row.actions)
-        attributes = {}
-        if counts is not None:
-            fired = counts.get((source, row.trigger, spec.landing(dest)), 0)
-            label += f"\n×{fired}"
-            attributes = {"style": "dashed", "color": "gray50"} if fired == 0 else {"penwidth": "2"}
-        graph.edge(_anchor(spec, source), _anchor(spec, dest), label=label, **attributes)
+    for placed in spec.rows():
+        row, dest = placed.transition, placed.dest
+        for source in placed.sources:
+            # An unguarded row after guarded ones of the same trigger is their fallback: say so.
+            fallback = not row.guards and (source, row.trigger) in guarded
+            if row.guards:
+                guarded.add((source, row.trigger))
+            label = _edge_label(row.trigger, row.guards or (("else",) if fallback else ()), row.actions)
+            attributes = {}
+            if counts is not None:
+                fired = sum(counts.get((leaf, row.trigger, spec.landing(dest)), 0) for leaf in spec.leaves(source))
+                label += f"\n×{fired}"
+                attributes = {"style": "dashed", "color": "gray50"} if fired == 0 else {"penwidth": "2"}
+            graph.edge(_anchor(spec, source), _anchor(spec, dest), label=label, **attributes)
     return graph.source
 
 
@@ -82,24 +84,24 @@ def render_svg(dot_source: str) -> bytes:
     return graphviz.Source(dot_source).pipe(format="svg")
 
 
-def write(spec: MachineSpec, directory: Path, counts: Counts | None = None) -> tuple[Path, Path]:
+def write(name: str, spec: MachineSpec, directory: Path, counts: Counts | None = None) -> tuple[Path, Path]:
     """Write <name>.dot and <name>.svg into `directory`; return both paths."""
     directory.mkdir(parents=True, exist_ok=True)
     dot_source = to_dot(spec, counts)
-    dot_path = directory / f"{spec.name}.dot"
-    svg_path = directory / f"{spec.name}.svg"
+    dot_path = directory / f"{name}.dot"
+    svg_path = directory / f"{name}.svg"
     dot_path.write_text(dot_source, encoding="utf-8")
     svg_path.write_bytes(render_svg(dot_source))
     return dot_path, svg_path
 
 
-def stale(specs: Iterable[MachineSpec], directory: Path) -> list[str]:
+def stale(machines: Mapping[str, MachineSpec], directory: Path) -> list[str]:
     """Names of machines whose committed DOT is missing or differs from what their table draws."""
     names = []
-    for spec in specs:
-        committed = directory / f"{spec.name}.dot"
+    for name, spec in machines.items():
+        committed = directory / f"{name}.dot"
         if not committed.exists() or committed.read_text(encoding="utf-8") != to_dot(spec):
-            names.append(spec.name)
+            names.append(name)
     return names
 
 

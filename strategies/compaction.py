@@ -12,13 +12,18 @@ A tagged union, each variant holding only what it needs:
   may fork the latest action request.
 
 `kind` names the variant where a name is needed (a diagram's file, a record); `policy()` is what
-run_meta.json records under runtime.compaction.
+run_meta.json records under runtime.compaction. `HeldCompaction` is what a compaction made in the open
+turn holds until the turn commits.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, Literal
+
+from turnstate.adapters.contract import Item
+from turnstate.strategies.events import ReportSummary
+from turnstate.strategies.state import TurnSpan
 
 Kind = Literal["none", "native_inline", "native_call", "harness_summary"]
 
@@ -65,3 +70,15 @@ Compaction = NoCompaction | NativeInline | NativeByCall | HarnessSummary
 ByCall = NativeByCall | HarnessSummary  # the compactions that are calls of their own, scheduled by a trigger
 
 KINDS: tuple[Kind, ...] = ("none", "native_inline", "native_call", "harness_summary")
+
+
+@dataclass(frozen=True)
+class HeldCompaction:
+    """The open turn's provisional compaction of the accepted history, as a nested compaction machine
+    left it: the items and turn spans that replace the accepted history. It commits only with the
+    turn's accepted action (continuous_conversation rule 5)."""
+
+    by: Literal["call", "summary"]
+    items: list[Item]
+    spans: list[TurnSpan]
+    report: ReportSummary | None = None  # a harness summary's, for the runner to write

@@ -125,7 +125,7 @@ class ReportSummary(Effect):
     summary: str
     bridge: str  # the exact continuation message sent in its place
     summary_pass: SummaryPass
-    trigger_tokens: int | None  # the completed context that scheduled it (None on an overflow lane)
+    completed_context_tokens: int | None  # the completed context that scheduled it (None on an overflow lane)
     items_before: int
     items_after: int
     overflow_recoveries: int

@@ -37,7 +37,16 @@ from turnstate.machine.engine import Transition
 from turnstate.strategies.events import ActionAccepted, ContextOverflowed, ObservationArrived
 from turnstate.strategies.state import RuntimeState, TurnSpan
 from turnstate.strategies.strategy import StrategySettings
-from turnstate.strategies.turn import TurnTaking, shared_rows, turn_spec, turn_strategy
+from turnstate.strategies.turn import (
+    TurnTaking,
+    action_rejected,
+    backoff_elapsed,
+    buffering,
+    provider_failures,
+    reply_held,
+    turn_spec,
+    turn_strategy,
+)
 
 STRATEGY = "manual_rolling"
 
@@ -59,17 +68,25 @@ class State(enum.Enum):
 T = Transition
 S = State
 
-# The rows every turn-taking strategy shares (strategies/turn.py: buffering, retries, backoff,
-# rejected actions), then manual_rolling's own.
+# By source state; the rows every turn-taking table holds come from strategies/turn.py, placed where
+# they apply. An overflow is recovered by a self-loop: the request with the oldest turn dropped is
+# with the provider, which is what AwaitingReply means.
 # fmt: off
 TRANSITIONS = (
-    *shared_rows(S),
     # event               source           dest
+    buffering(S.Accepted),
     T(ObservationArrived, S.Accepted,      S.AwaitingReply, actions=("open_turn", "request_reply")),
+
+    reply_held(S.AwaitingReply, S.Provisional),
+    *provider_failures(S.AwaitingReply, backing_off=S.BackingOff, failed=S.FailedClosed),
     T(ContextOverflowed,  S.AwaitingReply, S.AwaitingReply, guards=("has_droppable_turn",),
                           actions=("drop_oldest_turn", "request_reply")),
     T(ContextOverflowed,  S.AwaitingReply, S.FailedClosed,  actions=("fail_closed",)),
+
+    backoff_elapsed(S.BackingOff, S.AwaitingReply),
+
     T(ActionAccepted,     S.Provisional,   S.Accepted,      actions=("commit_provisional", "submit_action")),
+    *action_rejected(S.Provisional, S.AwaitingReply, S.FailedClosed),
 )
 # fmt: on
 
@@ -181,5 +198,5 @@ def drop_turns(items: list, spans: list[TurnSpan], count: int) -> tuple[list, li
     return list(items[cut:]), kept
 
 
-DEFINITION = turn_strategy(SPEC, ManualRolling, {"items": []})
+DEFINITION = turn_strategy({"none": SPEC}, ManualRolling, {"items": []})
 start = DEFINITION.start

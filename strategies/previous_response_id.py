@@ -21,7 +21,16 @@ from turnstate.adapters.contract import ModelRequest
 from turnstate.machine.engine import Transition
 from turnstate.strategies.events import ActionAccepted, ContextOverflowed, HandleExpired, ObservationArrived
 from turnstate.strategies.retry import TurnRetries
-from turnstate.strategies.turn import TurnTaking, shared_rows, turn_spec, turn_strategy
+from turnstate.strategies.turn import (
+    TurnTaking,
+    action_rejected,
+    backoff_elapsed,
+    buffering,
+    provider_failures,
+    reply_held,
+    turn_spec,
+    turn_strategy,
+)
 
 STRATEGY = "previous_response_id"
 HANDLE = "previous_response_id"  # the payload key of the accepted handle
@@ -38,17 +47,25 @@ class State(enum.Enum):
 T = Transition
 S = State
 
-# The rows every turn-taking strategy shares (strategies/turn.py), then previous_response_id's own.
+# By source state; the rows every turn-taking table holds come from strategies/turn.py, placed where
+# they apply.
 # fmt: off
 TRANSITIONS = (
-    *shared_rows(S),
     # event               source           dest
+    buffering(S.Accepted),
     T(ObservationArrived, S.Accepted,      S.AwaitingReply, actions=("open_turn", "request_reply")),
+
+    reply_held(S.AwaitingReply, S.Provisional),
+    *provider_failures(S.AwaitingReply, backing_off=S.BackingOff, failed=S.FailedClosed),
     T(HandleExpired,      S.AwaitingReply, S.FailedClosed,  actions=("fail_closed",)),
     T(ContextOverflowed,  S.AwaitingReply, S.FailedClosed,  actions=("fail_closed",)),
+
+    backoff_elapsed(S.BackingOff, S.AwaitingReply),
+
     T(ActionAccepted,     S.Provisional,   S.Accepted,      guards=("reply_has_handle",),
                           actions=("commit_provisional", "submit_action")),
     T(ActionAccepted,     S.Provisional,   S.FailedClosed,  actions=("fail_closed",)),
+    *action_rejected(S.Provisional, S.AwaitingReply, S.FailedClosed),
 )
 # fmt: on
 
@@ -80,5 +97,5 @@ class PreviousResponseId(TurnTaking):
         return ModelRequest(system=self.system_prompt, items=tuple(self._turn.opening), previous_response_id=handle)
 
 
-DEFINITION = turn_strategy(SPEC, PreviousResponseId, {HANDLE: None})
+DEFINITION = turn_strategy({"none": SPEC}, PreviousResponseId, {HANDLE: None})
 start = DEFINITION.start

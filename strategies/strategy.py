@@ -1,21 +1,21 @@
 """What every strategy machine declares about itself, and the plain settings it is started with.
 
-A strategy is one `Strategy`: its machine table, the model class that implements the table's
-guards and actions, how to start it, and which compaction machines it composes with. The machine list,
-the profile's allowed values, the diagrams and the coverage gate all derive from the records, so adding
-a strategy is writing its module and listing its record once (strategies/__init__.py).
+A strategy is one `Strategy`: its machine as each compaction it composes with assembles it, the model
+class that implements the tables' guards and actions, and how to start it. The machine list, the
+profile's allowed values, the diagrams and the coverage gate all derive from the strategies, so adding
+a strategy is writing its module and listing it once (strategies/__init__.py).
 
 Strategies never see the profile: the harness builds a `StrategySettings` from it once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from turnstate.adapters.contract import Transcript
 from turnstate.machine.engine import LiveMachine, MachineModel, MachineSpec
-from turnstate.strategies.compaction import Compaction, NoCompaction
+from turnstate.strategies.compaction import Compaction, Kind, NoCompaction
 from turnstate.strategies.retry import Backoff
 from turnstate.strategies.state import RuntimeState
 
@@ -50,11 +50,25 @@ carrying the selected adapter's items through its transcript."""
 
 @dataclass(frozen=True)
 class Strategy:
-    spec: MachineSpec
+    """A strategy: its machine as each compaction kind it composes with assembles it (`specs`, keyed by
+    `compaction.Kind`), the model class, and how to start it."""
+
+    specs: Mapping[Kind, MachineSpec]
     model: type[StrategyModel]
     start: StartFn
-    compaction: tuple[str, ...] = ("none",)  # the compaction machines it accepts; "none" means without
 
     @property
     def name(self) -> str:
-        return self.spec.name
+        return next(iter(self.specs.values())).name
+
+    @property
+    def compaction(self) -> tuple[str, ...]:
+        """The profile's runtime.compaction.strategy values it accepts: "native" stands for the
+        adapter's own way, inline or by a call."""
+        names = {
+            "none": "none",
+            "native_inline": "native",
+            "native_call": "native",
+            "harness_summary": "harness_summary",
+        }
+        return tuple(dict.fromkeys(names[kind] for kind in self.specs))

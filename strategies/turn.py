@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 from turnstate.adapters.contract import Item, ModelRequest, ModelResponse, Transcript
 from turnstate.machine.engine import LiveMachine, MachineSpec, Transition
+from turnstate.strategies.compaction import Kind
 from turnstate.strategies.events import (
     ActionAccepted,
     ActionRejected,
@@ -37,26 +38,47 @@ from turnstate.strategies.retry import RETRY_AFTER_WAIT, RETRY_AT_ONCE, TurnRetr
 from turnstate.strategies.state import RuntimeState
 from turnstate.strategies.strategy import Strategy, StrategyModel, StrategySettings
 
+T = Transition
 
-def shared_rows(S: Any) -> tuple[Transition, ...]:
-    """The rows of every turn-taking table; `S` is the strategy's State enum, which must name
-    Accepted, AwaitingReply, BackingOff, Provisional and FailedClosed."""
-    T = Transition
-    # fmt: off
+
+# The rows every turn-taking table holds, one function per source state they leave. Each table places
+# them under their source, among its own rows, so the order in which a state's rows are tried is the
+# order the table shows. The states are passed by name: no table must hold particular state names.
+# fmt: off
+def buffering(resting: enum.Enum) -> Transition:
+    """An input that arrives without a model call waits in the accepted state for the next turn."""
+    return T(InputBuffered, resting, resting, actions=("buffer_input",))
+
+
+def reply_held(awaiting: enum.Enum, provisional: enum.Enum) -> Transition:
+    """A reply is held provisionally while the runner parses an action from it."""
+    return T(ProviderReplied, awaiting, provisional, actions=("hold_provisional", "request_action_parse"))
+
+
+def provider_failures(awaiting: enum.Enum, backing_off: enum.Enum, failed: enum.Enum) -> tuple[Transition, ...]:
+    """A transient failure waits and asks again, a refusal or a cut reply asks again at once, from the
+    turn's one retry budget (strategies/retry.py); anything else, or no budget left, fails closed."""
     return (
-        T(InputBuffered,   S.Accepted,      S.Accepted,      actions=("buffer_input",)),
-        T(ProviderReplied, S.AwaitingReply, S.Provisional,   actions=("hold_provisional", "request_action_parse")),
-        T(ProviderFailed,  S.AwaitingReply, S.BackingOff,    guards=("is_transient", "has_retries_left", "can_wait"),
-                           actions=("spend_retry", "wait_before_retry")),
-        T(ProviderFailed,  S.AwaitingReply, S.AwaitingReply, guards=("is_retryable_at_once", "has_retries_left"),
-                           actions=("spend_retry", "request_reply")),
-        T(ProviderFailed,  S.AwaitingReply, S.FailedClosed,  actions=("fail_closed",)),
-        T(BackoffElapsed,  S.BackingOff,    S.AwaitingReply, actions=("request_reply",)),
-        T(ActionRejected,  S.Provisional,   S.AwaitingReply, guards=("has_retries_left",),
-                           actions=("discard_provisional", "spend_retry", "request_reply")),
-        T(ActionRejected,  S.Provisional,   S.FailedClosed,  actions=("discard_provisional", "fail_closed")),
+        T(ProviderFailed, awaiting, backing_off, guards=("is_transient", "has_retries_left", "can_wait"),
+                          actions=("spend_retry", "wait_before_retry")),
+        T(ProviderFailed, awaiting, awaiting,    guards=("is_retryable_at_once", "has_retries_left"),
+                          actions=("spend_retry", "request_reply")),
+        T(ProviderFailed, awaiting, failed,      actions=("fail_closed",)),
     )
-    # fmt: on
+
+
+def backoff_elapsed(backing_off: enum.Enum, awaiting: enum.Enum) -> Transition:
+    return T(BackoffElapsed, backing_off, awaiting, actions=("request_reply",))
+
+
+def action_rejected(provisional: enum.Enum, awaiting: enum.Enum, failed: enum.Enum) -> tuple[Transition, ...]:
+    """A reply without a valid action is discarded; the turn asks again while it has retries."""
+    return (
+        T(ActionRejected, provisional, awaiting, guards=("has_retries_left",),
+                          actions=("discard_provisional", "spend_retry", "request_reply")),
+        T(ActionRejected, provisional, failed,   actions=("discard_provisional", "fail_closed")),
+    )
+# fmt: on
 
 
 @dataclass
@@ -172,6 +194,7 @@ def turn_spec(
     states: type[enum.Enum],
     transitions: tuple[Transition, ...],
     nested: Mapping[enum.Enum, MachineSpec] | None = None,
+    omitted: frozenset[enum.Enum] = frozenset(),
 ) -> MachineSpec:
     """A turn-taking machine: it rests in Accepted and fails closed in FailedClosed."""
     return MachineSpec(
@@ -181,23 +204,23 @@ def turn_spec(
         final=frozenset({states["FailedClosed"]}),
         transitions=transitions,
         nested=nested or {},
+        omitted=omitted,
     )
 
 
 def turn_strategy(
-    spec: MachineSpec,
-    model: type[TurnTaking],
-    empty_payload: Mapping[str, Any],
-    compaction: tuple[str, ...] = ("none",),
+    specs: Mapping[Kind, MachineSpec], model: type[TurnTaking], empty_payload: Mapping[str, Any]
 ) -> Strategy:
-    """The record of a turn-taking strategy, whose start rests the machine in Accepted on the given
-    accepted state, or on a fresh one holding `empty_payload`."""
+    """A turn-taking strategy, assembled per compaction kind (`specs`), whose start rests the machine
+    its settings' compaction assembles in Accepted, on the given accepted state or on a fresh one
+    holding `empty_payload`."""
 
     def start(
         settings: StrategySettings, transcript: Transcript, state: RuntimeState | None = None
     ) -> LiveMachine[StrategyModel]:
+        spec = specs[settings.compaction.kind]
         if state is None:
             state = RuntimeState(adapter_id=settings.adapter_id, strategy=spec.name, payload=dict(empty_payload))
         return LiveMachine[StrategyModel](spec, model(state, settings, transcript))
 
-    return Strategy(spec=spec, model=model, start=start, compaction=compaction)
+    return Strategy(specs=specs, model=model, start=start)

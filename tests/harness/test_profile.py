@@ -349,5 +349,7 @@ def test_a_native_compaction_call_takes_its_own_output_cap_and_the_policy_record
     path = tmp_path / "capped.yaml"
     path.write_text(yaml.safe_dump(anthropic))
     profile = load_profile(path)
-    assert profile.strategy_settings("Play.").compaction == NativeByCall(trigger_tokens=anthropic["runtime"]["compaction"]["trigger_tokens"], max_output_tokens=512)
+    assert profile.strategy_settings("Play.").compaction == NativeByCall(
+        trigger_tokens=anthropic["runtime"]["compaction"]["trigger_tokens"], max_output_tokens=512
+    )
     assert profile.compaction_policy()["max_output_tokens"] == 512

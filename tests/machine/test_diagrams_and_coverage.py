@@ -36,14 +36,15 @@ def test_a_stale_or_missing_diagram_is_named(tmp_path):
 def test_every_row_is_drawn_with_its_trigger_guards_and_actions():
     for spec in MACHINES.values():
         dot = to_dot(spec)
-        for state in spec.states:
+        for state in spec.members():
             if state in spec.nested:  # a parent state is a cluster around its nested machine
                 assert f"subgraph cluster_{state.name} {{" in dot
             else:
                 assert f"\t{state.name} [label={state.name}" in dot
-        for source, dest, row in spec.rows():
-            assert f"{source} -> {dest}" in dot
-            for name in (row.trigger, *row.guards, *row.actions):
+        for row in spec.rows():
+            for source in row.sources:
+                assert f"{spec.landing(source)} -> {spec.landing(row.dest)}" in dot
+            for name in (row.trigger, *row.transition.guards, *row.transition.actions):
                 assert name in dot
 
 

@@ -8,9 +8,11 @@ import pytest
 from hypothesis.stateful import invariant
 
 from turnstate.adapters.contract import ErrorKind, ModelResponse, ProviderError, Usage
+from turnstate.machine.engine import path_of
+from turnstate.strategies import compaction_call
 from turnstate.strategies import continuous_conversation as cc
 from turnstate.strategies.compaction import NativeByCall
-from turnstate.strategies.continuous_conversation import COMPACTING, State
+from turnstate.strategies.continuous_conversation import State
 from turnstate.strategies.events import (
     ActionAccepted,
     ActionRejected,
@@ -40,6 +42,8 @@ SETTINGS = StrategySettings(
     "openai.responses.v1", "Play the game.", max_retries=1, max_context_length=4000, max_output_tokens=100
 )
 OBSERVE = ObservationArrived("f1")
+COMPACTING = path_of(State.Compacting, compaction_call.State.Requesting)
+COMPACTION_BACKING_OFF = path_of(State.Compacting, compaction_call.State.BackingOff)
 
 
 # Compaction by a separate call once the accepted items pass 10 estimated tokens.
@@ -123,17 +127,17 @@ OVERFLOW = ContextOverflowed(ProviderError(ErrorKind.CONTEXT_OVERFLOW))
 # whose accepted history is over the trigger: (events before, event, resulting path, effect types).
 # fmt: off
 CALL_CASES = {
-    "an observation over the trigger compacts first": ([], ObservationArrived("f2"), "Compacting_Requesting", [CallCompaction]),
+    "an observation over the trigger compacts first": ([], ObservationArrived("f2"), COMPACTING, [CallCompaction]),
     "the compaction reply goes on to the action request": ([ObservationArrived("f2")], compacted(), "AwaitingReply", [CallProvider]),
-    "a transient compaction failure waits": ([ObservationArrived("f2")], failure(ErrorKind.TRANSIENT), "Compacting_BackingOff", [WaitBeforeRetry]),
-    "after the wait it asks for the compaction again": ([ObservationArrived("f2"), failure(ErrorKind.TRANSIENT)], BackoffElapsed(), "Compacting_Requesting", [CallCompaction]),
-    "a refused compaction is asked again at once": ([ObservationArrived("f2")], failure(ErrorKind.REFUSAL), "Compacting_Requesting", [CallCompaction]),
+    "a transient compaction failure waits": ([ObservationArrived("f2")], failure(ErrorKind.TRANSIENT), COMPACTION_BACKING_OFF, [WaitBeforeRetry]),
+    "after the wait it asks for the compaction again": ([ObservationArrived("f2"), failure(ErrorKind.TRANSIENT)], BackoffElapsed(), COMPACTING, [CallCompaction]),
+    "a refused compaction is asked again at once": ([ObservationArrived("f2")], failure(ErrorKind.REFUSAL), COMPACTING, [CallCompaction]),
     "a fatal compaction failure fails closed": ([ObservationArrived("f2")], failure(ErrorKind.FATAL), "FailedClosed", [FailClosed]),
     "a compaction overflow fails closed": ([ObservationArrived("f2")], OVERFLOW, "FailedClosed", [FailClosed]),
-    "a rejected action compacts the accepted history again": ([ObservationArrived("f2"), compacted(), replied("hmm")], ActionRejected("no action"), "Compacting_Requesting", [CallCompaction]),
-    "a refused action request compacts the accepted history again": ([ObservationArrived("f2"), compacted()], failure(ErrorKind.REFUSAL), "Compacting_Requesting", [CallCompaction]),
-    "a truncated action request compacts the accepted history again": ([ObservationArrived("f2"), compacted()], failure(ErrorKind.TRUNCATED), "Compacting_Requesting", [CallCompaction]),
-    "a transient action failure waits, then compacts again": ([ObservationArrived("f2"), compacted(), failure(ErrorKind.TRANSIENT)], BackoffElapsed(), "Compacting_Requesting", [CallCompaction]),
+    "a rejected action compacts the accepted history again": ([ObservationArrived("f2"), compacted(), replied("hmm")], ActionRejected("no action"), COMPACTING, [CallCompaction]),
+    "a refused action request compacts the accepted history again": ([ObservationArrived("f2"), compacted()], failure(ErrorKind.REFUSAL), COMPACTING, [CallCompaction]),
+    "a truncated action request compacts the accepted history again": ([ObservationArrived("f2"), compacted()], failure(ErrorKind.TRUNCATED), COMPACTING, [CallCompaction]),
+    "a transient action failure waits, then compacts again": ([ObservationArrived("f2"), compacted(), failure(ErrorKind.TRANSIENT)], BackoffElapsed(), COMPACTING, [CallCompaction]),
 }
 # fmt: on
 
@@ -170,7 +174,9 @@ def test_the_compaction_commits_only_together_with_an_accepted_action():
 
 
 def test_a_native_compaction_call_caps_its_output_separately_from_the_action_request():
-    machine = cc.start(replace(BY_CALL, compaction=NativeByCall(trigger_tokens=10, max_output_tokens=40)), NativeItems())
+    machine = cc.start(
+        replace(BY_CALL, compaction=NativeByCall(trigger_tokens=10, max_output_tokens=40)), NativeItems()
+    )
     play_turn(machine, "f1")
     (call,) = machine.fire(ObservationArrived("f2"))
     assert isinstance(call, CallCompaction) and call.request.max_output_tokens == 40

@@ -9,7 +9,9 @@ from dataclasses import replace
 import pytest
 
 from turnstate.adapters.contract import ErrorKind, ModelResponse, ProviderError, Usage
+from turnstate.machine.engine import path_of
 from turnstate.strategies import continuous_conversation as cc
+from turnstate.strategies import harness_summary as hs
 from turnstate.strategies.compaction import HarnessSummary
 from turnstate.strategies.events import (
     ActionAccepted,
@@ -55,6 +57,9 @@ SUMMARIZING = StrategySettings(
 )
 UNSCHEDULED = replace(SUMMARIZING, compaction=replace(SUMMARIZING.compaction, trigger_tokens=1000))
 ITEMS = NativeItems()
+SUMMARY_ASKED = path_of(cc.State.Compacting, hs.State.Summarizing)
+RECOVERING = path_of(cc.State.Compacting, hs.State.OverflowRecovery)
+SUMMARY_BACKING_OFF = path_of(cc.State.Compacting, hs.State.BackingOff)
 OVERFLOW = ContextOverflowed(ProviderError(ErrorKind.CONTEXT_OVERFLOW))
 
 
@@ -92,30 +97,30 @@ REPLY = ProviderReplied(native_reply("ACTION: ACTION1 (next)"))
 CASES = {
     "an accepted action at the trigger schedules a summary": (0, [ObservationArrived("f1"), ProviderReplied(native_reply("x"))], ActionAccepted("ACTION1"), "CompactionScheduled", [SubmitAction]),
     "a scheduled machine buffers inputs": (1, [], InputBuffered("GAME_OVER"), "CompactionScheduled", []),
-    "the next observation summarizes first": (1, [], OBSERVE, "Summarizing_Requesting", [CallSummary]),
+    "the next observation summarizes first": (1, [], OBSERVE, SUMMARY_ASKED, [CallSummary]),
     "a summary goes on to the action request": (1, [OBSERVE], summarized(), "AwaitingReply", [CallProvider]),
-    "an empty summary is asked for again": (1, [OBSERVE], summarized("  "), "Summarizing_Requesting", [CallSummary]),
+    "an empty summary is asked for again": (1, [OBSERVE], summarized("  "), SUMMARY_ASKED, [CallSummary]),
     "an empty summary without retries fails closed": (1, [OBSERVE, summarized("")], summarized(""), "FailedClosed", [FailClosed]),
-    "a transient failure waits": (1, [OBSERVE], failure(ErrorKind.TRANSIENT), "Summarizing_BackingOff", [WaitBeforeRetry]),
-    "after the wait it asks again": (1, [OBSERVE, failure(ErrorKind.TRANSIENT)], BackoffElapsed(), "Summarizing_Requesting", [CallSummary]),
-    "a refused summary is asked for again at once": (1, [OBSERVE], failure(ErrorKind.REFUSAL), "Summarizing_Requesting", [CallSummary]),
+    "a transient failure waits": (1, [OBSERVE], failure(ErrorKind.TRANSIENT), SUMMARY_BACKING_OFF, [WaitBeforeRetry]),
+    "after the wait it asks again": (1, [OBSERVE, failure(ErrorKind.TRANSIENT)], BackoffElapsed(), SUMMARY_ASKED, [CallSummary]),
+    "a refused summary is asked for again at once": (1, [OBSERVE], failure(ErrorKind.REFUSAL), SUMMARY_ASKED, [CallSummary]),
     "a fatal failure fails closed": (1, [OBSERVE], failure(ErrorKind.FATAL), "FailedClosed", [FailClosed]),
-    "an overflow asks for fewer turns": (3, [OBSERVE], OVERFLOW, "Summarizing_OverflowRecovery", [CallSummary]),
+    "an overflow asks for fewer turns": (3, [OBSERVE], OVERFLOW, RECOVERING, [CallSummary]),
     "an overflow of one turn fails closed": (0, [ObservationArrived("f1"), REPLY, ActionAccepted("A"), OBSERVE], OVERFLOW, "FailedClosed", [FailClosed]),
-    "recovery halves again": (7, [OBSERVE, OVERFLOW], OVERFLOW, "Summarizing_OverflowRecovery", [CallSummary]),
+    "recovery halves again": (7, [OBSERVE, OVERFLOW], OVERFLOW, RECOVERING, [CallSummary]),
     "recovery at the protected boundary fails closed": (1, [OBSERVE, OVERFLOW], OVERFLOW, "FailedClosed", [FailClosed]),
     "a recovered summary goes on": (3, [OBSERVE, OVERFLOW], summarized(), "AwaitingReply", [CallProvider]),
-    "an empty recovered summary is asked for again": (3, [OBSERVE, OVERFLOW], summarized(""), "Summarizing_OverflowRecovery", [CallSummary]),
+    "an empty recovered summary is asked for again as it stands": (3, [OBSERVE, OVERFLOW], summarized(""), SUMMARY_ASKED, [CallSummary]),
     "an empty recovered summary without retries fails closed": (3, [OBSERVE, OVERFLOW, summarized("")], summarized(""), "FailedClosed", [FailClosed]),
-    "a transient failure in recovery waits": (3, [OBSERVE, OVERFLOW], failure(ErrorKind.TRANSIENT), "Summarizing_BackingOff", [WaitBeforeRetry]),
-    "a refusal in recovery is asked again at once as it stands": (3, [OBSERVE, OVERFLOW], failure(ErrorKind.REFUSAL), "Summarizing_Requesting", [CallSummary]),
-    "a summary cut off at its cap is asked for shorter": (1, [OBSERVE], failure(ErrorKind.TRUNCATED), "Summarizing_OverflowRecovery", [CallSummary]),
-    "a summary cut off in recovery is asked for shorter again": (3, [OBSERVE, OVERFLOW], failure(ErrorKind.TRUNCATED), "Summarizing_OverflowRecovery", [CallSummary]),
+    "a transient failure in recovery waits": (3, [OBSERVE, OVERFLOW], failure(ErrorKind.TRANSIENT), SUMMARY_BACKING_OFF, [WaitBeforeRetry]),
+    "a refusal in recovery is asked again at once as it stands": (3, [OBSERVE, OVERFLOW], failure(ErrorKind.REFUSAL), SUMMARY_ASKED, [CallSummary]),
+    "a summary cut off at its cap is asked for shorter": (1, [OBSERVE], failure(ErrorKind.TRUNCATED), RECOVERING, [CallSummary]),
+    "a summary cut off in recovery is asked for shorter again": (3, [OBSERVE, OVERFLOW], failure(ErrorKind.TRUNCATED), RECOVERING, [CallSummary]),
     "a summary cut off without retries fails closed": (1, [OBSERVE, failure(ErrorKind.TRUNCATED)], failure(ErrorKind.TRUNCATED), "FailedClosed", [FailClosed]),
     "a fatal failure in recovery fails closed": (3, [OBSERVE, OVERFLOW], failure(ErrorKind.FATAL), "FailedClosed", [FailClosed]),
-    "a rejected action summarizes the accepted turns again": (1, [OBSERVE, summarized(), REPLY], ActionRejected("no action"), "Summarizing_Requesting", [CallSummary]),
-    "a refused action request summarizes the accepted turns again": (1, [OBSERVE, summarized()], failure(ErrorKind.REFUSAL), "Summarizing_Requesting", [CallSummary]),
-    "a transient action failure waits, then summarizes again": (1, [OBSERVE, summarized(), failure(ErrorKind.TRANSIENT)], BackoffElapsed(), "Summarizing_Requesting", [CallSummary]),
+    "a rejected action summarizes the accepted turns again": (1, [OBSERVE, summarized(), REPLY], ActionRejected("no action"), SUMMARY_ASKED, [CallSummary]),
+    "a refused action request summarizes the accepted turns again": (1, [OBSERVE, summarized()], failure(ErrorKind.REFUSAL), SUMMARY_ASKED, [CallSummary]),
+    "a transient action failure waits, then summarizes again": (1, [OBSERVE, summarized(), failure(ErrorKind.TRANSIENT)], BackoffElapsed(), SUMMARY_ASKED, [CallSummary]),
 }
 # fmt: on
 
@@ -300,7 +305,9 @@ def test_an_oversized_continuation_fails_closed():
 
 class HarnessSummaryWalk(CommitDisciplineWalk):
     record = cc.DEFINITION
-    strategy_settings = replace(SUMMARIZING, max_retries=2, compaction=replace(SUMMARIZING.compaction, trigger_tokens=60))
+    strategy_settings = replace(
+        SUMMARIZING, max_retries=2, compaction=replace(SUMMARIZING.compaction, trigger_tokens=60)
+    )
     transcript = NativeItems()
 
     def reply_response(self, text: str) -> ModelResponse:

@@ -10,12 +10,23 @@ from turnstate.strategies.events import CallCompaction, CallProvider, CallSummar
 from turnstate.strategies.summary import SUMMARIZER_SYSTEM, bridge_text
 
 from .rows import check_row
-from .test_continuous_conversation import start_compacting_by_call
-from .test_harness_summary import ITEMS, OBSERVE, OVERFLOW, SUMMARIZING, UNSCHEDULED, failure, played, summarized
+from .test_continuous_conversation import COMPACTION_BACKING_OFF, start_compacting_by_call
+from .test_harness_summary import (
+    ITEMS,
+    OBSERVE,
+    OVERFLOW,
+    SUMMARIZING,
+    SUMMARY_ASKED,
+    SUMMARY_BACKING_OFF,
+    UNSCHEDULED,
+    failure,
+    played,
+    summarized,
+)
 
 
 def test_an_action_overflow_without_a_scheduled_summary_summarizes_the_accepted_turns():
-    check_row(played(2, UNSCHEDULED), [OBSERVE], OVERFLOW, "Summarizing_Requesting", [CallSummary])
+    check_row(played(2, UNSCHEDULED), [OBSERVE], OVERFLOW, SUMMARY_ASKED, [CallSummary])
 
 
 def test_a_forked_summary_that_overflows_is_asked_again_in_the_independent_form():
@@ -61,7 +72,7 @@ def test_a_transient_failure_in_overflow_recovery_spends_one_of_the_turns_retrie
     machine.fire(OVERFLOW)
     used = machine.model.turn.retries.used
     machine.fire(failure(ErrorKind.TRANSIENT))
-    assert machine.path == "Summarizing_BackingOff" and machine.model.turn.retries.used == used + 1
+    assert machine.path == SUMMARY_BACKING_OFF and machine.model.turn.retries.used == used + 1
 
 
 def test_a_transient_compaction_failure_spends_one_of_the_turns_retries():
@@ -70,4 +81,4 @@ def test_a_transient_compaction_failure_spends_one_of_the_turns_retries():
     (call,) = machine.fire(ObservationArrived("f2"))
     assert isinstance(call, CallCompaction) and machine.model.turn.retries.used == 0
     machine.fire(failure(ErrorKind.TRANSIENT))
-    assert machine.path == "Compacting_BackingOff" and machine.model.turn.retries.used == 1
+    assert machine.path == COMPACTION_BACKING_OFF and machine.model.turn.retries.used == 1
