@@ -271,6 +271,30 @@ def show(run_dir: Path, step: int) -> None:
     click.echo(json.dumps(messages, indent=2, ensure_ascii=False))
 
 
+@main.command()
+@click.option(
+    "--tests",
+    "tests_path",
+    default=Path("diagrams/transition_tests.json"),
+    type=click.Path(dir_okay=False, path_type=Path),
+    show_default=True,
+    help="the map a whole-suite test run writes",
+)
+def coverage(tests_path: Path) -> None:
+    """Print every transition with the tests that assert what it does (from the last whole-suite run)."""
+    from turnstate.machine import coverage as gate
+    from turnstate.strategies import MACHINES
+
+    if not tests_path.exists():
+        _fail(f"no {tests_path}: run the whole test suite from the repository root (it writes it), or pass --tests")
+    try:
+        committed = gate.read_tests_by_row(tests_path)
+    except (OSError, ValueError) as error:
+        _fail(f"cannot read {tests_path} ({error}); fix: run the whole test suite to write it again")
+    for line in gate.table(MACHINES, committed):
+        click.echo(line)
+
+
 def _load_or_exit(path: Path) -> Profile:
     try:
         return load_profile(path)

@@ -10,6 +10,12 @@ Two things are recorded for every row of every declared machine, anywhere in the
   `asserted` once its checks pass). A row that merely fires inside a longer test proves nothing
   about its actions; one whose actions were wrong would still count as fired.
 
+Each row keeps the tests that fired it and those that asserted it (pytest node ids). A whole-suite
+run writes, for every row, the tests that asserted it to the file the ini option
+`transition_tests` names (diagrams/transition_tests.json): the diagrams link each edge to them, and
+`turnstate coverage` prints the table. Only the asserting tests are written: which other tests fire a
+row depends on timing (a retry after a slow reply), and the file is committed beside the diagrams.
+
 At the end the plugin prints `transition coverage: <machine> fired F/D, asserted A/D` for every
 declared machine and, when the whole suite ran, fails the session naming each row that never fired
 or was never asserted. A subset run (`-k`, `-m`, or explicit paths) only reports, unless
@@ -23,22 +29,27 @@ machine (the specs that share its name) are covered together, as the union of th
 from __future__ import annotations
 
 import importlib
+import json
 from collections.abc import Mapping
+from pathlib import Path
 
 import pytest
 
 from turnstate.machine.engine import Fired, MachineSpec, Row, add_listener, remove_listener
 
+Tests = dict[Row, set[str]]  # a row -> the node ids of the tests that fired (or asserted) it
+
 
 class Recorder:
-    """The rows fired and the rows asserted, by machine name."""
+    """The rows fired and the rows asserted, by machine name, each with the tests that did it."""
 
     def __init__(self) -> None:
-        self.fired: dict[str, set[Row]] = {}
-        self.asserted: dict[str, set[Row]] = {}
+        self.fired: dict[str, Tests] = {}
+        self.asserted: dict[str, Tests] = {}
+        self.current = "(outside a test)"  # the node id of the test running now
 
     def __call__(self, fired: Fired) -> None:
-        self.fired.setdefault(fired.machine, set()).add(fired.row)
+        self.fired.setdefault(fired.machine, {}).setdefault(fired.row, set()).add(self.current)
 
     def clear(self) -> None:
         self.fired.clear()
@@ -52,7 +63,7 @@ RECORDER = Recorder()
 def asserted(fired: Fired) -> None:
     """Record that a test checked what the row behind `fired` did: the state it left the machine in
     and the effects its actions emitted."""
-    RECORDER.asserted.setdefault(fired.machine, set()).add(fired.row)
+    RECORDER.asserted.setdefault(fired.machine, {}).setdefault(fired.row, set()).add(RECORDER.current)
 
 
 def declared_rows(configurations: Mapping[str, MachineSpec]) -> dict[str, list[tuple[MachineSpec, Row]]]:
@@ -71,12 +82,57 @@ def row_label(spec: MachineSpec, row: Row) -> str:
     return f"{' | '.join(row.sources)} --{row.trigger}{guards}--> {spec.landing(row.dest)} / {actions}"
 
 
-def missing_rows(configurations: Mapping[str, MachineSpec], seen: Mapping[str, set[Row]]) -> dict[str, list[str]]:
+def missing_rows(configurations: Mapping[str, MachineSpec], seen: Mapping[str, Tests]) -> dict[str, list[str]]:
     """Per machine name, the rows (labelled) not in `seen`, in table order."""
     return {
         name: [row_label(spec, row) for spec, row in rows if row not in seen.get(name, set())]
         for name, rows in declared_rows(configurations).items()
     }
+
+
+def tests_by_row(
+    configurations: Mapping[str, MachineSpec], asserted: Mapping[str, Tests]
+) -> dict[str, dict[str, list[str]]]:
+    """Per machine name, each row's label with the tests that asserted it, sorted: what
+    `transition_tests` holds."""
+    return {
+        name: {row_label(spec, row): sorted(asserted.get(name, {}).get(row, ())) for spec, row in rows}
+        for name, rows in declared_rows(configurations).items()
+    }
+
+
+def read_tests_by_row(path: Path) -> dict[str, dict[str, list[str]]]:
+    """The committed map (empty if there is none yet)."""
+    if not path.exists():
+        return {}
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def table(configurations: Mapping[str, MachineSpec], committed: Mapping[str, Mapping[str, list[str]]]) -> list[str]:
+    """The committed map as a reviewer reads it: each transition, then the tests that assert it; a row
+    no test asserts says so, and the end names every such row and every stale entry of the map."""
+    lines, unproven, stale = [], [], []
+    for name, rows in declared_rows(configurations).items():
+        held = committed.get(name, {})
+        lines.append(f"{name}: {len(rows)} transitions")
+        labels = set()
+        for spec, row in rows:
+            label = row_label(spec, row)
+            labels.add(label)
+            tests = held.get(label, [])
+            lines.append(f"  {label}")
+            lines += [f"      {test}" for test in tests] or ["      (no test asserts what this row does)"]
+            unproven += [] if tests else [f"{name}: {label}"]
+        stale += [f"{name}: {label}" for label in held if label not in labels]
+    lines += [f"asserted by no test: {label}" for label in unproven]
+    lines += [f"not a row of the current tables (run the whole suite to refresh the map): {label}" for label in stale]
+    return lines
+
+
+def row_tests(spec: MachineSpec, committed: Mapping[str, Mapping[str, list[str]]]) -> dict[Row, list[str]]:
+    """The committed tests of each row of `spec` (one configuration), as the diagrams link them."""
+    held = committed.get(spec.name, {})
+    return {row: held[row_label(spec, row)] for row in spec.rows() if held.get(row_label(spec, row))}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -89,6 +145,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini(
         "transition_machines", "the machines to cover, as 'package.module:ATTRIBUTE' (a name -> MachineSpec mapping)"
     )
+    parser.addini("transition_tests", "where a whole-suite run writes each row's asserting tests (relative to rootdir)")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+    RECORDER.current = item.nodeid
+    try:
+        return (yield)
+    finally:
+        RECORDER.current = "(outside a test)"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -119,6 +185,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         ]
     config.stash[_REPORT] = lines
     failed = any(never_fired.values()) or any(never_asserted.values())
+    target = config.getini("transition_tests")
+    if target and _whole_suite(config) and session.exitstatus == 0 and not failed:
+        path = config.rootpath / target
+        written = json.dumps(tests_by_row(machines, RECORDER.asserted), indent=1, sort_keys=False) + "\n"
+        if not path.exists() or path.read_text(encoding="utf-8") != written:
+            path.write_text(written, encoding="utf-8")
+            lines.append(f"transition tests written to {target}: run `turnstate diagrams` and commit both")
     if _gate_active(config) and failed and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
         lines.append("transition coverage gate FAILED: every declared row must be fired, and asserted by a table test")
@@ -146,6 +219,10 @@ def _gate_active(config: pytest.Config) -> bool:
     choice = config.getoption("--transition-gate")
     if choice != "auto":
         return choice == "on"
+    return _whole_suite(config)
+
+
+def _whole_suite(config: pytest.Config) -> bool:
     whole_suite = config.args_source == pytest.Config.ArgsSource.TESTPATHS
     return whole_suite and not config.getoption("keyword") and not config.getoption("markexpr")
 

@@ -113,3 +113,75 @@ def test_a_subset_run_reports_coverage_without_failing(tmp_path):
     done = _pytest(tmp_path)
     assert done.returncode == 0, done.stdout
     assert "transition coverage: manual_rolling fired 1/12, asserted 0/12" in done.stdout
+
+
+LAMP_TESTS = textwrap.dedent(
+    """
+    import enum
+    from dataclasses import dataclass
+
+    from turnstate.machine import coverage
+    from turnstate.machine.engine import Event, LiveMachine, MachineModel, MachineSpec, Transition
+
+
+    class Lamp(enum.Enum):
+        Off = "off"
+        On = "on"
+
+
+    @dataclass(frozen=True)
+    class Switched(Event):
+        pass
+
+
+    LAMP = MachineSpec("lamp", Lamp, Lamp.Off, frozenset({Lamp.On}), (Transition(Switched, Lamp.Off, Lamp.On),))
+    MACHINES = {"lamp": LAMP}
+
+
+    def test_switching_turns_the_lamp_on():
+        machine = LiveMachine(LAMP, MachineModel())
+        machine.fire(Switched())
+        assert machine.path == "On"
+        coverage.asserted(machine.fired[-1])
+
+
+    def test_switching_without_a_look():
+        LiveMachine(LAMP, MachineModel()).fire(Switched())
+    """
+)
+
+
+def test_a_whole_suite_run_writes_the_tests_that_assert_each_row(tmp_path):
+    (tmp_path / "test_lamp.py").write_text(LAMP_TESTS)
+    (tmp_path / "pytest.ini").write_text("[pytest]\ntestpaths = .\n")
+    command = [sys.executable, "-m", "pytest", "-p", "turnstate.machine.coverage", "-p", "no:cacheprovider"]
+    command += ["-o", "transition_machines=test_lamp:MACHINES", "-o", "transition_tests=map.json"]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout
+    # The test that only fired the row is not one that proves it.
+    assert json.loads((tmp_path / "map.json").read_text()) == {
+        "lamp": {"Off --Switched--> On / no action": ["test_lamp.py::test_switching_turns_the_lamp_on"]}
+    }
+    assert "transition tests written to map.json" in done.stdout
+
+
+def test_the_coverage_table_names_each_rows_tests_and_every_row_no_test_asserts():
+    from turnstate.machine import coverage
+
+    spec = MACHINES["manual_rolling"]
+    rows = list(spec.rows())
+    first, second = coverage.row_label(spec, rows[0]), coverage.row_label(spec, rows[1])
+    committed = {"manual_rolling": {first: ["tests/t.py::test_buffers"], "Gone --Went--> Away / no action": ["x"]}}
+    lines = coverage.table({"manual_rolling": spec}, committed)
+    assert lines[:3] == ["manual_rolling: 12 transitions", f"  {first}", "      tests/t.py::test_buffers"]
+    assert lines[3:5] == [f"  {second}", "      (no test asserts what this row does)"]
+    assert f"asserted by no test: manual_rolling: {second}" in lines
+    assert lines[-1].endswith("manual_rolling: Gone --Went--> Away / no action")
+
+
+def test_turnstate_coverage_prints_the_committed_map():
+    done = subprocess.run([*CLI, "coverage"], capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert "continuous_conversation: 33 transitions" in done.stdout
+    assert "asserted by no test" not in done.stdout  # the gate keeps every row asserted
+    assert "tests/strategies/test_harness_summary.py::test_table[" in done.stdout
