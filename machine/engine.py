@@ -436,7 +436,7 @@ class LiveMachine(Generic[ModelT]):
         """Feed one event (and `Done` to the parent of each nested machine it finishes); return the
         effects their actions emitted."""
         self._take(event)
-        while self.path in self._finals:
+        while self._finals and self.model.state in self._finals:
             self._take(Done(cause=event))
         return self.model._take_effects()
 

@@ -92,41 +92,40 @@ def transitions(kind: Kind) -> tuple[Transition, ...]:
     summary = kind == "harness_summary"
     # fmt: off
     return (
-        # event               source                 dest
+        # Accepted
         buffering(S.Accepted),
-        T(ObservationArrived, S.Accepted,            S.AwaitingReply, actions=("open_turn", "request_reply")),
+        T(ObservationArrived,     S.Accepted,            S.AwaitingReply, actions=("open_turn", "request_reply")),
+        # CompactionScheduled, Compacting: with a compaction by a call of its own (entering Compacting asks for it)
         *when(by_call,
-        buffering(S.CompactionScheduled),
-        T(ObservationArrived, S.CompactionScheduled, S.Compacting,    actions=("open_turn",)),
-
-        T(Done,               S.Compacting,          S.AwaitingReply, actions=("request_reply",)),
-        T(ProviderFailed,     S.Compacting,          S.FailedClosed,  actions=("fail_closed",)),
-        T(ContextOverflowed,  S.Compacting,          S.FailedClosed,  actions=("fail_closed",))),
+            buffering(S.CompactionScheduled),
+            T(ObservationArrived, S.CompactionScheduled, S.Compacting,    actions=("open_turn",)),
+            T(Done,               S.Compacting,          S.AwaitingReply, actions=("request_reply",)),
+            T(ProviderFailed,     S.Compacting,          S.FailedClosed,  actions=("fail_closed",)),
+            T(ContextOverflowed,  S.Compacting,          S.FailedClosed,  actions=("fail_closed",))),
         *when(summary,
-        T(CompactionReplied,  S.Compacting,          S.FailedClosed,  actions=("fail_closed",))),
-
+            T(CompactionReplied,  S.Compacting,          S.FailedClosed,  actions=("fail_closed",))),
+        # AwaitingReply
         reply_held(S.AwaitingReply, S.Provisional),
         *when(by_call,
-        T(ProviderFailed,     S.AwaitingReply,       S.Compacting,    guards=("is_retryable_at_once", "has_retries_left",
-                                                                              "compacted_this_turn"),
-                              actions=("spend_retry",))),
+            T(ProviderFailed,     S.AwaitingReply,       S.Compacting,
+              guards=("is_retryable_at_once", "has_retries_left", "compacted_this_turn"), actions=("spend_retry",))),
         *provider_failures(S.AwaitingReply, backing_off=S.BackingOff, failed=S.FailedClosed),
         *when(summary,
-        T(ContextOverflowed,  S.AwaitingReply,       S.Compacting,    guards=("can_summarize_overflow",),
-                              actions=("take_overflow_lane",))),
-        T(ContextOverflowed,  S.AwaitingReply,       S.FailedClosed,  actions=("fail_closed",)),
-
+            T(ContextOverflowed,  S.AwaitingReply,       S.Compacting,
+              guards=("can_summarize_overflow",), actions=("take_overflow_lane",))),
+        T(ContextOverflowed,      S.AwaitingReply,       S.FailedClosed,  actions=("fail_closed",)),
+        # BackingOff
         *when(by_call,
-        T(BackoffElapsed,     S.BackingOff,          S.Compacting,    guards=("compacted_this_turn",))),
+            T(BackoffElapsed,     S.BackingOff,          S.Compacting,    guards=("compacted_this_turn",))),
         backoff_elapsed(S.BackingOff, S.AwaitingReply),
-
+        # Provisional
         *when(by_call,
-        T(ActionAccepted,     S.Provisional,         S.CompactionScheduled, guards=("is_compaction_due",),
-                              actions=COMMIT)),
-        T(ActionAccepted,     S.Provisional,         S.Accepted,      actions=COMMIT),
+            T(ActionAccepted,     S.Provisional,         S.CompactionScheduled, guards=("is_compaction_due",),
+              actions=COMMIT)),
+        T(ActionAccepted,         S.Provisional,         S.Accepted,      actions=COMMIT),
         *when(by_call,
-        T(ActionRejected,     S.Provisional,         S.Compacting,    guards=("has_retries_left", "compacted_this_turn"),
-                              actions=("discard_provisional", "spend_retry"))),
+            T(ActionRejected,     S.Provisional,         S.Compacting,
+              guards=("has_retries_left", "compacted_this_turn"), actions=("discard_provisional", "spend_retry"))),
         *action_rejected(S.Provisional, S.AwaitingReply, S.FailedClosed),
     )
     # fmt: on
