@@ -30,7 +30,7 @@ from turnstate.harness.artifacts import StepRecordError, TransitionLogError, rea
 from turnstate.harness.endpoint import RunSetupError
 from turnstate.harness.profile import DEFAULT_PROFILE, MIN_CONTEXT_TOKENS, Profile, ProfileError, load_profile
 from turnstate.harness.runner import Runner, RunResult, StepProgress
-from turnstate.machine.engine import MachineSpec
+from turnstate.machine.engine import MachineSpec, Row
 
 console = Console()
 
@@ -175,59 +175,195 @@ def validate(profiles: tuple[Path, ...]) -> None:
     sys.exit(1 if failed else 0)
 
 
+DIAGRAMS = Path("diagrams")
+
+
 @main.command()
 @click.option(
-    "--out", "out_dir", default=Path("diagrams"), type=click.Path(file_okay=False, path_type=Path), show_default=True
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="where to write (default: diagrams/; with --profile the current folder; with --run the run's folder)",
 )
-@click.option("--check", is_flag=True, help="exit 1 naming every diagram whose committed DOT is stale")
+@click.option("--check", is_flag=True, help="exit 1 naming every committed DOT that differs from what the tables draw")
+@click.option(
+    "--profile",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="draw only the machine PROFILE assembles (its strategy with its compaction)",
+)
 @click.option(
     "--run",
     "run_dir",
     type=click.Path(file_okay=False, exists=True, path_type=Path),
-    help="draw a run: each transition with its count, into the run's folder",
+    help="draw what a run could take, each transition with its count",
 )
-def diagrams(out_dir: Path, check: bool, run_dir: Path | None) -> None:
-    """Render every machine from its table to OUT/<machine>.dot and .svg."""
+def diagrams(out_dir: Path | None, check: bool, profile: Path | None, run_dir: Path | None) -> None:
+    """Render every machine configuration, and the full machine of a strategy that has several, from
+    its tables to OUT/<name>.dot and .svg."""
     from turnstate.machine import diagrams as drawing
-    from turnstate.strategies import MACHINES
 
-    if check:
-        if not any(out_dir.glob("*.dot")):
-            _fail(f"no diagrams in {out_dir}; run from the repository root or pass --out")
-        stale = drawing.stale(MACHINES, out_dir)
-        for name in stale:
-            click.echo(f"stale diagram: {out_dir / (name + '.dot')} (run `turnstate diagrams` and commit it)", err=True)
-        sys.exit(1 if stale else 0)
+    if sum(option is not None and option is not False for option in (check, profile, run_dir)) > 1:
+        raise click.UsageError("--check, --profile and --run each draw something else: pass one of them")
     try:
-        if run_dir is not None:
-            try:
-                records, warnings = read_transition_log(run_dir / "transitions.jsonl", declared=MACHINES)
-            except TransitionLogError as error:
-                _fail(str(error))
-            for warning in warnings:
-                click.echo(f"warning: {warning}", err=True)
-            for name, counts in drawing.run_counts(records).items():
-                spec = next(spec for spec in MACHINES.values() if spec.name == name)
-                undrawn = sum(fired for key, fired in counts.items() if key not in _row_keys(spec))
-                if undrawn:
-                    click.echo(
-                        f"warning: {undrawn} transitions of {name} are not rows of its current table "
-                        "(a run of another version?); they are not drawn",
-                        err=True,
-                    )
-                _, svg = drawing.write(name, spec, run_dir, counts)
-                click.echo(f"wrote {svg}")
-            return
-        for name, spec in MACHINES.items():
-            dot, svg = drawing.write(name, spec, out_dir)
-            click.echo(f"wrote {dot} and {svg}")
+        if check:
+            _check_diagrams(out_dir or DIAGRAMS)
+        elif profile is not None:
+            name, machines = _profile_configuration(profile)
+            _, svg = drawing.write(name, machines, out_dir or Path("."))
+            click.echo(f"wrote {svg}")
+        elif run_dir is not None:
+            _draw_run(run_dir, out_dir or run_dir)
+        else:
+            directory = out_dir or DIAGRAMS
+            tests = _committed_tests(directory)
+            for name, machines in _pictures().items():
+                dot, svg = drawing.write(name, machines, directory, tests=tests)
+                click.echo(f"wrote {dot} and {svg}")
     except graphviz.ExecutableNotFound:
         _fail("Graphviz's `dot` is not installed (apt-get install graphviz); the .dot files were written")
     except OSError as error:
         _fail(f"cannot write {error.filename} ({error.strerror}); fix: pass a folder you can write to")
 
 
+def _pictures() -> dict[str, dict[str, MachineSpec]]:
+    """What `turnstate diagrams` draws: each configuration alone, and every configuration of a
+    strategy that has several at once (its full machine, named after the strategy)."""
+    from turnstate.strategies import STRATEGIES, configuration_name
+
+    pictures: dict[str, dict[str, MachineSpec]] = {}
+    for strategy in STRATEGIES.values():
+        configurations = {configuration_name(strategy, kind): spec for kind, spec in strategy.specs.items()}
+        pictures |= {name: {name: spec} for name, spec in configurations.items()}
+        if len(configurations) > 1:
+            pictures[strategy.name] = configurations
+    return pictures
+
+
+def _committed_tests(directory: Path) -> dict[Row, list[str]] | None:
+    """The tests that assert each row, from the map a whole-suite run writes beside the diagrams (None
+    without one). A row is looked up under the label of the configuration that first holds it, as
+    the map is written."""
+    from turnstate.machine import coverage as gate
+    from turnstate.strategies import MACHINES
+
+    path = directory / "transition_tests.json"
+    if not path.exists():
+        return None
+    try:
+        committed = gate.read_tests_by_row(path)
+    except (OSError, ValueError) as error:
+        _fail(f"cannot read {path} ({error}); fix: run the whole test suite to write it again")
+    return {
+        row: tests
+        for name, rows in gate.declared_rows(MACHINES).items()
+        for spec, row in rows
+        if (tests := committed.get(name, {}).get(gate.row_label(spec, row)))
+    }
+
+
+def _check_diagrams(directory: Path) -> NoReturn:
+    from turnstate.machine import diagrams as drawing
+
+    committed = sorted(directory.glob("*.dot"))
+    if not committed:
+        _fail(f"no diagrams in {directory}; run from the repository root or pass --out")
+    pictures = _pictures()
+    stale = drawing.stale(pictures, directory, _committed_tests(directory))
+    for name in stale:
+        click.echo(f"stale diagram: {directory / (name + '.dot')} (run `turnstate diagrams` and commit it)", err=True)
+    orphans = [path for path in committed if path.stem not in pictures]
+    for path in orphans:
+        click.echo(f"stale diagram: {path} (no table draws it any more; delete it)", err=True)
+    sys.exit(1 if stale or orphans else 0)
+
+
+def _profile_configuration(path: Path) -> tuple[str, dict[str, MachineSpec]]:
+    """The configuration PROFILE runs: its strategy's machine as its compaction assembles it."""
+    from turnstate.strategies import STRATEGIES, configuration_name
+
+    loaded = _load_or_exit(path)
+    strategy = STRATEGIES[loaded.runtime.strategy]
+    kind = loaded.compaction().kind
+    if kind not in strategy.specs:
+        _fail(f"{path}: {strategy.name} has no machine for compaction {kind} (it has: {', '.join(strategy.specs)})")
+    name = configuration_name(strategy, kind)
+    return name, {name: strategy.specs[kind]}
+
+
+def _draw_run(run_dir: Path, out_dir: Path) -> None:
+    """Draw, into `out_dir`, the configuration the run used (its run_meta.json says which) with each
+    transition's count from its transitions.jsonl. A run killed before it wrote run_meta.json is drawn
+    on every configuration of its strategy, with a warning."""
+    from turnstate.machine import diagrams as drawing
+    from turnstate.strategies import STRATEGIES
+
+    used = _run_configuration(run_dir)
+    declared = [next(iter(used[1].values())).name] if used else list(STRATEGIES)
+    try:
+        records, warnings = read_transition_log(run_dir / "transitions.jsonl", declared=declared)
+    except TransitionLogError as error:
+        _fail(str(error))
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
+    for machine, counts in drawing.run_counts(records).items():
+        name, machines = used or _every_configuration(run_dir, machine)
+        drawn = set().union(*(_row_keys(spec) for spec in machines.values()))
+        undrawn = sum(fired for key, fired in counts.items() if key not in drawn)
+        if undrawn:
+            click.echo(
+                f"warning: {undrawn} transitions of {machine} are not rows of its current table "
+                "(a run of another version?); they are not drawn",
+                err=True,
+            )
+        _, svg = drawing.write(name, machines, out_dir, counts)
+        click.echo(f"wrote {svg}")
+
+
+def _run_configuration(run_dir: Path) -> tuple[str, dict[str, MachineSpec]] | None:
+    """The configuration named by the run's run_meta.json (`strategy`, `runtime.compaction.kind`), or
+    None if the run wrote none."""
+    from turnstate.strategies import STRATEGIES, configuration_name
+
+    path = run_dir / "run_meta.json"
+    fix = "fix: pass a run folder that `turnstate run` wrote"
+    try:
+        meta = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as error:
+        _fail(f"{path}: not a run's metadata ({getattr(error, 'strerror', None) or 'not JSON'}); {fix}")
+    strategy = STRATEGIES.get(str(_field(meta, "strategy")))
+    kind = _field(meta, "runtime", "compaction", "kind")
+    ran = next((known for known in strategy.specs if known == kind), None) if strategy else None
+    if strategy is None or ran is None:
+        known = ", ".join(f"{name} ({', '.join(record.specs)})" for name, record in STRATEGIES.items())
+        _fail(f"{path}: names no strategy and runtime.compaction.kind turnstate draws (it draws: {known}); {fix}")
+    name = configuration_name(strategy, ran)
+    return name, {name: strategy.specs[ran]}
+
+
+def _field(data: object, *keys: str) -> object:
+    """data[key][key]..., or None where a level is missing or not a mapping."""
+    for key in keys:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data
+
+
+def _every_configuration(run_dir: Path, machine: str) -> tuple[str, dict[str, MachineSpec]]:
+    """For a run without run_meta.json: its strategy's one configuration, or its full machine, with a
+    warning that the picture holds more than the run could take."""
+    machines = _pictures()[machine]  # a strategy's one configuration, or its full machine, has its name
+    if len(machines) > 1:
+        click.echo(
+            f"warning: no {run_dir / 'run_meta.json'} (the run was killed before writing it?), so which "
+            f"compaction it ran is unknown: drawing every configuration of {machine}",
+            err=True,
+        )
+    return machine, machines
+
+
 def _row_keys(spec: MachineSpec) -> set[tuple[str, str, str]]:
+    """The (source, trigger, dest) records the transition log can hold for the rows of `spec`."""
     return {
         (leaf, row.trigger, spec.landing(row.dest))
         for row in spec.rows()

@@ -22,6 +22,7 @@ from turnstate.harness.cli import main
 from turnstate.harness.profile import DEFAULT_PROFILE
 from turnstate.local_provider import policy
 from turnstate.local_provider.server import LocalProvider
+from turnstate.strategies import STRATEGIES
 
 CLI = [sys.executable, "-m", "turnstate.harness.cli"]
 REPO = Path(__file__).resolve().parents[2]
@@ -237,7 +238,7 @@ def test_diagrams_of_a_killed_run_skip_its_torn_last_line_with_a_warning(tmp_pat
         f"warning: {tmp_path / 'transitions.jsonl'}: line 3 is a half-written last record (a killed run); skipped\n"
     )
     dot = (tmp_path / "manual_rolling.dot").read_text()
-    assert "request_reply\n×1" in dot
+    assert "ObservationArrived  ×1 /" in dot and "ProviderReplied  ×1 /" in dot
 
 
 def test_diagrams_of_a_run_warn_about_transitions_the_table_no_longer_has(tmp_path):
@@ -247,6 +248,120 @@ def test_diagrams_of_a_run_warn_about_transitions_the_table_no_longer_has(tmp_pa
     assert result.exit_code == 0, result.stderr
     assert "warning: 1 transitions of manual_rolling are not rows of its current table" in result.stderr
     assert (tmp_path / "manual_rolling.svg").exists()
+
+
+def harness_summary_run(run_dir: Path, meta: dict | None) -> None:
+    """A harness-summary turn that compacted once (with a retry inside Compacting) before its reply."""
+    fired = [
+        ("Accepted", "ObservationArrived", "AwaitingReply"),
+        ("AwaitingReply", "ProviderReplied", "Provisional"),
+        ("Provisional", "ActionAccepted", "CompactionScheduled"),
+        ("CompactionScheduled", "ObservationArrived", "Compacting_Summarizing"),
+        ("Compacting_Summarizing", "ProviderFailed", "Compacting_Summarizing"),
+        ("Compacting_Summarizing", "CompactionReplied", "Compacting_Summarized"),
+        ("Compacting_Summarized", "Done", "AwaitingReply"),
+    ]
+    records = [{"machine": "continuous_conversation", "source": s, "trigger": t, "dest": d} for s, t, d in fired]
+    (run_dir / "transitions.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
+    if meta is not None:
+        (run_dir / "run_meta.json").write_text(json.dumps(meta))
+
+
+HARNESS_SUMMARY_META = {"strategy": "continuous_conversation", "runtime": {"compaction": {"kind": "harness_summary"}}}
+
+
+def test_diagrams_of_a_run_draw_only_the_configuration_it_ran_with_its_counts(tmp_path):
+    harness_summary_run(tmp_path, HARNESS_SUMMARY_META)
+    result = invoke("diagrams", "--run", str(tmp_path))
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr == ""
+    assert [path.name for path in tmp_path.glob("*.dot")] == ["continuous_conversation.harness_summary.dot"]
+    dot = (tmp_path / "continuous_conversation.harness_summary.dot").read_text()
+    assert "compaction_call" not in dot and "request_compaction" not in dot  # a machine it could not enter
+    assert "Done  ×1 /" in dot  # counted from the nested final state it fired from
+    assert "ProviderFailed [is_retryable_at_once &amp; has_retries_left]  ×1" in dot  # inside Summarizing
+    assert "ContextOverflowed [can_summarize_overflow]  ×0 /" in dot
+
+
+def test_diagrams_of_a_run_without_run_meta_draw_every_configuration_with_a_warning(tmp_path):
+    harness_summary_run(tmp_path, meta=None)
+    result = invoke("diagrams", "--run", str(tmp_path))
+    assert result.exit_code == 0, result.stderr
+    (warning,) = result.stderr.splitlines()
+    assert warning == (
+        f"warning: no {tmp_path / 'run_meta.json'} (the run was killed before writing it?), so which compaction it "
+        "ran is unknown: drawing every configuration of continuous_conversation"
+    )
+    dot = (tmp_path / "continuous_conversation.dot").read_text()
+    assert "compaction_call" in dot and "Done  ×1 /" in dot
+
+
+# (run_meta.json's text; what the one-line error must say)
+BAD_METAS = [
+    ('{"strategy": "continuous_conversa', "not a run's metadata (not JSON)"),
+    ("[]", "names no strategy and runtime.compaction.kind turnstate draws"),
+    ('{"strategy": "continuous_conversation"}', "names no strategy and runtime.compaction.kind turnstate draws"),
+    (
+        json.dumps({"strategy": "chess", "runtime": {"compaction": {"kind": "none"}}}),
+        "names no strategy and runtime.compaction.kind turnstate draws (it draws: manual_rolling (none), "
+        "previous_response_id (none), continuous_conversation (none, native_inline, native_call, harness_summary))",
+    ),
+    (json.dumps({"strategy": "manual_rolling", "runtime": {"compaction": {"kind": "harness_summary"}}}), "names no"),
+]
+
+
+@pytest.mark.parametrize(("meta", "problem"), BAD_METAS)
+def test_diagrams_of_a_run_with_a_broken_or_foreign_run_meta_is_one_line(tmp_path, meta, problem):
+    harness_summary_run(tmp_path, meta=None)
+    (tmp_path / "run_meta.json").write_text(meta)
+    result = invoke("diagrams", "--run", str(tmp_path))
+    assert_one_line_error(result.exit_code, result.stderr, f"{tmp_path / 'run_meta.json'}: {problem}")
+    assert not list(tmp_path.glob("*.dot"))
+
+
+def test_diagrams_of_a_run_whose_log_names_another_machine_than_its_meta_is_one_line(tmp_path):
+    harness_summary_run(tmp_path, {"strategy": "manual_rolling", "runtime": {"compaction": {"kind": "none"}}})
+    result = invoke("diagrams", "--run", str(tmp_path))
+    assert_one_line_error(result.exit_code, result.stderr, "line 1 names machine 'continuous_conversation'")
+
+
+@pytest.mark.parametrize("profile", sorted((REPO / "profiles").glob("*.yaml")), ids=lambda path: path.name)
+def test_diagrams_of_a_profile_draw_the_one_configuration_it_assembles(tmp_path, profile):
+    from turnstate.harness.profile import load_profile
+    from turnstate.machine.diagrams import to_dot
+    from turnstate.strategies import MACHINES
+
+    loaded = load_profile(profile)
+    strategy, kind = loaded.runtime.strategy, loaded.compaction().kind
+    name = strategy if len(STRATEGIES[strategy].specs) == 1 else f"{strategy}.{kind}"
+    result = invoke("diagrams", "--profile", str(profile), "--out", str(tmp_path))
+    assert result.exit_code == 0, result.stderr
+    assert [path.name for path in sorted(tmp_path.iterdir())] == [f"{name}.dot", f"{name}.svg"]
+    dot = (tmp_path / f"{name}.dot").read_text()
+    assert dot == to_dot({name: MACHINES[name]}) == (REPO / "diagrams" / f"{name}.dot").read_text()
+    drawn_machines = {other.name for spec in [MACHINES[name]] for other in spec.nested.values()}
+    for other in ("compaction_call", "harness_summary"):  # only the compaction machine it can enter
+        assert (f"Compacting: {other}" in dot) == (other in drawn_machines)
+
+
+def test_diagrams_of_a_profile_default_to_the_current_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = invoke("diagrams", "--profile", str(REPO / "profiles" / "local-xai-continuous.yaml"))
+    assert result.exit_code == 0, result.stderr
+    assert (tmp_path / "continuous_conversation.native_call.svg").is_file()
+
+
+def test_diagrams_of_a_profile_that_is_not_one_says_why(tmp_path):
+    result = invoke("diagrams", "--profile", str(tmp_path / "missing.yaml"))
+    assert result.exit_code == 1
+    assert "missing.yaml" in result.stderr and "cannot read the file" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_diagrams_take_one_of_check_profile_and_run(tmp_path):
+    result = invoke("diagrams", "--check", "--profile", str(DEFAULT_PROFILE))
+    assert result.exit_code == 2
+    assert "--check, --profile and --run each draw something else: pass one of them" in result.stderr
 
 
 @pytest.mark.parametrize("kill_after_steps", [1, 4, 9])
