@@ -338,7 +338,7 @@ def test_diagrams_of_a_profile_draw_the_one_configuration_it_assembles(tmp_path,
     assert result.exit_code == 0, result.stderr
     assert [path.name for path in sorted(tmp_path.iterdir())] == [f"{name}.dot", f"{name}.svg"]
     dot = (tmp_path / f"{name}.dot").read_text()
-    assert dot == to_dot({name: MACHINES[name]}) == (REPO / "diagrams" / f"{name}.dot").read_text()
+    assert dot == to_dot({name: MACHINES[name]})  # as diagrams/ draws it, without the links to tests
     drawn_machines = {other.name for spec in [MACHINES[name]] for other in spec.nested.values()}
     for other in ("compaction_call", "harness_summary"):  # only the compaction machine it can enter
         assert (f"Compacting: {other}" in dot) == (other in drawn_machines)

@@ -32,8 +32,7 @@ def test_the_committed_diagrams_are_current():
 
 def test_diagrams_are_one_per_configuration_and_one_full_machine_per_strategy_with_several():
     committed = sorted(path.stem for path in (REPO / "diagrams").glob("*.dot"))
-    assert committed == sorted(PICTURES)
-    assert (REPO / "diagrams" / "continuous_conversation.dot").read_text() == to_dot(FULL)
+    assert committed == sorted(PICTURES)  # their content: test_the_committed_diagrams_are_current
 
 
 def test_a_stale_missing_or_orphaned_diagram_is_named(tmp_path):
