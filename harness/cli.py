@@ -253,12 +253,7 @@ def _committed_tests(directory: Path) -> dict[Row, list[str]] | None:
         committed = gate.read_tests_by_row(path)
     except (OSError, ValueError) as error:
         _fail(f"cannot read {path} ({error}); fix: run the whole test suite to write it again")
-    return {
-        row: tests
-        for name, rows in gate.declared_rows(MACHINES).items()
-        for spec, row in rows
-        if (tests := committed.get(name, {}).get(gate.row_label(spec, row)))
-    }
+    return gate.tests_of_rows(MACHINES, committed)
 
 
 def _check_diagrams(directory: Path) -> NoReturn:

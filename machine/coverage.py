@@ -66,26 +66,27 @@ def asserted(fired: Fired) -> None:
     RECORDER.asserted.setdefault(fired.machine, {}).setdefault(fired.row, set()).add(RECORDER.current)
 
 
-def declared_rows(configurations: Mapping[str, MachineSpec]) -> dict[str, list[tuple[MachineSpec, Row]]]:
-    """Per machine name, every row of its configurations once, in table order, with a spec that holds it."""
-    rows: dict[str, dict[Row, MachineSpec]] = {}
+def declared_rows(configurations: Mapping[str, MachineSpec]) -> dict[str, list[Row]]:
+    """Per machine name, every row of its configurations once, in table order."""
+    rows: dict[str, dict[Row, None]] = {}
     for spec in configurations.values():
         for row in spec.rows():
-            rows.setdefault(spec.name, {}).setdefault(row, spec)
-    return {name: [(spec, row) for row, spec in held.items()] for name, held in rows.items()}
+            rows.setdefault(spec.name, {})[row] = None
+    return {name: list(held) for name, held in rows.items()}
 
 
-def row_label(spec: MachineSpec, row: Row) -> str:
-    """A row as the gate names it: its sources, trigger and landing state, guards, then its actions."""
+def row_label(row: Row) -> str:
+    """A row as the gate names it: its sources, trigger, guards and dest (as its table declares them,
+    so the label is the same in every configuration), then its actions."""
     guards = f" [{' & '.join(row.transition.guards)}]" if row.transition.guards else ""
     actions = ", ".join(row.transition.actions) or "no action"
-    return f"{' | '.join(row.sources)} --{row.trigger}{guards}--> {spec.landing(row.dest)} / {actions}"
+    return f"{' | '.join(row.sources)} --{row.trigger}{guards}--> {row.dest} / {actions}"
 
 
 def missing_rows(configurations: Mapping[str, MachineSpec], seen: Mapping[str, Tests]) -> dict[str, list[str]]:
     """Per machine name, the rows (labelled) not in `seen`, in table order."""
     return {
-        name: [row_label(spec, row) for spec, row in rows if row not in seen.get(name, set())]
+        name: [row_label(row) for row in rows if row not in seen.get(name, set())]
         for name, rows in declared_rows(configurations).items()
     }
 
@@ -96,7 +97,7 @@ def tests_by_row(
     """Per machine name, each row's label with the tests that asserted it, sorted: what
     `transition_tests` holds."""
     return {
-        name: {row_label(spec, row): sorted(asserted.get(name, {}).get(row, ())) for spec, row in rows}
+        name: {row_label(row): sorted(asserted.get(name, {}).get(row, ())) for row in rows}
         for name, rows in declared_rows(configurations).items()
     }
 
@@ -116,8 +117,8 @@ def table(configurations: Mapping[str, MachineSpec], committed: Mapping[str, Map
         held = committed.get(name, {})
         lines.append(f"{name}: {len(rows)} transitions")
         labels = set()
-        for spec, row in rows:
-            label = row_label(spec, row)
+        for row in rows:
+            label = row_label(row)
             labels.add(label)
             tests = held.get(label, [])
             lines.append(f"  {label}")
@@ -129,10 +130,16 @@ def table(configurations: Mapping[str, MachineSpec], committed: Mapping[str, Map
     return lines
 
 
-def row_tests(spec: MachineSpec, committed: Mapping[str, Mapping[str, list[str]]]) -> dict[Row, list[str]]:
-    """The committed tests of each row of `spec` (one configuration), as the diagrams link them."""
-    held = committed.get(spec.name, {})
-    return {row: held[row_label(spec, row)] for row in spec.rows() if held.get(row_label(spec, row))}
+def tests_of_rows(
+    configurations: Mapping[str, MachineSpec], committed: Mapping[str, Mapping[str, list[str]]]
+) -> dict[Row, list[str]]:
+    """Each row's committed tests, as the diagrams link them (rows no test asserts are left out)."""
+    return {
+        row: tests
+        for name, rows in declared_rows(configurations).items()
+        for row in rows
+        if (tests := committed.get(name, {}).get(row_label(row)))
+    }
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

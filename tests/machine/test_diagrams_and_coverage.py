@@ -478,7 +478,7 @@ def test_the_coverage_table_names_each_rows_tests_and_every_row_no_test_asserts(
 
     spec = MACHINES["manual_rolling"]
     rows = list(spec.rows())
-    first, second = coverage.row_label(spec, rows[0]), coverage.row_label(spec, rows[1])
+    first, second = coverage.row_label(rows[0]), coverage.row_label(rows[1])
     committed = {"manual_rolling": {first: ["tests/t.py::test_buffers"], "Gone --Went--> Away / no action": ["x"]}}
     lines = coverage.table({"manual_rolling": spec}, committed)
     assert lines[:3] == ["manual_rolling: 12 transitions", f"  {first}", "      tests/t.py::test_buffers"]
