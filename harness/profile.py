@@ -55,6 +55,7 @@ class _Section(BaseModel):
 
 
 class EnvironmentConfig(_Section):
+    # A registered id (harness/environments/registry.py), never a path, a module or a URL.
     name: str = "beacon_grid"
     seed: int = 0
     options: dict[str, Any] = Field(default_factory=dict)
@@ -504,12 +505,14 @@ class _Contradiction(ValueError):
 
 
 def _check_environment(environment: EnvironmentConfig) -> None:
+    """Build the environment once, so an unregistered or path-like id, a package that fails to load
+    or a bad option is named here, under the key it concerns, before any run starts."""
     from turnstate.harness.environments import EnvironmentConfigError, make_environment
 
     try:
         make_environment(environment.name, environment.seed, environment.options)
     except EnvironmentConfigError as error:
-        raise _Contradiction("environment", str(error), "see the environment options in README.md") from None
+        raise _Contradiction(f"environment.{error.key}", str(error), error.fix) from None
 
 
 class ProfileError(ValueError):

@@ -15,7 +15,9 @@ Rules it keeps:
 - Entering the beacon opens the next level, or wins after the last one. Entering another door is
   GAME_OVER; from there only RESET is allowed, which restarts the same level. After WIN no step is
   allowed; `reset()` starts a new game.
-- An action the state does not allow raises ValueError and changes nothing.
+- An action the state does not allow raises ValueError and changes nothing. Every applied action
+  leaves a Receipt saying what it changed; `observe()` returns the current frame again, so it never
+  spends a beacon.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from turnstate.harness.environments import EnvironmentConfigError, Frame, GameState
+from turnstate.harness.environments.protocol import RESET, EnvironmentConfigError, Frame, GameState, Receipt
 
 Cell = tuple[int, int]  # (row, column)
 
@@ -46,7 +48,7 @@ MOVES: dict[str, Cell] = {
 }
 ENTER = "ACTION5"
 WAIT = "ACTION6"
-RESET = "RESET"
+NOTHING = "nothing"
 
 ALLOWED_ACTIONS: dict[GameState, frozenset[str]] = {
     GameState.NOT_FINISHED: frozenset(ACTIONS),
@@ -159,7 +161,9 @@ class BeaconGrid:
     name = "beacon_grid"
     actions = ACTIONS
 
-    # Set by reset(); step() refuses to run before it.
+    # Set by reset(); step() and observe() refuse to run before it (no current frame yet).
+    _current: Frame | None = None
+    _receipts: list[Receipt]
     _level: int
     _layout: Layout
     _beacon_visible: bool
@@ -172,19 +176,28 @@ class BeaconGrid:
         self.levels = levels
         self.width = width
         self.height = height
-        self._started = False
 
     @classmethod
     def from_options(cls, seed: int, options: Mapping[str, object]) -> BeaconGrid:
         return cls(seed, **validate_options(options))
 
     def reset(self) -> Frame:
-        self._started = True
+        self._receipts = []
         self._enter_level(1)
         return self._frame()
 
+    def observe(self) -> Frame:
+        if self._current is None:
+            raise RuntimeError("beacon_grid: call reset() before observe()")
+        return self._current
+
+    def receipts(self, since: int = 0) -> tuple[Receipt, ...]:
+        if since < 0:
+            raise ValueError(f"since counts applied actions and cannot be negative, got {since}")
+        return tuple(self._receipts[since:]) if self._current is not None else ()
+
     def step(self, action: str) -> Frame:
-        if not self._started:
+        if self._current is None:
             raise RuntimeError("beacon_grid: call reset() before step()")
         if action not in ACTIONS:
             raise ValueError(f"unknown action {action!r}; allowed actions: {', '.join(ACTIONS)}")
@@ -194,13 +207,19 @@ class BeaconGrid:
             raise ValueError(
                 f"action {action!r} is not allowed in state {self._state.value}; allowed actions: {allowed_text}"
             )
+        self._receipts.append(Receipt(len(self._receipts) + 1, action, self._apply(action)))
+        return self._frame()
+
+    def _apply(self, action: str) -> str:
+        """Change the game by an allowed action; what changed, for its receipt."""
         if action == RESET:
             self._restart_level()
-        elif action in MOVES:
-            self._move(MOVES[action])
-        elif action == ENTER:
-            self._enter_door()
-        return self._frame()
+            return f"level {self._level} restarted"
+        if action in MOVES:
+            return "player moved" if self._move(MOVES[action]) else NOTHING
+        if action == ENTER:
+            return self._enter_door()
+        return NOTHING  # WAIT
 
     def _enter_level(self, level: int) -> None:
         self._level = level
@@ -213,25 +232,31 @@ class BeaconGrid:
         self._player = self._layout.start
         self._wrong_door = None
 
-    def _move(self, delta: Cell) -> None:
+    def _move(self, delta: Cell) -> bool:
         target = (self._player[0] + delta[0], self._player[1] + delta[1])
-        if target not in self._layout.walls:
-            self._player = target
+        if target in self._layout.walls:
+            return False
+        self._player = target
+        return True
 
-    def _enter_door(self) -> None:
+    def _enter_door(self) -> str:
         door = self._layout.door_at(self._player)
         if door is None:
-            return
+            return NOTHING
         if door != self._layout.beacon:
             self._state = GameState.GAME_OVER
             self._wrong_door = door
-        elif self._level == self.levels:
+            return f"wrong door {door} entered: game over"
+        if self._level == self.levels:
             self._state = GameState.WIN
-        else:
-            self._enter_level(self._level + 1)
+            return "game won"
+        self._enter_level(self._level + 1)
+        return f"level {self._level} reached"
 
     def _frame(self) -> Frame:
-        """Render the current view; the beacon letter is spent by the first frame of a level."""
+        """Render the current view, the model's text included (the environment renders; see
+        protocol.py); the beacon letter is spent by the first frame of a level, so it is made once per
+        reset or step and `observe()` returns it again."""
         beacon = self._layout.beacon if self._beacon_visible else DARK
         self._beacon_visible = False
         door = self._layout.door_at(self._player)
@@ -244,7 +269,8 @@ class BeaconGrid:
         if self._wrong_door is not None:
             lines.append(f"YOU ENTERED DOOR {self._wrong_door}: WRONG DOOR")
         lines += [LEGEND_LINE, ACTIONS_LINE]
-        return Frame("\n".join(lines), self._state, self._level, self.levels)
+        self._current = Frame("\n".join(lines), self._state, self._level, self.levels)
+        return self._current
 
     def _grid_rows(self) -> list[str]:
         rows = []

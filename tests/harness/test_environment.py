@@ -1,4 +1,5 @@
-"""beacon_grid through its public API: frames in, actions out, read back as the agent reads them."""
+"""beacon_grid through the environment protocol: frames in, actions out, read back as the agent reads
+them, and a receipt of what each applied action changed."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ from collections import deque
 import pytest
 
 from turnstate.harness.environments import (
-    ENVIRONMENTS,
+    BUILTIN_ENVIRONMENTS,
     Environment,
     EnvironmentConfigError,
     Frame,
     GameState,
+    Receipt,
+    environment_ids,
     make_environment,
 )
 
@@ -151,10 +154,67 @@ def test_unknown_action_raises_and_names_it():
         env.step("JUMP")
 
 
-def test_step_before_reset_raises():
+def test_step_or_observe_before_reset_raises():
     env = make_environment("beacon_grid", 1)
     with pytest.raises(RuntimeError, match="reset"):
         env.step("ACTION1")
+    with pytest.raises(RuntimeError, match="reset"):
+        env.observe()
+    assert env.receipts() == ()
+
+
+# The first frame of seed 0 as every local profile's model has read it since the game was written:
+# the protocol moved no rendering, so the runs' outcomes cannot have moved either.
+SEED_0_FIRST_FRAME = """\
+LEVEL 1/3 | STATE NOT_FINISHED
+BEACON (level 1): B
+#########
+#.BA....#
+##C...###
+#.....@.#
+#......##
+#......##
+#########
+STANDING ON: floor
+LEGEND @ you, # wall, . floor, A B C doors
+ACTIONS ACTION1 up, ACTION2 down, ACTION3 left, ACTION4 right, ACTION5 enter door, ACTION6 wait, RESET restart level"""
+
+
+def test_the_model_reads_the_frame_text_the_environment_renders_unchanged():
+    _, frame = new_game(seed=0)
+    assert frame.text == SEED_0_FIRST_FRAME
+
+
+def test_observing_returns_the_current_frame_again_and_never_spends_the_beacon():
+    env, first = new_game(seed=5)
+    assert env.observe() == env.observe() == first
+    assert beacon_of(env.observe()) in "ABC"
+    moved = env.step("ACTION6")
+    assert beacon_of(moved) == "dark" and env.observe() == moved
+    assert len(env.receipts()) == 1  # observing applied nothing
+
+
+def test_every_applied_action_leaves_a_receipt_of_what_it_changed():
+    env, first = new_game(seed=6, levels=2)
+    env.step("ACTION5")  # on floor: nothing
+    walk_to_door(env, first, wrong_door(beacon_of(first)))
+    env.step("ACTION5")
+    with pytest.raises(ValueError):
+        env.step("ACTION1")  # refused in GAME_OVER: no receipt
+    restarted = env.step("RESET")
+    walk_to_door(env, restarted, beacon_of(first))
+    second = env.step("ACTION5")
+    walk_to_door(env, second, beacon_of(second))
+    env.step("ACTION5")
+    receipts = env.receipts()
+    assert [receipt.step for receipt in receipts] == list(range(1, len(receipts) + 1))
+    changes = [receipt.changed for receipt in receipts if receipt.changed != "player moved"]
+    door = wrong_door(beacon_of(first))
+    assert changes[0] == "nothing"
+    assert changes[-4:] == [f"wrong door {door} entered: game over", "level 1 restarted", "level 2 reached", "game won"]
+    assert env.receipts(since=len(receipts) - 1) == (Receipt(len(receipts), "ACTION5", "game won"),)
+    env.reset()
+    assert env.receipts() == ()
 
 
 def test_wrong_door_is_game_over_and_only_reset_recovers():
@@ -227,8 +287,10 @@ def test_unknown_option_message_lists_the_allowed_ones():
 
 
 def test_unknown_environment_raises_and_lists_known_ones():
-    assert list(ENVIRONMENTS) == ["beacon_grid"]
-    with pytest.raises(EnvironmentConfigError, match="'maze'.*beacon_grid"):
+    assert list(BUILTIN_ENVIRONMENTS) == environment_ids() == ["beacon_grid"]
+    with pytest.raises(
+        EnvironmentConfigError, match="unknown environment 'maze'; registered environments: beacon_grid"
+    ):
         make_environment("maze", 1)
 
 

@@ -74,8 +74,8 @@ REJECTED = [
     ({"request__max_output_tokens": 5000}, "request.max_output_tokens", "leaves no room for the prompt"),
     ({"client__base_url": "https://api.example.test/v1", "client__local": {"context_window": 4096}}, "client.local", "base_url is not 'local'"),
     ({"client__base_url": "https://api.example.test/v1"}, "client.api_key_env", "a remote base_url needs a key"),
-    ({"environment__options": {"levles": 2}}, "environment", "levles"),
-    ({"environment__name": "chess"}, "environment", "unknown environment 'chess'"),
+    ({"environment__options": {"levles": 2}}, "environment.options", "levles"),
+    ({"environment__name": "chess"}, "environment.name", "unknown environment 'chess'"),
     ({"client__local": {"faults": [{"at": 2, "kind": "empty"}, {"at": 2, "kind": "refusal"}]}}, "client.local.faults", "more than one fault at request 2"),
     # runtime.compaction: native needs an adapter that compacts; a trigger belongs to compaction by call alone,
     # and its default (175,000) must be below the context budget too

@@ -1,0 +1,98 @@
+"""What an environment is to turnstate: the few calls a loop needs, typed, and nothing game-specific.
+
+A loop (the runner, or a caller's own) resets a game, reads its current frame, names one of its
+actions, steps it and records what each step did; everything else (rules, options, layout) stays in
+the game's own module. Third-party environments implement this protocol in their own package and
+register a factory for it (registry.py); they import these types and nothing else of turnstate.
+
+Rendering for the model belongs to the environment: a Frame's `text` is the whole of what a model
+reads, written by the environment when the frame is made. It cannot be a pure function of a later
+state, since what a frame shows may depend on when it is shown (beacon_grid shows a level's beacon
+in that level's first frame only), so the protocol has no separate render call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Protocol
+
+
+class GameState(str, Enum):
+    NOT_FINISHED = "NOT_FINISHED"
+    WIN = "WIN"
+    GAME_OVER = "GAME_OVER"
+
+
+RESET = "RESET"
+"""The action a loop steps after a GAME_OVER frame to play on (the runner does, once it has buffered
+that frame for the model), so an environment whose frames can be GAME_OVER accepts it then."""
+
+
+@dataclass(frozen=True)
+class Frame:
+    """What the agent is shown after reset or a step; `text` is all a model ever sees of it."""
+
+    text: str
+    state: GameState
+    level: int  # 1-based: the level being played, or the last one once WIN
+    levels: int  # total levels: the runner reports progress as levels won
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """One applied action's side effect, as a fact a caller can record and replay to a person: the
+    frame shows where the game is, the receipt what this action did to get there (a level reached,
+    a wrong door, nothing). Only an applied action has one; a refused action changed nothing."""
+
+    step: int  # 1-based: the actions applied since reset(), this one included
+    action: str
+    changed: str  # in a few words: "player moved", "level 2 reached", "nothing"
+
+
+class Environment(Protocol):
+    name: str
+    actions: tuple[str, ...]
+    """The action space: every action name a model may answer with, as the system prompt lists them;
+    the state may allow fewer at a time (step says which)."""
+
+    def reset(self) -> Frame:
+        """Start (or restart) the whole game at level 1; its receipts start again from step 1."""
+        ...
+
+    def observe(self) -> Frame:
+        """The current frame again, changing nothing: for a loop that resumes or lost the frame.
+        Raises RuntimeError before reset()."""
+        ...
+
+    def step(self, action: str) -> Frame:
+        """Apply one action and return the new frame; an action the current state does not allow
+        raises ValueError and changes nothing, receipts included."""
+        ...
+
+    def receipts(self, since: int = 0) -> tuple[Receipt, ...]:
+        """The receipts of the actions applied since reset() after step `since`, oldest first: a loop
+        that records each step asks for `since=step - 1`, and never copies the whole game's again."""
+        ...
+
+
+class EnvironmentConfigError(ValueError):
+    """An environment a profile cannot have (an unregistered or path-like name, a package that fails
+    to load) or an invalid option; raised before any play. `key` is the profile key under
+    `environment` it concerns and `fix` what to do, so profile validation can name both."""
+
+    def __init__(
+        self,
+        problem: str,
+        key: str = "options",
+        fix: str = "see the environment's options in its documentation (README.md for beacon_grid)",
+    ) -> None:
+        super().__init__(problem)
+        self.key, self.fix = key, fix
+
+
+EnvironmentFactory = Callable[[int, Mapping[str, object]], Environment]
+"""How an environment is built: (seed, options) -> a game; the same arguments give the same game.
+It validates the options (raising EnvironmentConfigError) and is cheap, since profile validation
+calls it once before any run."""
