@@ -30,6 +30,8 @@ def system_prompt(actions: Sequence[str], action_tool: str | None = None) -> str
 
 
 def render_observation(frame: Frame) -> str:
+    """The frame's text as the environment rendered it: rendering for the model belongs to the
+    environment (environments/protocol.py says why), so this adds nothing to `frame.text`."""
     return frame.text
 
 
