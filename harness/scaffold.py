@@ -9,8 +9,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from turnstate.harness.environments import Frame
-
 _ACTION_LINE = re.compile(r"^ACTION:\s*(\S+)\s*$", re.MULTILINE)
 
 
@@ -27,12 +25,6 @@ def system_prompt(actions: Sequence[str], action_tool: str | None = None) -> str
         "of the game as text (sometimes several frames, oldest first). Think briefly, then "
         f"{how}: {', '.join(actions)}."
     )
-
-
-def render_observation(frame: Frame) -> str:
-    """The frame's text as the environment rendered it: rendering for the model belongs to the
-    environment (environments/protocol.py says why), so this adds nothing to `frame.text`."""
-    return frame.text
 
 
 @dataclass(frozen=True)

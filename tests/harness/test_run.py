@@ -766,7 +766,7 @@ def test_a_signal_during_a_held_block_arrives_after_it_even_when_another_thread_
     sender = threading.Thread(target=send_when_asked)
     sender.start()
     try:
-        with pytest.raises(KeyboardInterrupt), runner._signals_deferred():
+        with pytest.raises(KeyboardInterrupt), runner.signals_deferred():
             asked.set()
             sender.join()
             time.sleep(0.05)  # an unheld handler would have run by now

@@ -1,0 +1,541 @@
+"""A session: one agent's accepted state carried across its turns, driven by your own loop.
+
+    with Session(profile, actions=("LEFT", "RIGHT")) as session:
+        turn = session.observe("You see a door on the left.")
+        while turn.action is None:            # the reply named no valid action
+            turn = session.reject(turn.problem)
+        session.accept(turn.action)           # only now does the turn commit
+
+A session opens the profile's endpoint (the embedded local provider for a local profile) and its
+adapter, and starts the profile's strategy machine. `observe` opens a turn: the machine builds the
+request, and the session performs what the machine asks (compaction calls, retries of failed calls,
+waits) until a reply is held provisionally, which it returns as a `Turn`. Nothing commits until the
+caller accepts; a rejected turn asks again from the unchanged accepted state, and a turn that cannot
+go on raises `FailedClosed`, the accepted state intact. It is the loop `turnstate run` plays: the
+runner is a user of this class.
+
+The machine emits effects; the session performs each one (one method per effect) and feeds the
+outcome back as the next event, so every decision stays in the machine's table. It builds no record
+itself: with an `out_dir` it hands what happened to harness/artifacts.py and writes what that returns
+(step records, compaction records, the failed turn, the transition log, and run_meta.json, written
+whatever ends the session, an interrupt or a crash included).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from turnstate.adapters.contract import Endpoint, ModelRequest, ModelResponse, ProviderAdapter, ProviderError, Usage
+from turnstate.adapters.registry import descriptor_for
+from turnstate.harness import scaffold
+from turnstate.harness.accounting import Ledger
+from turnstate.harness.artifacts import (
+    FAILED_TURN,
+    SUMMARY_INPUT,
+    ArtifactWriter,
+    Attempt,
+    CallKind,
+    Redactor,
+    compaction_name,
+    compaction_record,
+    failed_turn_record,
+    new_run_id,
+    request_delta,
+    run_totals,
+    step_record,
+    summary_input,
+)
+from turnstate.harness.endpoint import open_endpoint
+from turnstate.harness.profile import Profile
+from turnstate.machine.engine import Effect, Event, LiveMachine
+from turnstate.strategies import STRATEGIES
+from turnstate.strategies.events import (
+    ActionAccepted,
+    ActionRejected,
+    BackoffElapsed,
+    CallCompaction,
+    CallProvider,
+    CallSummary,
+    FailClosed,
+    InputBuffered,
+    ObservationArrived,
+    ParseAction,
+    ReportSummary,
+    SubmitAction,
+    WaitBeforeRetry,
+    outcome_event,
+)
+from turnstate.strategies.state import RuntimeState
+from turnstate.strategies.strategy import StrategyModel
+
+
+@dataclass(frozen=True)
+class Turn:
+    """The model's reply to the open turn, held provisionally until the caller accepts or rejects it.
+    It never holds the provider's opaque state (encrypted reasoning, signatures)."""
+
+    text: str
+    action: str | None  # the action parsed from the reply, from the session's action space
+    problem: str | None  # why no action could be parsed (None when one was)
+    tool_actions: tuple[str, ...]  # actions the model named through the adapter's action tool
+    reasoning_summary: str | None
+    usage: Usage  # this reply's usage (the turn's other calls are in the session's ledger)
+    attempt: int  # which of the turn's provider calls answered, from 1
+
+
+class FailedClosed(Exception):
+    """The turn failed for good: no retry is left, or the failure cannot be retried. The accepted
+    state is as the last accepted turn left it; `usage` is what the failed turn's calls used."""
+
+    def __init__(self, reason: str, usage: Usage) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.usage = usage
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    artifacts: Path | None
+    outcome: str  # win | max_actions | failed_closed | finished (a session its caller ended)
+    failure: str | None
+    turns: int  # observations the model was asked to act on, including a turn that failed closed
+    accepted_actions: int
+    failed_attempts: int
+    levels_won: int
+    compactions: int  # committed, of every kind
+    usage: Usage
+    unattributed_usage: Usage
+    cost: float
+    wall_seconds: float
+    provider_seconds: float
+    # The last accepted state, in memory only: it may hold opaque provider state.
+    accepted_state: RuntimeState
+
+
+@dataclass
+class _OpenTurn:
+    """The open turn's bookkeeping while its effects are performed."""
+
+    history_before: int  # the accepted history's size in items when the turn opened
+    attempts: list[Attempt] = field(default_factory=list)  # its provider calls, in order
+    summary: tuple[int, ReportSummary] | None = None  # the harness summary it committed: its number and report
+    held: Turn | None = None  # the reply waiting for the caller's verdict
+    action: str | None = None
+    failure: str | None = None
+
+
+class Session:
+    """One agent's runtime state across its turns (see the module docstring). Use it as a context
+    manager: leaving it closes the provider connection and the embedded local provider, and writes
+    run_meta.json when the session writes artifacts."""
+
+    def __init__(
+        self,
+        profile: Profile,
+        *,
+        actions: Sequence[str] = (),
+        system_prompt: str | None = None,
+        out_dir: Path | str | None = None,
+        adapter_factory: Callable[[Endpoint], ProviderAdapter] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        """`actions` is the action space a reply's action is parsed from (and, without a
+        `system_prompt`, what the default system prompt asks for); `out_dir` is where
+        <out_dir>/<run-id>/ is written (None: no artifacts); `sleep` performs the machine's waits."""
+        self.profile = profile
+        self.actions = tuple(actions)
+        self.descriptor = descriptor_for(profile.runtime.adapter_id)
+        self._system_prompt = system_prompt
+        self._out_dir = None if out_dir is None else Path(out_dir)
+        self._adapter_factory = adapter_factory or self._connect_registered_adapter
+        self.sleep = sleep
+        # What a caller that shows anything of the session (an error, a traceback) passes it through:
+        # its redaction, once its endpoint is open (nothing secret is known before).
+        self.redactor = Redactor()
+        self.run_dir: Path | None = None  # the session's artifacts folder, once it is made
+        self._stack = ExitStack()
+        self._writer: ArtifactWriter | None = None
+        self._turn: _OpenTurn | None = None
+        self._finished: tuple[str, str | None, int] | None = None
+        self._started = time.perf_counter()
+        self.ledger = Ledger(profile.prices())
+        self.provider_seconds = 0.0
+        self.turns = self.accepted_actions = self.failed_attempts = 0
+        self.summaries = 0  # harness summaries committed, numbering compaction_NNN.json
+        self.compactions = 0  # compactions of every kind committed (inline, by a call, harness summaries)
+        self.failed_turn: str | None = None  # the failed turn's record, once written
+        self.failure: str | None = None  # why the turn that failed closed did
+        self.levels_won = 0  # for a caller that plays levels: what run_meta.json records if the session ends early
+        self._last_sent: tuple[int, ModelRequest] | None = None  # the previous step and its request
+
+    def _connect_registered_adapter(self, endpoint: Endpoint) -> ProviderAdapter:
+        return self.descriptor.load().connect(endpoint, self.profile.request_settings())
+
+    # Opening and closing.
+
+    def __enter__(self) -> Session:
+        try:
+            endpoint = self.endpoint = self._stack.enter_context(open_endpoint(self.profile.client))
+            self.adapter = self._adapter_factory(endpoint)
+            self.redactor = Redactor(secrets=(endpoint.api_key,))
+            if self._out_dir is not None:
+                self._writer = ArtifactWriter(self._out_dir, new_run_id(self.profile.id), self.redactor)
+                self._stack.callback(self._writer.close)
+                self.run_dir = self._writer.path
+                self._meta = self._meta_base(endpoint)
+            system = self._system_prompt or scaffold.system_prompt(self.actions, self.adapter.action_tool)
+            strategy = STRATEGIES[self.profile.runtime.strategy]
+            self.machine: LiveMachine[StrategyModel] = strategy.start(
+                self.profile.strategy_settings(system), self.adapter.transcript, None
+            )
+        except BaseException:
+            self._stack.close()
+            raise
+        self._started = time.perf_counter()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        try:
+            if self._writer is not None and self._finished is None:  # else finish() wrote run_meta.json
+                if error is None:
+                    self._finished = (
+                        "failed_closed" if self.failed_turn else "finished",
+                        self.failure,
+                        self.levels_won,
+                    )
+                else:
+                    outcome = "interrupted" if isinstance(error, KeyboardInterrupt) else "crashed"
+                    self._finished = (outcome, type(error).__name__, self.levels_won)
+                with signals_deferred():
+                    self._write_meta(self.result())
+        finally:
+            self._stack.close()
+
+    def finish(self, outcome: str, failure: str | None = None, *, levels_won: int = 0) -> RunResult:
+        """End the session with its outcome (a runner's win, max_actions or failed_closed): the
+        result, and run_meta.json when the session writes artifacts, together or not at all."""
+        with signals_deferred():
+            self._finished = (outcome, failure, levels_won)
+            result = self.result()
+            if self._writer is not None:
+                self._write_meta(result)
+        return result
+
+    def result(self) -> RunResult:
+        outcome, failure, levels_won = self._finished or ("finished", None, 0)
+        return RunResult(
+            run_id=self.run_dir.name if self.run_dir else "",
+            artifacts=self.run_dir,
+            outcome=outcome,
+            failure=None if failure is None else self.redactor.text(failure),  # as run_meta.json has it
+            turns=self.turns,
+            accepted_actions=self.accepted_actions,
+            failed_attempts=self.failed_attempts,
+            levels_won=levels_won,
+            compactions=self.compactions,
+            usage=self.ledger.total,
+            unattributed_usage=self.ledger.unattributed,
+            cost=self.ledger.cost(self.ledger.total),
+            wall_seconds=time.perf_counter() - self._started,
+            provider_seconds=self.provider_seconds,
+            accepted_state=self.accepted_state,
+        )
+
+    @property
+    def accepted_state(self) -> RuntimeState:
+        """The last accepted state (serializable with `to_json`; it may hold opaque provider state, so
+        keep it where the provider's data may be kept)."""
+        return self.machine.model.accepted
+
+    # The caller's loop.
+
+    def observe(self, observation: str) -> Turn:
+        """Open a turn on `observation` (with any inputs buffered before it); return the reply held
+        for the caller's verdict. Raises FailedClosed if the turn cannot get one."""
+        if self._turn is not None:
+            raise RuntimeError("a turn is open: accept or reject its reply before the next observation")
+        self.turns += 1
+        self.machine.take_fired()  # between turns (a buffered input): in the transition log, not in a step
+        self._turn = _OpenTurn(self.accepted_state.item_count)
+        return self._drive(ObservationArrived(observation))
+
+    def accept(self, action: str | None = None) -> None:
+        """Commit the held reply with `action` (default: the action parsed from it)."""
+        turn = self._open_turn()
+        held = turn.held
+        chosen = action if action is not None else (held.action if held else None)
+        if held is None or chosen is None:
+            raise ValueError("no reply with an action is held: reject it, or pass the action to accept")
+        turn.attempts[-1].outcome = "accepted"
+        self._perform_all(ActionAccepted(chosen), turn)
+        with signals_deferred():  # the step's record and its count, together or not at all
+            self.accepted_actions += 1
+            self._write_step(self.accepted_actions, chosen, turn)
+        self.failed_attempts += sum(attempt.failed for attempt in turn.attempts)
+        self._turn = None
+
+    def reject(self, reason: str | None = None) -> Turn:
+        """Discard the held reply and ask again from the unchanged accepted state; return the next
+        reply. Raises FailedClosed when the turn has no retry left."""
+        turn = self._open_turn()
+        held = turn.held
+        reason = reason or (held.problem if held else None) or "rejected by the caller"
+        attempt = turn.attempts[-1]
+        attempt.outcome, attempt.problem = "action_rejected", reason
+        return self._drive(ActionRejected(reason))
+
+    def buffer(self, text: str) -> None:
+        """An input that arrives without a model call (a GAME_OVER frame): it waits in the accepted
+        state and opens the next turn, ahead of its observation."""
+        if self._turn is not None:
+            raise RuntimeError("a turn is open: accept or reject its reply before buffering an input")
+        self._fire(InputBuffered(text))
+
+    # The effects.
+
+    def _open_turn(self) -> _OpenTurn:
+        if self._turn is None or self._turn.held is None:
+            raise RuntimeError("no reply is held: observe first")
+        return self._turn
+
+    def _drive(self, event: Event) -> Turn:
+        """Fire `event` and perform what follows until a reply is held for the caller's verdict."""
+        turn = self._turn
+        assert turn is not None
+        turn.held = None
+        self._perform_all(event, turn)
+        if turn.held is not None:
+            return turn.held
+        self._fail_turn(turn)
+        raise FailedClosed(self.redactor.text(turn.failure or "the machine stopped"), self.ledger.unattributed)
+
+    def _perform_all(self, event: Event, turn: _OpenTurn) -> None:
+        effects = deque(self._fire(event))
+        while effects:
+            next_event = self._perform(effects.popleft(), turn)
+            if next_event is not None:
+                effects.extend(self._fire(next_event))
+
+    def _fire(self, event: Event) -> list[Any]:
+        """Fire `event` and log every transition it fired: a nested machine's, then its parent's on
+        the `Done` that the nested machine's final state fires at once."""
+        already = len(self.machine.fired)
+        effects = self.machine.fire(event)
+        if self._writer is not None:
+            for fired in self.machine.fired[already:]:
+                self._writer.log_transition(fired.as_log())
+        return effects
+
+    def _perform(self, effect: Effect, turn: _OpenTurn) -> Event | None:
+        """Perform one effect of the turn; the event that reports its outcome, if it has one."""
+        match effect:
+            case CallProvider():
+                return self._call_provider(effect, turn)
+            case CallCompaction():
+                return self._call_compaction(effect, turn)
+            case CallSummary():
+                return self._call_summary(effect, turn)
+            case ReportSummary():
+                return self._report_summary(effect, turn)
+            case ParseAction():
+                return self._hold(effect, turn)
+            case WaitBeforeRetry():
+                return self._wait(effect, turn)
+            case SubmitAction():
+                return self._submit(effect, turn)
+            case FailClosed():
+                return self._fail_closed(effect, turn)
+        raise TypeError(f"session cannot perform effect {effect!r}")
+
+    def _call_provider(self, effect: CallProvider, turn: _OpenTurn) -> Event:
+        """The action request."""
+        return self._call(self.adapter.call, effect.request, "action", turn)
+
+    def _call_compaction(self, effect: CallCompaction, turn: _OpenTurn) -> Event:
+        """A native compaction call, asked to replace the whole accepted history it is sent."""
+        return self._call(self.adapter.compact, effect.request, "compaction", turn, len(effect.request.items))
+
+    def _call_summary(self, effect: CallSummary, turn: _OpenTurn) -> Event:
+        """A harness summary, an ordinary call of the adapter. Its input is written to SUMMARY_INPUT
+        before the call, so a kill during the call keeps it, and every attempt's record repeats it."""
+        disclosed = summary_input(effect.summary_pass)
+        if self._writer is not None:
+            attempt = len(turn.attempts) + 1
+            self._writer.write_json(SUMMARY_INPUT, {"turn": self.turns, "attempt": attempt, **disclosed})
+        return self._call(self.adapter.call, effect.request, "summary", turn, effect.summarized_items, disclosed)
+
+    def _call(
+        self,
+        call: Callable[[ModelRequest], ModelResponse | ProviderError],
+        request: ModelRequest,
+        kind: CallKind,
+        turn: _OpenTurn,
+        summarized_items: int | None = None,
+        disclosed: dict[str, Any] | None = None,
+    ) -> Event:
+        """One provider call of any kind: timed, its usage billed to the turn, the opaque values of its
+        reply known to the redactor, and its attempt added to the turn's."""
+        started = time.perf_counter()
+        outcome = call(request)
+        self.provider_seconds += time.perf_counter() - started
+        self.ledger.record_call(outcome.usage)
+        if isinstance(outcome, ModelResponse):
+            self.redactor.learn(outcome.native_items)  # before any record could repeat them
+            replied = "replied" if kind == "action" else "compacted"
+            attempt = Attempt(kind, request, replied, outcome.usage, outcome.text, outcome.reasoning_summary)
+            attempt.compaction_items = _compaction_items(self.adapter, outcome)
+        else:
+            attempt = Attempt(kind, request, outcome.kind.value, outcome.usage, diagnostics=dict(outcome.diagnostics))
+        attempt.summarized_items, attempt.summary_input = summarized_items, disclosed
+        turn.attempts.append(attempt)
+        return outcome_event(outcome, compaction=kind != "action")
+
+    def _report_summary(self, effect: ReportSummary, turn: _OpenTurn) -> Event | None:
+        """compaction_NNN.json for a harness summary that committed with this turn's action; the
+        step's record points to it."""
+        self.summaries += 1
+        if self._writer is not None:
+            record = compaction_record(
+                self.summaries, effect, turn.attempts, cost=self.ledger.cost, redact=self.redactor.text
+            )
+            self._writer.write_json(compaction_name(self.summaries), record)
+        turn.summary = (self.summaries, effect)
+        return None
+
+    def _hold(self, effect: ParseAction, turn: _OpenTurn) -> Event | None:
+        """The reply waits for the caller's verdict, with the action parsed from it if there is one."""
+        response = effect.response
+        parsed = scaffold.parse_action(response.text, self.actions, response.tool_actions)
+        turn.held = Turn(
+            text=response.text,
+            action=parsed.action,
+            problem=None if parsed.action is not None else (parsed.problem or "invalid action"),
+            tool_actions=tuple(response.tool_actions or ()),
+            reasoning_summary=response.reasoning_summary,
+            usage=response.usage,
+            attempt=len(turn.attempts),
+        )
+        return None
+
+    def _wait(self, effect: WaitBeforeRetry, turn: _OpenTurn) -> Event:
+        """The wait the machine asked for after the latest attempt, recorded on it."""
+        turn.attempts[-1].waited_seconds = effect.seconds
+        self.sleep(effect.seconds)
+        return BackoffElapsed()
+
+    def _submit(self, effect: SubmitAction, turn: _OpenTurn) -> Event | None:
+        turn.action = effect.action
+        return None
+
+    def _fail_closed(self, effect: FailClosed, turn: _OpenTurn) -> Event | None:
+        turn.failure = effect.reason
+        return None
+
+    # The records.
+
+    def _write_step(self, index: int, action: str, turn: _OpenTurn) -> None:
+        usage = self.ledger.take_for_step()
+        record = step_record(
+            index,
+            self._request_record(index, turn.attempts[-1].request),
+            action,
+            turn.attempts,
+            usage=usage,
+            history=(turn.history_before, self.accepted_state.item_count),
+            summary=turn.summary,
+            transitions=[transition.as_log() for transition in self.machine.take_fired()],
+            cost=self.ledger.cost,
+            redact=self.redactor.text,
+        )
+        self.compactions += record["compaction"] is not None
+        if self._writer is not None:
+            self._writer.write_step(index, record)
+
+    def _request_record(self, index: int, request: ModelRequest) -> dict[str, Any]:
+        """What is new in this step's request since the previous step's (artifacts.request_delta)."""
+        record = request_delta(self._last_sent, request, self.adapter.transcript.readable)
+        self._last_sent = (index, request)
+        return record
+
+    def _fail_turn(self, turn: _OpenTurn) -> None:
+        """The turn failed closed: counted, and its record written (run_meta.json names it)."""
+        self.failed_attempts += sum(attempt.failed for attempt in turn.attempts)
+        self._turn = None
+        self.failed_turn, self.failure = FAILED_TURN, turn.failure
+        if self._writer is None:
+            return
+        self._writer.sync_transitions()
+        record = failed_turn_record(
+            self.accepted_actions + 1,
+            turn.failure,
+            turn.attempts,
+            usage=self.ledger.unattributed,
+            transitions=[transition.as_log() for transition in self.machine.take_fired()],
+            redact=self.redactor.text,
+        )
+        self._writer.write_json(FAILED_TURN, record)
+
+    def _meta_base(self, endpoint: Endpoint) -> dict[str, Any]:
+        descriptor = self.descriptor
+        return {
+            "adapter_id": descriptor.adapter_id,
+            "strategy": self.profile.runtime.strategy,
+            "config_id": self.profile.id,
+            # The profile never holds a key, only the name of the variable that does.
+            "settings": self.profile.model_dump(mode="json"),
+            # The validated compaction policy, its defaults filled in, where the seed names it.
+            "runtime": {"compaction": self.profile.compaction_policy()},
+            "endpoint": "local" if endpoint.is_local else endpoint.base_url,
+            "implementation_path": descriptor.implementation_path,
+            "adapter_version": descriptor.version,
+            "review_status": descriptor.review_status,
+            "harness_commit": os.environ.get("ARC_HARNESS_COMMIT_SHA") or None,
+        }
+
+    def _write_meta(self, result: RunResult) -> None:
+        assert self._writer is not None
+        totals = run_totals(result, provider_calls=self.ledger.calls, failed_turn=self.failed_turn)
+        self._writer.write_json("run_meta.json", self._meta | totals)
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM until the block is done (a kill that can be caught arrives after it),
+    so that an interrupted run's run_meta.json never counts a step it did not record, or the reverse.
+
+    Held by Python-level handlers that note the signal and raise it again once the block is done.
+    Blocking it with pthread_sigmask would not do: that holds only the main thread, and the kernel
+    hands a process's signal to any other thread (rich's progress display runs one), whose C handler
+    still has Python run the main thread's handler at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    previous = {signum: signal.signal(signum, lambda signum, frame: caught.append(signum)) for signum in held}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for caught_signal in caught:
+            signal.raise_signal(caught_signal)
+
+
+def _compaction_items(adapter: ProviderAdapter, response: ModelResponse) -> int:
+    """How many of a reply's native items are compaction items, as the adapter's transcript knows them."""
+    latest = adapter.transcript.latest_compaction
+    return sum(1 for item in response.native_items if latest([item]) == 0)
