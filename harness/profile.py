@@ -525,6 +525,50 @@ class ProfileError(ValueError):
         super().__init__("\n".join(lines))
 
 
+def shipped_profiles() -> dict[str, Path]:
+    """The profiles that install with the package, by name (the file name without `.yaml`)."""
+    return {path.stem: path for path in sorted(PROFILES_DIR.glob("*.yaml"))}
+
+
+def resolve_profile(given: str | Path) -> Path:
+    """The profile file `given` names: a path that exists, as given (so a file in the current folder
+    is never shadowed by a shipped name); else the shipped profile of that name, with or without
+    `.yaml`, so `turnstate run local-openai-continuous` works from any folder."""
+    path = Path(given)
+    if path.exists():
+        return path
+    shipped = shipped_profiles()
+    if len(path.parts) == 1 and path.name.removesuffix(".yaml") in shipped:
+        return shipped[path.name.removesuffix(".yaml")]
+    fix = f"pass a profile's path, or the name of a shipped one: {', '.join(shipped)}"
+    raise ProfileError(str(given), [("", "no such file, nor a shipped profile of that name", fix)])
+
+
+def profile_json_schema() -> dict[str, Any]:
+    """The profiles' JSON Schema, generated from the models above so it cannot drift from what
+    validation accepts, for an editor to complete and check a profile as it is typed. It is labelled
+    draft-07: pydantic's output uses no keyword newer than draft 7 (a test holds this), and the YAML
+    language server and VS Code's JSON service support draft 7 fully but warn on a 2020-12 label
+    (redhat-developer/vscode-yaml#726). The registered adapter ids, strategies, compaction values
+    and environment ids (those installed now) become enums, read from the registries validation
+    reads. Contradictions between settings are beyond a schema: `turnstate validate` names them."""
+    from turnstate.adapters.registry import ADAPTERS
+    from turnstate.harness.environments import environment_ids
+
+    generated = Profile.model_json_schema()
+    schema = {"$schema": "http://json-schema.org/draft-07/schema#", **generated, "title": "turnstate profile"}
+    compaction = dict.fromkeys(value for record in STRATEGIES.values() for value in record.compaction)
+    choices = {
+        ("RuntimeConfig", "adapter_id"): sorted(ADAPTERS),
+        ("RuntimeConfig", "strategy"): list(STRATEGIES),
+        ("CompactionConfig", "strategy"): list(compaction),
+        ("EnvironmentConfig", "name"): environment_ids(),
+    }
+    for (model, key), values in choices.items():
+        schema["$defs"][model]["properties"][key]["enum"] = values
+    return schema
+
+
 def load_profile(path: str | Path) -> Profile:
     path = Path(path)
     try:
