@@ -1,20 +1,28 @@
-"""The `turnstate` command line: run, validate, diagrams, serve."""
+"""The `turnstate` command line: run, validate, list, schema, show, diagrams, coverage, serve.
+
+A profile is named by its path or, from any folder, by the name of a shipped one. Whatever a command
+prints for a person has a `--json` twin for scripts where a script needs it (run, validate, list,
+show). A bad input is one line on stderr and exit 1, never a traceback; nothing it prints holds a key
+or opaque provider state."""
 
 from __future__ import annotations
 
 import gc
 import json
+import os
+import re
 import signal
 import sys
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import click
 import graphviz
+import yaml
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -26,9 +34,28 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from turnstate.harness.artifacts import StepRecordError, TransitionLogError, read_transition_log, sent_messages
+from turnstate.harness.artifacts import (
+    Redactor,
+    StepRecordError,
+    TransitionLogError,
+    compaction_name,
+    read_transition_log,
+    sent_messages,
+    step_name,
+)
 from turnstate.harness.endpoint import RunSetupError
-from turnstate.harness.profile import DEFAULT_PROFILE, MIN_CONTEXT_TOKENS, Profile, ProfileError, load_profile
+from turnstate.harness.profile import (
+    DEFAULT_PROFILE,
+    MIN_CONTEXT_TOKENS,
+    ClientConfig,
+    CompactionConfig,
+    Profile,
+    ProfileError,
+    load_profile,
+    profile_json_schema,
+    resolve_profile,
+    shipped_profiles,
+)
 from turnstate.harness.runner import Runner, RunResult, StepProgress
 from turnstate.machine.engine import MachineSpec, Row
 
@@ -43,6 +70,10 @@ def main() -> None:
     """Carry an LLM agent's runtime state across model turns, as explicit state machines."""
 
 
+def _json_option(what: str) -> Any:
+    return click.option("--json", "as_json", is_flag=True, help=f"print one JSON document for scripts: {what}")
+
+
 @main.command()
 @click.argument("profile", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
@@ -53,8 +84,10 @@ def main() -> None:
     show_default=True,
     help="where runs/<run-id>/ is written",
 )
-def run(profile: Path | None, out_dir: Path) -> None:
-    """Run an agent from PROFILE (default: the local manual_rolling profile)."""
+@_json_option("run_meta.json as the run wrote it, with the run folder, instead of the progress bar and table")
+def run(profile: Path | None, out_dir: Path, as_json: bool) -> None:
+    """Run an agent from PROFILE: a profile's path, or the name of a shipped one (`turnstate list`
+    shows them). Default: local-manual-rolling."""
     runner: Runner | None = None
     try:
         with _sigterm_as_interrupt():
@@ -67,12 +100,28 @@ def run(profile: Path | None, out_dir: Path) -> None:
                     f"--out {out_dir}: cannot create the folder ({error.strerror}); fix: pass a folder you can write to, not one under a file"
                 )
             runner = Runner(loaded, out_dir)
-            result = _run_with_progress(runner)
+            result = _play(runner, show_progress=not as_json)
     except KeyboardInterrupt:
         click.echo(f"interrupted; {_what_was_recorded(runner)}", err=True)
         sys.exit(EXIT_INTERRUPTED)
-    console.print(_summary(result))
+    if as_json:
+        click.echo(json.dumps(_run_document(result)))
+    else:
+        console.print(_summary(result))
     sys.exit(0 if result.outcome != "failed_closed" else 1)
+
+
+def _run_document(result: RunResult) -> dict[str, Any]:
+    """What `run --json` prints: the run's own record (outcome, failure, totals, usage, settings),
+    so a script reads what run_meta.json holds, already redacted, and the run folder it is in."""
+    if result.artifacts is None:  # only a session opened without an out_dir writes none
+        _fail("the run wrote no run folder")
+    meta = result.artifacts / "run_meta.json"
+    try:
+        recorded = json.loads(meta.read_bytes())
+    except (OSError, ValueError) as error:
+        _fail(f"{meta}: cannot read the run's record back ({getattr(error, 'strerror', None) or 'not JSON'})")
+    return {"run_folder": str(result.artifacts), **recorded}
 
 
 def _what_was_recorded(runner: Runner | None) -> str:
@@ -109,9 +158,23 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _run_with_progress(runner: Runner) -> RunResult:
-    """The run, with a progress bar while it lasts. Whatever it shows of the run (the progress, an
-    error, a crash's traceback) has passed the run's redaction, as its artifacts have."""
+def _play(runner: Runner, show_progress: bool) -> RunResult:
+    """The run, with a progress bar while it lasts if `show_progress`. Whatever it shows of the run
+    (the progress, an error, a crash's traceback) has passed the run's redaction, as its artifacts have."""
+    try:
+        if not show_progress:
+            return runner.run()
+        with _progress_bar(runner):
+            return runner.run()
+    except RunSetupError as error:
+        _fail(runner.redactor.text(str(error)))
+    except Exception as error:  # a crash is a bug: its traceback is shown, redacted
+        click.echo(runner.redactor.text("".join(traceback.format_exception(error))), err=True)
+        _fail(f"the run crashed ({type(error).__name__}); {_what_was_recorded(runner)}")
+
+
+@contextmanager
+def _progress_bar(runner: Runner) -> Iterator[None]:
     progress = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -129,13 +192,7 @@ def _run_with_progress(runner: Runner) -> RunResult:
             progress.update(task, completed=step.step, status=status)
 
         runner.on_step = on_step
-        try:
-            return runner.run()
-        except RunSetupError as error:
-            _fail(runner.redactor.text(str(error)))
-        except Exception as error:  # a crash is a bug: its traceback is shown, redacted
-            click.echo(runner.redactor.text("".join(traceback.format_exception(error))), err=True)
-            _fail(f"the run crashed ({type(error).__name__}); {_what_was_recorded(runner)}")
+        yield
 
 
 def _summary(result: RunResult) -> Table:
@@ -152,7 +209,7 @@ def _summary(result: RunResult) -> Table:
         ("tokens in / cached / out", f"{usage.input_tokens} / {usage.cached_input_tokens} / {usage.output_tokens}"),
         ("cost estimate (configured prices)", f"${result.cost:.4f}"),
         ("wall time", f"{result.wall_seconds:.2f}s (provider {result.provider_seconds:.2f}s)"),
-        ("artifacts", str(result.artifacts)),
+        ("run folder", str(result.artifacts)),
     ]
     for what, value in rows:
         table.add_row(what, Text(value))  # as text: "[redacted]" or a provider's brackets are no markup
@@ -161,18 +218,129 @@ def _summary(result: RunResult) -> Table:
 
 @main.command()
 @click.argument("profiles", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
-def validate(profiles: tuple[Path, ...]) -> None:
-    """Check PROFILES; exit 1 if any is invalid, naming the file, key path and fix."""
-    failed = False
-    for path in profiles:
-        try:
-            load_profile(path)
-        except ProfileError as error:
-            failed = True
-            click.echo(str(error), err=True)
-        else:
-            click.echo(f"{path}: ok")
-    sys.exit(1 if failed else 0)
+@_json_option("each profile's file, whether it is valid, and its problems (key, problem, fix)")
+def validate(profiles: tuple[Path, ...], as_json: bool) -> None:
+    """Check PROFILES (paths, or names of shipped profiles), each one even after a bad one; exit 1 if
+    any is invalid, naming the file, key path and fix."""
+    checked = [_check_profile(given) for given in profiles]
+    valid = all(error is None for _, error in checked)
+    if as_json:
+        click.echo(json.dumps({"valid": valid, "profiles": [result for result, _ in checked]}, indent=2))
+    else:
+        for result, error in checked:
+            if error is None:
+                click.echo(f"{result['profile']}: ok")
+            else:
+                click.echo(str(error), err=True)
+    sys.exit(0 if valid else 1)
+
+
+def _check_profile(given: Path) -> tuple[dict[str, Any], ProfileError | None]:
+    """One profile's validation: as `validate --json` reports it, and the error, if any."""
+    result: dict[str, Any] = {"profile": str(given), "file": None, "valid": True, "problems": []}
+    try:
+        result["file"] = str(resolve_profile(given))
+        load_profile(result["file"])
+    except ProfileError as error:
+        problems = [{"key": key or None, "problem": problem, "fix": fix} for key, problem, fix in error.problems]
+        return result | {"valid": False, "problems": problems}, error
+    return result, None
+
+
+@main.command("list")
+@_json_option("the same lists, each entry with its fields")
+def list_(as_json: bool) -> None:
+    """Show the shipped profiles, the registered adapters with their review status, the strategies
+    with their compaction kinds, and the environments."""
+    catalog = _catalog()
+    if as_json:
+        click.echo(json.dumps(catalog, indent=2))
+        return
+    sections: dict[str, list[tuple[str, ...]]] = {
+        "profiles (turnstate run NAME)": [
+            ("name", "adapter", "strategy", "compaction", "endpoint"),
+            *(_profile_row(entry) for entry in catalog["profiles"]),
+        ],
+        "adapters": [
+            ("id", "review status", "provider", "strategies"),
+            *((a["id"], a["review_status"], a["provider"], ", ".join(a["strategies"])) for a in catalog["adapters"]),
+        ],
+        "strategies": [
+            ("name", "compaction kinds"),
+            *((s["name"], ", ".join(s["compaction_kinds"])) for s in catalog["strategies"]),
+        ],
+        "environments": [("id",), *((e["id"],) for e in catalog["environments"])],
+    }
+    for title, rows in sections.items():
+        click.echo(f"{title}\n" + "\n".join(_columns(rows)) + "\n")
+
+
+def _catalog() -> dict[str, list[dict[str, Any]]]:
+    """What `turnstate list` shows, read from where validation reads it: the profiles folder, the
+    adapter registry, the strategy records and the environment registry."""
+    from turnstate.adapters.registry import ADAPTERS
+    from turnstate.harness.environments import environment_ids
+    from turnstate.strategies import STRATEGIES
+
+    return {
+        "profiles": [_profile_entry(name, path) for name, path in shipped_profiles().items()],
+        "adapters": [
+            {
+                "id": descriptor.adapter_id,
+                "review_status": descriptor.review_status,
+                "provider": descriptor.provider,
+                "api_surface": descriptor.api_surface,
+                "version": descriptor.version,
+                "strategies": list(descriptor.strategies),
+            }
+            for descriptor in ADAPTERS.values()
+        ],
+        "strategies": [
+            {"name": name, "compaction_kinds": list(strategy.specs), "compaction": list(strategy.compaction)}
+            for name, strategy in STRATEGIES.items()
+        ],
+        "environments": [{"id": name} for name in environment_ids()],
+    }
+
+
+def _profile_entry(name: str, path: Path) -> dict[str, Any]:
+    """A shipped profile as `list` shows it, its settings read from its YAML as written (compaction
+    is its runtime.compaction.strategy), not validated: validation imports every adapter's SDK,
+    seconds for a listing, and the suite validates every shipped profile."""
+    entry: dict[str, Any] = {"name": name, "path": str(path)}
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, yaml.YAMLError) as error:
+        return entry | {"error": f"cannot read it ({type(error).__name__})"}
+    compaction = _field(data, "runtime", "compaction", "strategy")
+    base_url = _field(data, "client", "base_url")
+    return entry | {
+        "adapter": str(_field(data, "runtime", "adapter_id")),
+        "strategy": str(_field(data, "runtime", "strategy")),
+        "compaction": str(compaction if compaction is not None else CompactionConfig().strategy),
+        "endpoint": str(base_url if base_url is not None else ClientConfig().base_url),
+    }
+
+
+def _profile_row(entry: dict[str, Any]) -> tuple[str, ...]:
+    if "error" in entry:
+        return (entry["name"], entry["error"], "", "", "")
+    return (entry["name"], entry["adapter"], entry["strategy"], entry["compaction"], entry["endpoint"])
+
+
+def _columns(rows: list[tuple[str, ...]]) -> list[str]:
+    """Rows as left-aligned columns, indented under a heading; the first row is the header."""
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    return [
+        "  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
+
+
+@main.command()
+def schema() -> None:
+    """Print the profiles' JSON Schema. For an editor: `turnstate schema > profile.schema.json`, then
+    `# yaml-language-server: $schema=profile.schema.json` as a profile's first line."""
+    click.echo(json.dumps(profile_json_schema(), indent=2))
 
 
 DIAGRAMS = Path("diagrams")
@@ -392,14 +560,224 @@ def serve(port: int, context_window: int | None) -> None:
 
 @main.command()
 @click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--step", required=True, type=click.IntRange(min=1), help="the step whose request to print")
-def show(run_dir: Path, step: int) -> None:
-    """Print the request a step of RUN_DIR sent, rebuilt from its step records (readable messages, as JSON)."""
+@click.option("--step", required=True, type=click.IntRange(min=1), help="the step to print")
+@_json_option("the request the step sent, as its readable messages (no other part of the step)")
+def show(run_dir: Path, step: int, as_json: bool) -> None:
+    """Print step N of RUN_DIR as a person reads it: the run's model and request settings, the
+    compaction and summary calls made before its request, what was dropped or compacted since the
+    previous step, the messages it sent (with their line breaks), and the reply."""
+    steps = _recorded_steps(run_dir)
+    if step not in steps:
+        if not steps:
+            _fail(f"{run_dir} holds no step records; fix: pass a run folder that `turnstate run` wrote")
+        _fail(f"{run_dir} recorded no step {step}; its steps are {_spans(steps)}; fix: pass one of them")
+    meta = _optional_json(run_dir / "run_meta.json")
+    redactor = _show_redactor(meta)
     try:
-        messages = sent_messages(run_dir, step)
+        messages = redactor.scrub(sent_messages(run_dir, step))
     except StepRecordError as error:
         _fail(str(error))
-    click.echo(json.dumps(messages, indent=2, ensure_ascii=False))
+    if as_json:
+        click.echo(json.dumps(messages, indent=2, ensure_ascii=False))
+        return
+    path = run_dir / step_name(step)
+    record = redactor.scrub(_optional_json(path))
+    if not isinstance(record, dict):
+        _fail(f"{path}: not a step record (not a JSON object); fix: restore the run folder as `turnstate run` wrote it")
+    delta = record["request"]  # sent_messages checked it
+    lines = [f"step {step} of {run_dir} (its steps: {_spans(steps)})", *_settings_lines(redactor.scrub(meta))]
+    lines += _calls_lines("compaction and summary calls before the request", record.get("compaction_calls"))
+    dropped: list[Any] = []
+    if delta["after_step"] is not None:
+        dropped = redactor.scrub(sent_messages(run_dir, delta["after_step"]))[1 : 1 + delta["dropped"]]
+        lines += _since_lines(run_dir, record, dropped, redactor)
+    elif step > 1:
+        rebuilt = "its request does not carry over (a new system prompt, or a rebuilt history)"
+        lines += ["", f"since step {step - 1}: {rebuilt}, so every message below is new"]
+    new_from = len(messages) - len(delta["added"])
+    lines += ["", f"request sent: {len(messages)} messages"]
+    for index, message in enumerate(messages):
+        mark = "" if index < new_from else " · again" if message in dropped else " · new"
+        lines += [f"[{index + 1}] {message.get('role', '?')}{mark}", *_indented(message.get("content"))]
+    lines += _reply_lines(record)
+    click.echo(_printable("\n".join(lines)))
+
+
+_STEP_FILE = re.compile(r"step_(\d{6,})\.json")
+
+
+def _recorded_steps(run_dir: Path) -> list[int]:
+    try:
+        names = [path.name for path in run_dir.iterdir()]
+    except OSError as error:
+        _fail(
+            f"{run_dir}: cannot read the folder ({error.strerror}); fix: pass a run folder that `turnstate run` wrote"
+        )
+    return sorted(int(match[1]) for name in names if (match := _STEP_FILE.fullmatch(name)))
+
+
+def _spans(numbers: list[int]) -> str:
+    """Sorted numbers as spans: 1-5, 7, 9-10."""
+    spans: list[list[int]] = []
+    for number in numbers:
+        if spans and number == spans[-1][1] + 1:
+            spans[-1][1] = number
+        else:
+            spans.append([number, number])
+    return ", ".join(str(first) if first == last else f"{first}-{last}" for first, last in spans)
+
+
+def _optional_json(path: Path) -> Any:
+    """The JSON in `path`, or None if it is missing or not JSON: what `show` prints around a step is
+    read as far as it can be, and a record it cannot read is left out rather than failing the step."""
+    try:
+        return json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+
+
+def _show_redactor(meta: Any) -> Redactor:
+    """What `show` prints passes a redactor, as everything a run prints does: the records were written
+    redacted, but a folder may come from elsewhere. It knows the run's key if this shell holds it."""
+    key_env = _field(meta, "settings", "client", "api_key_env")
+    return Redactor(secrets=[os.environ.get(key_env, "")] if isinstance(key_env, str) else ())
+
+
+def _settings_lines(meta: Any) -> list[str]:
+    if not isinstance(meta, dict):
+        return ["settings: unknown (no readable run_meta.json: a run killed before it wrote one?)"]
+    request = _field(meta, "settings", "request")
+    request = request if isinstance(request, dict) else {}
+    return [
+        f"adapter {_inline(meta.get('adapter_id'))} (review status {_inline(meta.get('review_status'))}), "
+        f"strategy {_inline(meta.get('strategy'))}",
+        f"compaction: {_pairs(_field(meta, 'runtime', 'compaction'))}",
+        f"request: {_pairs({key: value for key, value in request.items() if key != 'options'})}",
+        f"request options: {_inline(request.get('options', {}))}",
+    ]
+
+
+def _calls_lines(title: str, calls: Any) -> list[str]:
+    """A step's `retries` or `compaction_calls`, one call a line, each with its reply's text below it."""
+    if not isinstance(calls, list) or not calls:
+        return []
+    lines = ["", f"{title}: {len(calls)}"]
+    for number, call in enumerate(calls, 1):
+        call = call if isinstance(call, dict) else {}
+        about = [str(call.get("outcome"))]
+        if call.get("problem"):
+            about[0] += f": {call['problem']}"
+        if call.get("summary_input") is not None:
+            about.append(f"summary input {_pairs(call['summary_input'])}")
+        about.append(_tokens(call.get("usage")))
+        if call.get("waited_seconds"):
+            about.append(f"then waited {call['waited_seconds']}s")
+        lines.append(f"  {number}. " + " · ".join(about))
+        if call.get("diagnostics"):
+            lines.append(f"     diagnostics {_inline(call['diagnostics'])}")
+        if call.get("response_text"):
+            lines += ["     reply:", *_indented(call["response_text"], "       ")]
+    return lines
+
+
+def _since_lines(run_dir: Path, record: dict[str, Any], dropped: list[Any], redactor: Redactor) -> list[str]:
+    """What changed since the step this one's request follows: the messages dropped from its request
+    (their first lines), how many were added, the accepted history's size, and the compaction the
+    step committed, with the summary a harness summary installed in its place."""
+    delta = record["request"]
+    lines = ["", f"since step {delta['after_step']}:"]
+    if dropped:
+        lines.append(f"  dropped the {len(dropped)} oldest messages of its request:")
+        lines += [f"    - {_first_line(message)}" for message in dropped]
+    else:
+        lines.append("  dropped no message of its request")
+    again = sum(message in dropped for message in delta["added"])
+    resent = f", {again} of them dropped above and sent again (marked again)" if again else ""
+    lines.append(f"  added {len(delta['added'])} messages (marked new below){resent}")
+    history = record.get("history")
+    if isinstance(history, dict):
+        before, after = history.get("items_before"), history.get("items_after")
+        lines.append(f"  accepted history: {before} items before the turn, {after} after its commit")
+    compaction = record.get("compaction")
+    if isinstance(compaction, dict):
+        facts = {key: value for key, value in compaction.items() if key not in ("usage", "cost_estimate")}
+        cost = f"; its calls' {_tokens(compaction['usage'], compaction.get('cost_estimate'))}"
+        lines.append(f"  compaction committed: {_pairs(facts)}{cost if compaction.get('usage') else ''}")
+    continuation = record.get("continuation")
+    if isinstance(continuation, dict):
+        number = continuation.get("compaction")
+        name = compaction_name(number) if isinstance(number, int) else None
+        summary = redactor.scrub(_optional_json(run_dir / name)) if name else None
+        if isinstance(summary, dict):
+            lines.append(f"  harness summary {name}: {_pairs({key: summary.get(key) for key in _SUMMARY_FACTS})}")
+        lines += ["  summary installed (its bridge is a new message below):", *_indented(continuation.get("summary"))]
+    return lines
+
+
+_SUMMARY_FACTS = (
+    "lane",
+    "completed_context_tokens",
+    "summarized_turns",
+    "excluded_turns",
+    "items_before",
+    "items_after",
+    "overflow_recoveries",
+)
+"""What `show` tells of the harness summary a step installed, from its compaction_NNN.json."""
+
+
+def _reply_lines(record: dict[str, Any]) -> list[str]:
+    lines = _calls_lines("action requests that did not yield the action (retries)", record.get("retries"))
+    lines += ["", "reply:"]
+    if record.get("reasoning_summary"):
+        lines += ["  reasoning summary:", *_indented(record["reasoning_summary"])]
+    lines += ["  response:", *_indented(record.get("response_text"))]
+    if record.get("cut"):
+        lines.append(f"  cut to fit the record: {_inline(record['cut'])}")
+    lines.append(f"  action: {_inline(record.get('action'))}")
+    lines.append(f"  {_tokens(record.get('usage'), record.get('cost_estimate'))}")
+    return lines
+
+
+def _tokens(usage: Any, cost: Any = None) -> str:
+    """A record's usage as `tokens input 12, cached_input 0, ...`, with its configured-price cost."""
+    counts = {key.removesuffix("_tokens"): value for key, value in usage.items()} if isinstance(usage, dict) else usage
+    money = f", cost estimate ${cost:.4f}" if isinstance(cost, (int, float)) and not isinstance(cost, bool) else ""
+    return f"tokens {_pairs(counts)}{money}"
+
+
+def _indented(text: Any, indent: str = "    ") -> list[str]:
+    """A message's content as its lines, indented: a text keeps its line breaks; anything else is JSON."""
+    text = text if isinstance(text, str) else _inline(text)
+    return [indent + line for line in text.splitlines()] or [indent + "(empty)"]
+
+
+def _first_line(message: Any) -> str:
+    message = message if isinstance(message, dict) else {}
+    content = message.get("content")
+    lines = (content if isinstance(content, str) else _inline(content)).splitlines() or ["(empty)"]
+    first = lines[0] if len(lines[0]) <= 100 else lines[0][:99] + "…"
+    return f"{message.get('role', '?')}: {first}{' …' if len(lines) > 1 else ''}"
+
+
+def _pairs(mapping: Any) -> str:
+    """A record's mapping as `key value, key value`; anything else as JSON."""
+    if not isinstance(mapping, Mapping):
+        return _inline(mapping)
+    return ", ".join(f"{key} {_inline(value)}" for key, value in mapping.items())
+
+
+def _inline(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+# Control characters other than a line break or tab, and the bidirectional overrides: a model's text
+# holding them would move the cursor, recolour or reorder the terminal, so each is shown escaped.
+_UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _printable(text: str) -> str:
+    return _UNPRINTABLE.sub(lambda match: f"\\u{ord(match[0]):04x}", text)
 
 
 @main.command()
@@ -426,9 +804,10 @@ def coverage(tests_path: Path) -> None:
         click.echo(line)
 
 
-def _load_or_exit(path: Path) -> Profile:
+def _load_or_exit(given: Path) -> Profile:
+    """The profile `given` names (its path, or a shipped profile's name), or its problems on stderr and exit 1."""
     try:
-        return load_profile(path)
+        return load_profile(resolve_profile(given))
     except ProfileError as error:
         click.echo(str(error), err=True)
         sys.exit(1)

@@ -352,9 +352,10 @@ def test_diagrams_of_a_profile_default_to_the_current_folder(tmp_path, monkeypat
 
 
 def test_diagrams_of_a_profile_that_is_not_one_says_why(tmp_path):
-    result = invoke("diagrams", "--profile", str(tmp_path / "missing.yaml"))
+    (tmp_path / "notes.yaml").write_text("- a list\n")
+    result = invoke("diagrams", "--profile", str(tmp_path / "notes.yaml"))
     assert result.exit_code == 1
-    assert "missing.yaml" in result.stderr and "cannot read the file" in result.stderr
+    assert f"{tmp_path / 'notes.yaml'}: (top level): the profile must be a mapping of keys" in result.stderr
     assert "Traceback" not in result.stderr
 
 
@@ -384,14 +385,20 @@ def test_after_sigkill_every_artifact_is_whole_and_the_log_is_not_behind_the_ste
 # show
 
 
-def test_show_prints_a_steps_request_rebuilt_from_the_records_and_names_a_missing_step(tmp_path):
+def test_show_json_prints_a_steps_request_rebuilt_from_the_records_and_names_a_missing_step(tmp_path):
     assert cli("run", "--out", str(tmp_path)).returncode == 0
     (run_dir,) = tmp_path.iterdir()
-    shown = invoke("show", str(run_dir), "--step", "5")
+    shown = invoke("show", str(run_dir), "--step", "5", "--json")
     assert shown.exit_code == 0 and json.loads(shown.output) == sent_messages(run_dir, 5)
     assert json.loads(shown.output)[0]["role"] == "system" and "LEVEL" in json.loads(shown.output)[-1]["content"]
-    missing = cli("show", str(run_dir), "--step", "999")
-    assert_one_line_error(missing.returncode, missing.stderr, "step_000999.json: missing", "fix:")
+    missing = cli("show", str(run_dir), "--step", "999", "--json")
+    assert_one_line_error(missing.returncode, missing.stderr, f"{run_dir} recorded no step 999; its steps are 1-")
+
+
+def test_show_of_a_step_whose_earlier_record_is_missing_names_that_file(tmp_path):
+    step_file(tmp_path, 2, delta(1))
+    done = invoke("show", str(tmp_path), "--step", "2")
+    assert_one_line_error(done.exit_code, done.stderr, f"{tmp_path / step_name(1)}: missing", "fix:")
 
 
 # What the terminal shows passes the run's redaction (issue 18)
@@ -493,12 +500,12 @@ def test_a_signal_while_run_meta_is_written_waits_until_it_is_whole_and_the_term
 
 
 def test_an_interrupt_before_the_run_folder_exists_says_nothing_was_recorded(tmp_path, monkeypatch):
-    from turnstate.harness import runner
+    from turnstate.harness import session
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(runner, "open_endpoint", interrupted)
+    monkeypatch.setattr(session, "open_endpoint", interrupted)
     result = CliRunner().invoke(main, ["run", "--out", str(tmp_path)])
     assert result.exit_code == 130
     assert result.stderr == "interrupted; no run had started, so nothing was recorded\n"
