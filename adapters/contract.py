@@ -75,6 +75,38 @@ class Usage:
 
 
 @dataclass(frozen=True)
+class ToolSpec:
+    """A function tool offered to the model: its name, what it does, and its parameters as a JSON
+    Schema object (each adapter sends it in its provider's shape)."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One function call a reply made: the provider's id for it (Chat Completions' tool call id,
+    Responses' call_id, Anthropic's tool_use id, Gemini's function call id), the tool's name and its
+    arguments as parsed JSON. A reply's calls are answered in the order it made them."""
+
+    id: str
+    name: str
+    arguments: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """The answer to one ToolCall, paired with it by `call_id`: the text the model reads, and whether
+    the call failed (Anthropic's `is_error`; the other wires carry it in the text)."""
+
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+
+
+@dataclass(frozen=True)
 class ModelRequest:
     """One model request as a strategy built it: the system prompt and the adapter's native items to
     send, in order (the accepted turns the strategy kept, then the open turn's items)."""
@@ -85,6 +117,8 @@ class ModelRequest:
     previous_response_id: str | None = None
     # This request's own output cap (a harness summary's); None is the run's request.max_output_tokens.
     max_output_tokens: int | None = None
+    # The function tools offered with this request, in the provider's shape once the adapter sends them.
+    tools: tuple[ToolSpec, ...] = ()
 
     def output_cap(self, settings: RequestSettings) -> int:
         return self.max_output_tokens if self.max_output_tokens is not None else settings.max_output_tokens
@@ -103,6 +137,9 @@ class ModelResponse:
     # The actions the model gave through the adapter's own action tool, for an adapter that asks for
     # them that way (the runner then requires exactly one); None: the action is read from `text`.
     tool_actions: tuple[str, ...] | None = None
+    # The function calls the reply made of the request's tools, in order; each must be answered (a
+    # ToolResult with its id, laid out by the transcript's `tool_result_items`) before the conversation goes on.
+    tool_calls: tuple[ToolCall, ...] = ()
 
 
 DIAGNOSTIC_KEYS = frozenset(
