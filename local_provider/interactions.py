@@ -14,11 +14,16 @@ What an interaction holds: {id, model, status, created, updated, steps, usage}, 
   output it came with; `summary` is one readable text content only with
   generation_config.thinking_summaries "auto". The model always thinks (there is no thinking-off
   level), and max_output_tokens bounds thought and output together;
-- then a model_output step {type, content: [text]} with the visible reply; or, when the request
-  declares exactly one function tool with a required parameter and the reply names an action, a
-  function_call step {type, id, name, arguments: {<that parameter>: <the action>}} in its place
-  (the rule DeepSeek's wire uses; the visible text is not said, the thought keeps what the model
-  needs). The call's id is call_T, T being the interaction's token.
+- then a model_output step {type, content: [text]} with the visible reply; or function_call steps
+  {type, id, name, arguments} in its place, one per call, all after the one thought step (the
+  Interactions API carries a call's thought signature on the thought step before it; of parallel
+  calls only the first carries one, the "Thought signatures" docs). The model calls what the current
+  turn's user input asks for, "call TOOL with ARGS" once per call (a test's convention,
+  policy.asked_tool_calls), of the function tools declared; else, when the request declares exactly
+  one function tool with a required parameter and the reply names an action, that tool with
+  {<that parameter>: <the action>} (the rule DeepSeek's wire uses; the visible text is not said, the
+  thought keeps what the model needs); else it answers in text, as without tools. The calls' ids
+  are call_T, call_T_2, ..., T being the interaction's token.
 
 Status: completed; incomplete when the reply was cut by max_output_tokens (or paused: this wire has
 no pause), and incomplete for a safety stop, whose model_output step then has no content and an
@@ -73,7 +78,7 @@ from turnstate.local_provider.interactions_conversation import (
     shown_digest,
 )
 from turnstate.local_provider.interactions_request import InteractionRequest, parse_request
-from turnstate.local_provider.policy import split_action
+from turnstate.local_provider.policy import asked_tool_calls, split_action
 from turnstate.local_provider.stored import StoredState
 
 # Every ending but a normal stop (a cut, a pause this wire has no word for, a safety stop) is incomplete.
@@ -154,13 +159,15 @@ def reply_interaction(
         conversation.system, conversation.current, conversation.memory, request.max_output_tokens
     )
     completion = reasoning.completion
-    call = function_call(completion, request.functions, CALL_PREFIX + token)
-    if call is not None:
-        output, status, output_tokens = call, "requires_action", estimate_text_tokens(json.dumps(call["arguments"]))
+    calls = function_calls(completion, request.functions, conversation.user_text, CALL_PREFIX + token)
+    outputs: list[Event]
+    if calls:
+        arguments = [call["arguments"] for call in calls]
+        outputs, status, output_tokens = calls, "requires_action", estimate_text_tokens(json.dumps(arguments))
     elif completion.ending == "refusal":
-        output, status, output_tokens = _safety_stop(), STATUSES["refusal"], completion.tokens
+        outputs, status, output_tokens = [_safety_stop()], STATUSES["refusal"], completion.tokens
     else:
-        output = {"type": "model_output", "content": [{"type": "text", "text": completion.text}]}
+        outputs = [{"type": "model_output", "content": [{"type": "text", "text": completion.text}]}]
         status, output_tokens = STATUSES[completion.ending], completion.tokens
     summary = [{"type": "text", "text": THOUGHT_SUMMARY}] if request.show_summary else []
     sealed = {
@@ -169,7 +176,7 @@ def reply_interaction(
         "after": conversation.last_link,
         "thought": reasoning.thought,
         "shown": shown_digest(summary),
-        "output": issued_digest(output),
+        "output": issued_digest(outputs),
     }
     thought: Event = {"type": "thought", "signature": state.sealer.seal(sealed)}
     if summary:
@@ -181,23 +188,44 @@ def reply_interaction(
         "status": status,
         "created": now,
         "updated": now,
-        "steps": [thought, output],
+        "steps": [thought, *outputs],
         "usage": usage_object(conversation.prompt_tokens, cached, output_tokens, reasoning.thought_tokens),
     }
 
 
-def function_call(completion: Completion, functions: Sequence[Mapping[str, object]], call_id: str) -> Event | None:
-    """A completed reply that names an action, given exactly one function tool with a required
-    parameter, as a call of that tool with the action as that argument; else None (the reply stays
-    text). The text besides the action is not said: the thought carries what the model keeps."""
-    if completion.ending != "stop" or len(functions) != 1:
-        return None
+def function_calls(
+    completion: Completion, functions: Sequence[Mapping[str, object]], user_text: str, call_id: str
+) -> list[Event]:
+    """The function calls a completed reply makes of the tools it was offered: the ones the current
+    turn's user input asks for ("call TOOL with ARGS", policy.asked_tool_calls), in order; else, given
+    exactly one function tool with a required parameter, a reply that names an action as a call of
+    that tool with the action as that argument; else none (the reply stays text). The text besides
+    the action is not said: the thought carries what the model keeps. Several calls share the
+    reply's id, numbered (call_T, call_T_2, ...)."""
+    if completion.ending != "stop" or not functions:
+        return []
+    names = [str(tool.get("name")) for tool in functions if tool.get("name")]
+    asked = asked_tool_calls(user_text, names) or _action_call(completion, functions)
+    ids = [call_id if number == 1 else f"{call_id}_{number}" for number in range(1, len(asked) + 1)]
+    return [
+        {"type": "function_call", "id": id_, "name": name, "arguments": arguments}
+        for id_, (name, arguments) in zip(ids, asked, strict=True)
+    ]
+
+
+def _action_call(
+    completion: Completion, functions: Sequence[Mapping[str, object]]
+) -> list[tuple[str, dict[str, object]]]:
+    """The action a reply names as a call of the one function tool offered, by its first required
+    parameter (the rule DeepSeek's wire uses for `submit_action`)."""
+    if len(functions) != 1:
+        return []
     name, parameters = functions[0].get("name"), functions[0].get("parameters")
     required = parameters.get("required") if isinstance(parameters, dict) else None
     _, action = split_action(completion.text)
     if action is None or not name or not isinstance(required, list) or not required:
-        return None
-    return {"type": "function_call", "id": call_id, "name": name, "arguments": {str(required[0]): action}}
+        return []
+    return [(str(name), {str(required[0]): action})]
 
 
 def _safety_stop() -> Event:

@@ -12,8 +12,8 @@ kept: the tools, system instruction and generation config are each request's own
 
 Opaque state. Every reply is built from one token T (sealed.py). Its thought step's `signature`
 seals {kind, token, after, thought, shown, output}: the private thought, a digest of the text of the
-readable summary the step was issued with (empty without one), a digest of the step issued with it
-(`issued_digest`: a model_output's text, or a function_call's id, name and arguments), and `after`,
+readable summary the step was issued with (empty without one), a digest of the steps issued with it
+(`issued_digest`: a model_output's text, or each function_call's id, name and arguments), and `after`,
 the token of the thought the model had read last (None on a conversation's first turn). With
 store=false the client replays every step it was given.
 
@@ -22,8 +22,8 @@ broken is a 400 INVALID_ARGUMENT that names the step's index in `input`:
 1. Altered. A thought step must carry its signature, which must open under the provider's key and
    match the step's own summary text, else "Thought signature is not valid" (so a thought from
    another provider, or from before a restart, fails too).
-2. Misplaced. A thought step must be followed at once by the model_output or function_call step it
-   was issued with: the step its signature pins.
+2. Misplaced. A thought step must be followed at once by the model_output step or the run of
+   function_call steps it was issued with: the steps its signature pins.
 3. Dropped. Every model_output step must come right after its thought step: this model always
    thinks, so a model output without one is a thought that was dropped. So must every function_call
    step of the current turn (after the last user_input step): the Interactions API carries a
@@ -32,14 +32,25 @@ broken is a 400 INVALID_ARGUMENT that names the step's index in `input`:
    chronologically alongside function calls"), and Gemini 3 refuses a current-turn function call
    whose signature is not returned (the "Thought signatures" docs: every function call of the
    current turn is strictly validated, earlier turns are not). A function_call step of an earlier
-   turn needs no thought, so a client may replay calls it made up or got elsewhere.
+   turn needs no thought, so a client may replay calls it made up or got elsewhere. A reply that
+   calls several functions is one thought step, then its calls in a row: the thought comes before
+   the first (the "Thought signatures" docs: of parallel function calls only the first part carries
+   the signature), so a call may also follow the call before it in the same reply.
 4. Reordered. After the first thought read (the input may begin at any whole turn: dropping old
    turns only loses what they held), each thought must follow the thought it followed when it was
    produced.
 5. Undeclared. A function_call step of the input must name a function tool the request declares:
    the model is only offered, and can only have called, the functions in `tools`.
-6. Unpaired. A function_result step's call_id must be the id of a function_call step earlier in the
+6. Orphaned. A function_result step's call_id must be the id of a function_call step earlier in the
    conversation (FunctionResultStep: "ID to match the ID from the function call block").
+7. Unpaired. The calls of one reply (a run of function_call steps) must each be answered exactly
+   once by the function_result steps right after them, in any order, before any other step comes
+   or the conversation ends: an unanswered call, and a second result for a call, are refused in
+   Google's words for a function call turn its response turn does not match ("Please ensure that
+   the number of function response parts is equal to the number of function call parts of the
+   function call turn", 400 INVALID_ARGUMENT from generateContent, as gemini-cli issues #4217 and
+   #16132 quote it; no Interactions traffic is recorded, and the Interactions API serves the same
+   models), with the step it names.
 
 What the model reads: the system instruction, the current turn (the text of the user_input and
 function_result steps after the last model step, or all of them on a first turn; a result is its
@@ -91,6 +102,8 @@ class Conversation:
     """The earlier user texts, then the replayed thoughts: what the model is handed as memory."""
     last_link: str | None
     """The token of the last thought read: what the next thought follows."""
+    user_text: str
+    """The text of the current turn's user_input steps (not its function results): what the user asks now."""
     units: tuple[Mapping[str, object], ...]
     """The prompt as the prefix cache compares it: the system instruction, then every step."""
 
@@ -109,12 +122,29 @@ def shown_digest(content: object) -> str:
     return digest(text_of(content, separator=""))
 
 
-def issued_digest(step: Mapping[str, object]) -> str:
-    """What a thought's signature pins of the step it was issued with: a model output's text, or a
-    function call's id, name and arguments."""
+def issued_digest(steps: Sequence[Mapping[str, object]]) -> str:
+    """What a thought's signature pins of the steps it was issued with: a model output's text, or
+    each function call's id, name and arguments, in order."""
+    return digest([_issued(step) for step in steps])
+
+
+def _issued(step: Mapping[str, object]) -> object:
     if step.get("type") == "function_call":
-        return digest([step.get("id"), step.get("name"), step.get("arguments")])
-    return shown_digest(step.get("content"))
+        return [step.get("id"), step.get("name"), step.get("arguments")]
+    return text_of(step.get("content"), separator="")
+
+
+def issued_with(steps: Sequence[Step], index: int) -> list[Step]:
+    """The steps a thought at `index` was issued with, as they follow it: one model output, or the
+    run of function calls it made (a reply may call several functions)."""
+    following = list(steps[index + 1 : index + 2])
+    if not following or following[0]["type"] != "function_call":
+        return following
+    for step in steps[index + 2 :]:
+        if step["type"] != "function_call":
+            break
+        following.append(step)
+    return following
 
 
 def read_conversation(state: StoredState, request: InteractionRequest) -> Conversation:
@@ -126,6 +156,7 @@ def read_conversation(state: StoredState, request: InteractionRequest) -> Conver
     last = max((index for index, step in enumerate(steps) if step["type"] in MODEL_STEPS), default=-1)
     earlier = [text_of(step.get("content")) for step in steps[: last + 1] if step["type"] == "user_input"]
     current = tuple({"role": "user", "content": readable_text(step)} for step in steps[last + 1 :])
+    asked = [text_of(step.get("content")) for step in steps[last + 1 :] if step["type"] == "user_input"]
     system_unit: tuple[Mapping[str, object], ...] = (
         ({"type": "system_instruction", "text": request.system},) if request.system else ()
     )
@@ -135,6 +166,7 @@ def read_conversation(state: StoredState, request: InteractionRequest) -> Conver
         current=current,
         memory=(*earlier, *thoughts),
         last_link=link,
+        user_text="\n".join(asked),
         units=(*system_unit, *steps),
     )
 
@@ -178,7 +210,7 @@ def _stored_chain(store: ChainStore, previous_interaction_id: str | None) -> tup
 def _check_steps(
     sealer: Sealer, steps: Sequence[Step], stored: int, request: InteractionRequest
 ) -> tuple[list[str], str | None]:
-    """Rules 1-6 over `steps`, the first `stored` of them a stored chain's; (the thoughts read, the last link)."""
+    """Rules 1-7 over `steps`, the first `stored` of them a stored chain's; (the thoughts read, the last link)."""
 
     def where(index: int) -> str:
         if index >= stored:
@@ -189,9 +221,10 @@ def _check_steps(
     turn_start = 1 + max((index for index, step in enumerate(steps) if step["type"] == "user_input"), default=-1)
     thoughts: list[str] = []
     link: str | None = None
-    calls: set[object] = set()
+    pairing = _Pairing(where)
     for index, step in enumerate(steps):
         kind = str(step["type"])
+        pairing.check(steps, index)
         if kind == "thought":
             payload = _opened_thought(sealer, steps, index, where)
             if link is not None and payload.get("after") != link:
@@ -201,28 +234,88 @@ def _check_steps(
                 )
             thoughts.append(str(payload.get("thought", "")))
             link = str(payload["token"])
-        elif _needs_thought(kind, index, turn_start) and (index == 0 or steps[index - 1]["type"] != "thought"):
+        elif _needs_thought(kind, index, turn_start) and not _follows_its_thought(steps, index):
             raise InvalidRequest(
                 f"{where(index)}: this {kind} step comes without the thought step it was generated with; "
                 f"replay every thought step, with its signature, right before its {kind} step."
             )
-        if kind == "function_call":
-            if index >= stored and step["name"] not in declared:
-                raise InvalidRequest(
-                    f"{where(index)}.name: function '{step['name']}' is not declared in `tools`; "
-                    "a function call can only name a function tool of the request."
-                )
-            calls.add(step["id"])
-        elif kind == "function_result" and step["call_id"] not in calls:
+        if kind == "function_call" and index >= stored and step["name"] not in declared:
             raise InvalidRequest(
-                f"{where(index)}.call_id: no function_call step before this result has the id '{step['call_id']}'."
+                f"{where(index)}.name: function '{step['name']}' is not declared in `tools`; "
+                "a function call can only name a function tool of the request."
             )
+    pairing.check(steps, len(steps))
     return thoughts, link
 
 
 def _needs_thought(kind: str, index: int, turn_start: int) -> bool:
     """Rule 3: a model output always needs its thought; a function call only in the current turn."""
     return kind == "model_output" or (kind == "function_call" and index >= turn_start)
+
+
+def _follows_its_thought(steps: Sequence[Step], index: int) -> bool:
+    """Rule 3: right after a thought step, or, for a function call, after the call before it in the
+    same reply (the thought before a reply's first call carries the signature of them all)."""
+    before = steps[index - 1]["type"] if index > 0 else None
+    return before == "thought" or (before == "function_call" and steps[index]["type"] == "function_call")
+
+
+# Google's words for a function call turn and its response turn that do not pair up (generateContent
+# answers them as a 400 INVALID_ARGUMENT; gemini-cli issues #4217, #16132).
+UNPAIRED = (
+    "Please ensure that the number of function response parts is equal to the number of function call parts "
+    "of the function call turn"
+)
+
+
+class _Pairing:
+    """Rules 6 and 7, step by step: the calls a reply made (a run of function_call steps) are each
+    answered exactly once by the function_result steps right after them, before any other step."""
+
+    def __init__(self, where: Callable[[int], str]) -> None:
+        self.where = where
+        self.open: dict[object, int] = {}
+        """The calls of the latest run not answered yet: id -> index."""
+        self.answered: dict[object, int] = {}
+        """Every call answered so far: id -> the index of its result."""
+
+    def check(self, steps: Sequence[Step], index: int) -> None:
+        """Check the step at `index` (the end of the conversation when `index` is past the last)."""
+        if index == len(steps):
+            self._close(index, None)
+            return
+        step = steps[index]
+        if step["type"] == "function_result":
+            self._answer(index, step["call_id"])
+            return
+        if step["type"] != "function_call" or index == 0 or steps[index - 1]["type"] != "function_call":
+            self._close(index, step["type"])
+        if step["type"] == "function_call":
+            self.open[step["id"]] = index
+
+    def _answer(self, index: int, call_id: object) -> None:
+        if call_id in self.answered:
+            raise InvalidRequest(
+                f"{self.where(index)}.call_id: {UNPAIRED}: the function_call '{call_id}' is already answered by "
+                f"{self.where(self.answered[call_id])}."
+            )
+        if call_id not in self.open:
+            raise InvalidRequest(
+                f"{self.where(index)}.call_id: no function_call step before this result has the id '{call_id}'."
+            )
+        del self.open[call_id]
+        self.answered[call_id] = index
+
+    def _close(self, index: int, kind: object) -> None:
+        """Rule 7: a step other than a result (or the end) comes: every call before it must be answered."""
+        if not self.open:
+            return
+        call_id, call = next(iter(self.open.items()))
+        after = f"before {self.where(index)} (a {kind} step)" if kind is not None else "after it"
+        raise InvalidRequest(
+            f"{self.where(call)}: {UNPAIRED}: the function_call '{call_id}' has no function_result step {after}; "
+            "answer every call of a reply right after it, before any other step."
+        )
 
 
 def _opened_thought(
@@ -241,8 +334,8 @@ def _opened_thought(
         or payload.get("shown") != shown_digest(step.get("summary"))
     ):
         raise InvalidRequest(f"{where(index)}.signature: Thought signature is not valid.")
-    following = steps[index + 1] if index + 1 < len(steps) else None
-    if following is None or following["type"] not in ISSUED_STEPS:
+    following = issued_with(steps, index)
+    if not following or following[0]["type"] not in ISSUED_STEPS:
         raise InvalidRequest(
             f"{where(index)}: a thought step must be followed right away by the model_output or function_call "
             "step it was issued with."

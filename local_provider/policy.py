@@ -36,6 +36,7 @@ know no more than the text it is given.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -175,6 +176,42 @@ def noted_beacon(memory: Sequence[str], level: int) -> str | None:
         if mentions:
             return mentions[-1].group(2)
     return None
+
+
+CALL_REQUEST = re.compile(r"\bcall (\w+) with (?=\{)")
+
+
+def asked_tool_calls(text: str, offered: Sequence[str]) -> list[tuple[str, dict[str, object]]]:
+    """The function calls a user input asks for, in the order asked, when every tool it names is
+    offered; else none (the model answers as it would without tools). A test's convention, not a
+    game's: "call TOOL with ARGS", ARGS a JSON object, once per call ("call a with {...} and call b
+    with {...}" asks for two). Deterministic, so a wire's tool tests know what the model will call.
+    (DeepSeek's `submit_action` is its wire's own: chat_completions.action_call.)"""
+    calls: list[tuple[str, dict[str, object]]] = []
+    decoder = json.JSONDecoder()
+    for request in CALL_REQUEST.finditer(text):
+        try:
+            arguments, _ = decoder.raw_decode(text, request.end())
+        except json.JSONDecodeError:
+            return []
+        if request.group(1) not in offered or not isinstance(arguments, dict):
+            return []
+        calls.append((request.group(1), arguments))
+    return calls
+
+
+ACTION_TOOL = "submit_action"
+
+
+def submitted_action(reply: str, parameters: Mapping[str, object]) -> tuple[str, dict[str, object]] | None:
+    """A reply that names one action, as a call of an offered `submit_action` tool whose JSON Schema
+    `parameters` require one: (the text left, the call's arguments, the action as that parameter);
+    None when the reply names no single action or the tool requires no parameter (it stays text)."""
+    required = parameters.get("required")
+    content, action = split_action(reply)
+    if action is None or not isinstance(required, list) or not required:
+        return None
+    return content, {str(required[0]): action}
 
 
 NO_FRAME_REPLY = "I see no game frame, so I take no action."
