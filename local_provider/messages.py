@@ -14,6 +14,16 @@ What a reply holds:
   readable line (empty with `display: "omitted"`); the thought itself lives only sealed in the
   signature. Then one text block {type, text, citations: null} with the visible reply.
   With thinking off, the model still thinks, but the thought is neither sent nor billed.
+- offered custom tools, a reply that calls them: after the thinking block and the text (if the
+  reply has any: a call that says nothing has no text block), one tool_use block {type, id, name,
+  input} per call, in order, and stop_reason "tool_use" (recorded: test_anthropic_tool_with_thinking,
+  thinking then text then tool_use). The model calls what the current turn asks for, "call TOOL with
+  ARGS" with ARGS a JSON object, once per call (a test's convention, policy.asked_tool_calls; every
+  tool named must be offered, else no call), or, offered `submit_action`, acts by calling it with
+  the action as its first required parameter and the ACTION line left out of the text
+  (policy.submitted_action); else it answers as without tools. Only a completed reply calls: under
+  a refusal, truncation or pause fault the stop reason is the fault's. A call's id is `toolu_` and
+  its message's token, cut, then its place. Its output is billed as its name and input JSON.
 - stop_reason: end_turn; max_tokens when the reply was cut by `max_tokens` (which bounds thought and
   reply together); refusal (with stop_details, and a text block only if the model had written
   something before the filter stopped it) when the reply was filtered; pause_turn when the turn was
@@ -38,7 +48,9 @@ message iteration: a compaction entry is not added to them.
 
 A stream sends `event:` and `data:` lines: message_start (content [], stop_reason null, the usage
 with output_tokens 0), per block content_block_start (an empty thinking/text accumulator),
-thinking_delta or text_delta pieces, then signature_delta for a thinking block, content_block_stop;
+thinking_delta or text_delta pieces, then signature_delta for a thinking block, or for a tool_use
+block (which starts with its id, name and `input: {}`) input_json_delta pieces of its input's JSON
+(the streaming guide's "partial_json"), content_block_stop;
 then message_delta (stop_reason, stop_details, the cumulative usage) and message_stop. The
 message_delta's usage has only MessageDeltaUsage's keys: no cache_creation or service_tier, which
 stay those of message_start (recorded so: test_anthropic_compaction_usage_with_cache_streaming,
@@ -80,11 +92,13 @@ from turnstate.local_provider.messages_conversation import (
     THINKING_KIND,
     CacheUse,
     Conversation,
+    block_tokens,
     messages_state,
     read_conversation,
     reply_digest,
 )
 from turnstate.local_provider.messages_request import THINKING_TOKENS_BETA, MessagesRequest, parse_request
+from turnstate.local_provider.policy import ACTION_TOOL, asked_tool_calls, submitted_action
 from turnstate.local_provider.sealed import Sealer, digest
 
 STOP_REASONS: Mapping[str, str] = {
@@ -98,6 +112,7 @@ COMPACTION_CONTENT = "Summary of the conversation so far; what I keep of it is s
 # A compaction the model could not finish: what it stops with instead of a compaction block.
 FAILED_COMPACTIONS: Mapping[str, str] = {"refusal": "refusal", "truncation": "max_tokens", "pause_turn": "pause_turn"}
 MESSAGE_PREFIX = "msg_"
+TOOL_USE_PREFIX, TOOL_USE_ID_CHARS = "toolu_", 20  # a call's id: its message's token, cut, and its place
 STREAM_PIECES = 3  # deltas per streamed text, so a client must reassemble them
 GARBLED_EVENT: SseEvent = {"event": "content_block_delta", "data": '{"type": "content_block_delta", '}
 SERVICE_TIER = "standard"
@@ -173,7 +188,16 @@ def reply_message(
     # A refusal shows what the model had written before the filter stopped it, if anything.
     refused = completion.ending == "refusal"
     text = completion.withheld if refused else completion.text
-    texts: list[dict[str, object]] = [{"type": "text", "text": text, "citations": None}] if text or not refused else []
+    calls: list[tuple[str, dict[str, object]]] = []
+    if completion.ending == "stop" and request.tools:
+        text, calls = tool_calls(conversation, request.tools, text)
+    uses: list[dict[str, object]] = [
+        {"type": "tool_use", "id": f"{TOOL_USE_PREFIX}{token[:TOOL_USE_ID_CHARS]}{index}", "name": name, "input": args}
+        for index, (name, args) in enumerate(calls)
+    ]
+    shows_text = text or not (refused or uses)
+    answer: list[dict[str, object]] = [{"type": "text", "text": text, "citations": None}] if shows_text else []
+    answer += uses
     blocks: list[dict[str, object]] = []
     thought_tokens = reasoning.thought_tokens if request.thinking else 0
     if request.thinking:
@@ -185,13 +209,35 @@ def reply_message(
             "depth": conversation.depth + 1,
             "thought": reasoning.thought,
             "shown": digest(shown),
-            "reply": reply_digest(texts),
+            "reply": reply_digest(answer),
         }
         blocks.append({"type": "thinking", "thinking": shown, "signature": sealer.seal(sealed)})
-    usage = {**usage_object(prompt, estimate_text_tokens(text) + thought_tokens), "service_tier": SERVICE_TIER}
+    written = estimate_text_tokens(text) + sum(block_tokens(use) for use in uses)
+    usage = {**usage_object(prompt, written + thought_tokens), "service_tier": SERVICE_TIER}
     if THINKING_TOKENS_BETA in request.betas:
         usage["output_tokens_details"] = {"thinking_tokens": thought_tokens}
-    return message_object(token, request, [*blocks, *texts], STOP_REASONS[completion.ending], usage)
+    stop = "tool_use" if uses else STOP_REASONS[completion.ending]
+    return message_object(token, request, [*blocks, *answer], stop, usage)
+
+
+def tool_calls(
+    conversation: Conversation, tools: Sequence[Mapping[str, object]], reply: str
+) -> tuple[str, list[tuple[str, dict[str, object]]]]:
+    """The reply's text and the calls it makes of the offered tools, in order: the calls the current
+    turn asks for ("call TOOL with ARGS", policy.asked_tool_calls), else a `submit_action` call of the
+    action the reply names (policy.submitted_action), else none and the reply as it was."""
+    offered = {str(tool["name"]): tool for tool in tools}
+    current = "\n".join(str(message.get("content", "")) for message in conversation.current)
+    asked = asked_tool_calls(current, list(offered))
+    if asked:
+        return reply, asked
+    action_tool = offered.get(ACTION_TOOL)
+    schema = action_tool.get("input_schema") if action_tool is not None else None
+    submitted = submitted_action(reply, schema) if isinstance(schema, Mapping) else None
+    if submitted is None:
+        return reply, []
+    content, arguments = submitted
+    return content, [(ACTION_TOOL, arguments)]
 
 
 def compaction_message(
@@ -306,6 +352,10 @@ def _block_events(index: int, block: Mapping[str, object]) -> list[dict[str, obj
         start: dict[str, object] = {"type": "thinking", "thinking": "", "signature": ""}
         deltas = [{"type": "thinking_delta", "thinking": piece} for piece in _pieces(str(block["thinking"]))]
         deltas.append({"type": "signature_delta", "signature": str(block["signature"])})
+    elif kind == "tool_use":
+        start = {**block, "input": {}}
+        arguments = json.dumps(block["input"])
+        deltas = [{"type": "input_json_delta", "partial_json": piece} for piece in _pieces(arguments)]
     else:
         start = {"type": "text", "text": "", "citations": None}
         deltas = [{"type": "text_delta", "text": piece} for piece in _pieces(str(block["text"]))]

@@ -41,6 +41,21 @@ Rules, checked from the latest compaction on (turns before it are tolerated and 
    turns are exempt too: without interleaved thinking the model writes none after a tool result
    (recorded in test_anthropic_tool_with_thinking).
 
+5. Tool pairing (checked first, over every turn). The turn after an assistant turn with tool_use
+   blocks must be a user turn that opens with one tool_result block for each of its calls (the
+   results come first; text may follow them), else 400 "messages.N: `tool_use` ids were found
+   without `tool_result` blocks immediately after: ID, ID. Each `tool_use` block must have a
+   corresponding `tool_result` block in the next message." (N the assistant message; an assistant
+   turn that ends the request with calls is unanswered too). A tool_result whose id no call of the
+   assistant turn just before it made is 400 "messages.N.content.M: unexpected `tool_use_id` found
+   in `tool_result` blocks: ID. Each `tool_result` block must have a corresponding `tool_use` block
+   in the previous message."; a second result for one call is 400 "messages.N.content.M: each
+   tool_use must have a single result. Found multiple `tool_result` blocks with id: ID". The
+   service's words, as its 400s are quoted in public issue threads (anthropics/claude-code#5989 and
+   #13460, a duplicate's in the public records of several agent tools); the docs: "tool_result
+   blocks must come FIRST in the content array". Checked in the order of the messages, so a call
+   answered by a wrong id is reported unanswered (its message comes first).
+
 What the model reads: the system prompt, the current turn (the text of the user turn after the last
 assistant turn, as one message), and its memory: the latest compaction's summary, then the thought
 of every thinking block after it, in order. Never the text of older user turns.
@@ -208,6 +223,7 @@ def reply_digest(blocks: Sequence[Block]) -> str:
 def read_conversation(sealer: Sealer, request: MessagesRequest) -> Conversation:
     """Hold the request's turns to the module's rules; the conversation as the model reads it."""
     turns = turns_of(request.messages)
+    _check_tool_pairing(turns)
     start = _latest_compaction(turns)
     memory: list[str] = []
     link: str | None = None
@@ -319,6 +335,48 @@ def _check_order(turn: Turn) -> int:
         if kind in THINKING_TYPES and position != first:
             raise InvalidRequest(f"{turn.paths[position]}: `{kind}` blocks must come first in an `assistant` message")
     return first
+
+
+def _check_tool_pairing(turns: Sequence[Turn]) -> None:
+    """Rule 5: every call answered first thing in the next turn, once, and no result without its call."""
+    calls: list[str] = []
+    where = ""
+    for turn in (*turns, Turn("end", (), ())):
+        pairs = list(zip(turn.blocks, turn.paths, strict=True))
+        leading = [block for block, _ in pairs[: _leading_results(turn)]]
+        missing = [call for call in calls if call not in {block.get("tool_use_id") for block in leading}]
+        if (turn.role != "user" and calls) or missing:
+            listed = ", ".join(missing or calls)
+            raise InvalidRequest(
+                f"{where}: `tool_use` ids were found without `tool_result` blocks immediately after: {listed}. "
+                "Each `tool_use` block must have a corresponding `tool_result` block in the next message."
+            )
+        answered: set[object] = set()
+        for block, path in pairs:
+            if block.get("type") != "tool_result":
+                continue
+            call = block.get("tool_use_id")
+            if call not in calls:
+                raise InvalidRequest(
+                    f"{path}: unexpected `tool_use_id` found in `tool_result` blocks: {call}. "
+                    "Each `tool_result` block must have a corresponding `tool_use` block in the previous message."
+                )
+            if call in answered:
+                raise InvalidRequest(
+                    f"{path}: each tool_use must have a single result. Found multiple `tool_result` blocks with id: {call}"
+                )
+            answered.add(call)
+        made = [(block, path) for block, path in pairs if block.get("type") == "tool_use"]
+        calls = [str(block.get("id")) for block, _ in made]
+        where = made[-1][1].rsplit(".content.", 1)[0] if made else ""
+
+
+def _leading_results(turn: Turn) -> int:
+    """How many tool_result blocks open a turn."""
+    count = 0
+    while count < len(turn.blocks) and turn.blocks[count].get("type") == "tool_result":
+        count += 1
+    return count
 
 
 def _tool_loop_opener(turns: Sequence[Turn]) -> int | None:

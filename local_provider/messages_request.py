@@ -9,7 +9,10 @@ beta-only fields, the rest. Rules:
 - `model` (a non-empty string) and `max_tokens` (an integer >= 1) are required.
 - `messages` is a non-empty list of {role, content}; role is user or assistant; content is a
   non-empty string or a non-empty list of blocks, each with only its type's keys. Thinking,
-  redacted_thinking, compaction and tool_use blocks are assistant-only, tool_result user-only.
+  redacted_thinking, compaction and tool_use blocks are assistant-only, tool_result user-only. A
+  tool_use needs a string `id` and `name` and an object `input`, a tool_result a string
+  `tool_use_id` and a boolean `is_error` if any (the SDK's ToolUseBlockParam, ToolResultBlockParam);
+  how calls and results pair is messages_conversation.py's rule 5.
 - A compaction block is known only with the compact-2026-09-04 beta: every request that replays one
   sends the beta, as the request that asked for it did.
 - The conversation starts with user. One exception: it may start with an assistant message whose
@@ -27,7 +30,7 @@ beta-only fields, the rest. Rules:
 - `metadata` is {user_id?: string or null}; `tools` is a list of tools: a custom tool (`type`
   absent, null or "custom") needs `name` (a string) and `input_schema` (an object) and has only
   BetaToolParam's keys; a server tool is known by its `type` (the SDK's BetaToolUnionParam) and is
-  accepted unchecked, never run (this model calls no tool). `tool_choice` is {type: auto | any |
+  accepted unchecked, never run (this model calls only custom tools, which the request keeps). `tool_choice` is {type: auto | any |
   tool | none} with its type's keys (`tool` needs `name`). Each as the SDK's types have it.
 - `system` is a string or a list of text blocks.
 - `thinking` is {type: enabled, budget_tokens >= 1024 and < max_tokens, display?}, {type: adaptive,
@@ -94,6 +97,14 @@ BLOCK_KEYS: Mapping[str, frozenset[str]] = {
     "compaction": frozenset({"type", "content", "encrypted_content", "signature", "cache_control", "tool_changes"}),
     "tool_use": frozenset({"type", "id", "name", "input", "cache_control"}),
     "tool_result": frozenset({"type", "tool_use_id", "content", "is_error", "cache_control"}),
+}
+# The string fields each kind of block requires (the SDK's *BlockParam types).
+REQUIRED_STRINGS: Mapping[str, tuple[str, ...]] = {
+    "text": ("text",),
+    "thinking": ("thinking", "signature"),
+    "redacted_thinking": ("data",),
+    "tool_use": ("id", "name"),
+    "tool_result": ("tool_use_id",),
 }
 BETA_BLOCKS: Mapping[str, str] = {"compaction": COMPACTION_BETA}  # block types only their beta knows
 ASSISTANT_ONLY = frozenset({"thinking", "redacted_thinking", "compaction", "tool_use"})
@@ -183,6 +194,7 @@ class MessagesRequest:
     compaction: bool
     automatic_cache: str | None
     betas: frozenset[str]
+    tools: tuple[Mapping[str, object], ...] = ()  # the custom tools offered, as sent
 
 
 def betas_of(headers: Message) -> frozenset[str]:
@@ -210,7 +222,7 @@ def parse_request(body: Mapping[str, object], headers: Message) -> MessagesReque
     compaction = _compaction(body, betas)
     automatic = _cache_control("cache_control", body.get("cache_control"))
     _metadata(body.get("metadata"))
-    _tools(body.get("tools"))
+    tools = _tools(body.get("tools"))
     _tool_choice(body.get("tool_choice"))
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
@@ -218,7 +230,9 @@ def parse_request(body: Mapping[str, object], headers: Message) -> MessagesReque
     stops = body.get("stop_sequences")
     if stops is not None and not (isinstance(stops, list) and all(isinstance(stop, str) for stop in stops)):
         raise wrong_type("stop_sequences", "a valid list of strings")
-    return MessagesRequest(model, max_tokens, messages, system, thinking, show, stream, compaction, automatic, betas)
+    return MessagesRequest(
+        model, max_tokens, messages, system, thinking, show, stream, compaction, automatic, betas, tools
+    )
 
 
 def _max_tokens(value: object) -> int:
@@ -280,8 +294,14 @@ def _check_block(path: str, block: object, role: str, betas: frozenset[str] = fr
     _only_keys(f"{path}.{kind}", block, BLOCK_KEYS[kind])
     if (kind in ASSISTANT_ONLY and role != "assistant") or (kind in USER_ONLY and role != "user"):
         raise InvalidRequest(f"{path}.type: `{kind}` blocks are not allowed in `{role}` messages")
-    for key in {"text": ("text",), "thinking": ("thinking", "signature"), "redacted_thinking": ("data",)}.get(kind, ()):
+    for key in REQUIRED_STRINGS.get(kind, ()):
         _required_string(f"{path}.{kind}", block, key)
+    if kind == "tool_use" and "input" not in block:
+        raise field_required(f"{path}.tool_use.input")
+    if kind == "tool_use" and not isinstance(block["input"], dict):
+        raise wrong_type(f"{path}.tool_use.input", "a valid dictionary")
+    if kind == "tool_result" and not isinstance(block.get("is_error", False), bool):
+        raise wrong_type(f"{path}.tool_result.is_error", "a valid boolean")
     if kind == "compaction" and "content" in block and block["content"] is not None:
         if not isinstance(block["content"], str) or not block["content"]:
             raise InvalidRequest(f"{path}.compaction.content: must be a non-empty string or null")
@@ -459,13 +479,15 @@ def _metadata(value: object) -> None:
         raise wrong_type("metadata.user_id", "a valid string")
 
 
-def _tools(value: object) -> None:
-    """Custom tools checked as BetaToolParam; server tools known by their type and accepted unchecked."""
+def _tools(value: object) -> tuple[Mapping[str, object], ...]:
+    """Custom tools checked as BetaToolParam; server tools known by their type and accepted unchecked.
+    The custom tools, which this model may call."""
     if value is None:
-        return
+        return ()
     if not isinstance(value, list):
         raise wrong_type("tools", "a valid list")
     tags = ["custom", *sorted(SERVER_TOOL_TYPES)]
+    custom: list[Mapping[str, object]] = []
     for index, tool in enumerate(value):
         path = f"tools.{index}"
         if not isinstance(tool, dict):
@@ -480,6 +502,8 @@ def _tools(value: object) -> None:
         if not isinstance(tool["input_schema"], dict):
             raise wrong_type(f"{where}.input_schema", "a valid dictionary")
         _cache_control(f"{where}.cache_control", tool.get("cache_control"))
+        custom.append(tool)
+    return tuple(custom)
 
 
 def _tool_choice(value: object) -> None:
