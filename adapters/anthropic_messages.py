@@ -7,7 +7,22 @@ only the response-only `parsed_output` of text blocks and a null `encrypted_cont
 blocks are dropped. The system prompt goes separately.
 
 Only `end_turn` (or a configured stop sequence) can carry an action: a refusal, `max_tokens`,
-`pause_turn` or an unfinished stream never does. Native compaction is on demand, a request of its
+`pause_turn` or an unfinished stream never does. `tool_use` is the one other stop a reply may end
+with: it is a valid reply with calls (ModelResponse.tool_calls, never empty then), not an action and
+not a retry; the turn is not over, and goes on once the calls are answered. So the two rules do not
+meet: an end_turn reply carries no call (a tool_use block under any other stop is a malformed reply,
+as is a tool_use stop without one), and what a tool_use reply's text says is never an action.
+
+Tools. A request's ToolSpecs go as `tools: [{name, description, input_schema}]` (the SDK's
+BetaToolParam; recorded so in test_anthropic_tool_with_thinking); none, and the body has no tool
+field at all. A call is a `tool_use` block {id, name, input}; `input` must be a JSON object, else
+the reply is malformed. The reply's message keeps every block as it came, so a call replays with
+the thinking block and signature before it ("During tool use, you must pass thinking blocks back to
+the API for the last assistant message", the extended-thinking docs). Results are the NEXT user
+message: one `tool_result` block {tool_use_id, content, is_error: true only for a failed call} per
+call, in the calls' order, before any other input (MessagesItems.tool_result_items). A request that
+breaks the pairing (an unanswered call, an orphan or duplicate result) is the service's 400
+invalid_request_error: the harness's bug, FATAL. Native compaction is on demand, a request of its
 own (`compaction: {type: summarize}`, beta compact-2026-09-04) answered by one signed compaction
 block, which the strategy's compaction_call machine asks for.
 
@@ -18,8 +33,9 @@ The SDK builds its message objects without validating them, so a reply is valida
 shapes below (through the objects' attributes, the values as they came) before any of it is read:
 a string `id`, a string or null `stop_reason`, a `content` list of blocks each with a string
 `type`; a text block's `text`, a thinking block's `thinking` and `signature`, a redacted thinking
-block's `data` strings (the SDK's own BetaTextBlock, BetaThinkingBlock and
-BetaRedactedThinkingBlock make them required strings); a compaction block's `content`,
+block's `data` strings, a tool_use block's `id` and `name` strings and `input` object (the SDK's
+own BetaTextBlock, BetaThinkingBlock, BetaRedactedThinkingBlock and BetaToolUseBlock make them
+required); a compaction block's `content`,
 `signature` and `encrypted_content` strings or null (BetaCompactionBlock: null content is a
 failed compaction); `stop_details` type and category strings or null; each stream event's string
 `type`; every usage count a non-negative integer or absent. A compaction reply must moreover be
@@ -29,6 +45,7 @@ action reply may not compact inline: either is a malformed reply, retried.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar, Literal, Self
@@ -50,6 +67,8 @@ from turnstate.adapters.contract import (
     RequestSettings,
     SummaryCompaction,
     TokenCount,
+    ToolCall,
+    ToolResult,
     Transcript,
     Usage,
     UsageSeen,
@@ -93,6 +112,7 @@ BLOCK_TEXTS: Mapping[str, tuple[str, ...]] = {
     "text": ("text",),
     "thinking": ("thinking", "signature"),
     "redacted_thinking": ("data",),
+    "tool_use": ("id", "name"),
 }
 """The string fields each kind of block must carry."""
 
@@ -105,12 +125,17 @@ class Block(ReplyShape):
     data: str | None = None
     content: object = None  # a compaction's summary; other blocks (server tool results) have their own
     encrypted_content: str | None = None
+    id: str | None = None
+    name: str | None = None
+    input: object = None  # a tool_use's arguments: a JSON object
 
     @model_validator(mode="after")
     def _carries_its_texts(self) -> Self:
         missing = [name for name in BLOCK_TEXTS.get(self.type, ()) if getattr(self, name) is None]
         if missing:
             raise ValueError(f"a {self.type} block without {', '.join(missing)}")
+        if self.type == "tool_use" and not isinstance(self.input, dict):
+            raise ValueError("a tool_use block whose input is not a JSON object")
         if self.type == "compaction" and not isinstance(self.content, str | None):
             raise ValueError("a compaction block whose content is not a string")
         return self
@@ -149,6 +174,23 @@ class MessagesItems:
     def reply_items(self, response: ModelResponse) -> list[Item]:
         return [dict(item) for item in response.native_items]
 
+    def tool_result_items(self, results: Sequence[ToolResult]) -> list[Item]:
+        """One user message whose content is a tool_result block per result, in the calls' order, with
+        `is_error: true` on a failed call's: the message right after the reply that made the calls,
+        its results first ("tool_result blocks must come FIRST in the content array", the tool-use
+        docs; recorded: test_anthropic_tool_with_thinking answers a call so). The next turn's inputs
+        follow as a user message of their own, which the service reads as the same turn."""
+        blocks = [
+            {
+                "type": "tool_result",
+                "tool_use_id": result.call_id,
+                "content": result.content,
+                **({"is_error": True} if result.is_error else {}),
+            }
+            for result in results
+        ]
+        return [{"role": "user", "content": blocks}]
+
     def estimate_tokens(self, items: Sequence[Item], system: str = "") -> int:
         head = MESSAGE_OVERHEAD_TOKENS + estimate_text_tokens(system) if system else 0
         return head + sum(
@@ -185,6 +227,11 @@ def _block_text(message: Item, *, opaque: bool) -> str:
             parts.append(str(block.get("thinking", "")))
         elif kind == "compaction":
             parts.append(str(block.get("content") or "[the history before this point, compacted by the provider]"))
+        elif kind == "tool_use":
+            parts.append(f"[call {block.get('name')} {json.dumps(block.get('input'), sort_keys=True)}]")
+        elif kind == "tool_result":
+            failed = " (error)" if block.get("is_error") else ""
+            parts.append(f"[result{failed}] {block.get('content')}")
         if opaque:
             parts.append(str(block.get("signature") or block.get("data") or ""))
     return "\n".join(part for part in parts if part)
@@ -291,6 +338,11 @@ class MessagesAdapter:
         }
         if self.settings.temperature is not None:
             body["temperature"] = self.settings.temperature
+        if request.tools:
+            body["tools"] = [
+                {"name": tool.name, "description": tool.description, "input_schema": dict(tool.parameters)}
+                for tool in request.tools
+            ]
         return body
 
     def call(self, request: ModelRequest) -> ModelResponse | ProviderError:
@@ -368,11 +420,18 @@ class MessagesAdapter:
             return ProviderError(_STOP_ERRORS[stop], usage, {"finish_reason": stop, **details})
         elif stop == "model_context_window_exceeded":
             return ProviderError(ErrorKind.CONTEXT_OVERFLOW, usage, {"finish_reason": stop})
-        elif stop not in self._action_stops or "text" not in kinds:
+        elif stop == "tool_use" and "tool_use" not in kinds:
+            return malformed_reply(ValueError("a tool_use stop without a call"), usage)
+        elif stop != "tool_use" and (stop not in self._action_stops or "text" not in kinds or "tool_use" in kinds):
             return malformed_reply(ValueError(f"a reply that cannot carry an action: {stop}"), usage)
         elif "compaction" in kinds:
             return malformed_reply(ValueError("an action reply compacted inline"), usage)
         text = "".join(str(block.get("text", "")) for block in blocks if block.get("type") == "text")
+        calls = tuple(
+            ToolCall(str(block["id"]), str(block["name"]), dict(block["input"]))
+            for block in blocks
+            if block.get("type") == "tool_use"
+        )
         summaries = [str(block.get("thinking", "")) for block in blocks if block.get("type") == "thinking"]
         return ModelResponse(
             text=text,
@@ -381,6 +440,7 @@ class MessagesAdapter:
             reasoning_summary=" ".join(summary for summary in summaries if summary) or None,
             response_id=message.id,
             native_items=({"role": "assistant", "content": blocks},),
+            tool_calls=calls,
         )
 
     @property
