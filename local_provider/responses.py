@@ -13,6 +13,11 @@ What a response holds, in this order:
   stored response). No `status`: recorded real reasoning items have none, streamed or not
   (thinking_part, streaming_usage), though the SDK's type allows one;
 - the output message {type, id msg_T, role, status, content: [output_text]}: the visible reply;
+  or, when the request offers function tools and the latest input asks for calls of them (the
+  policy's test convention, policy.asked_tool_calls), the calls instead, one function_call item
+  {id fc_T_i, type, status completed, arguments (a JSON string), call_id call_T_i, name} each, in
+  the order asked and with no message, as recorded (thinking_with_tool_calls: [reasoning,
+  function_call]; streaming_usage: the same streamed);
 - with `context_management: [{"type": "compaction", "compact_threshold": N}]`, when the context
   (the prompt estimate plus this response's output) passes N: a compaction item {type, id cmp_T,
   encrypted_content}, last. Recorded (compact_stateful_mode, streamed and not): the real service
@@ -37,6 +42,7 @@ A stream sends `event:` and `data:` lines; every event has `type` and `sequence_
 order response.created, response.in_progress, then per item, in output order,
 response.output_item.added, its content events (reasoning_summary_part/text for a summary;
 content_part.added, output_text.delta, output_text.done, content_part.done for the message;
+response.function_call_arguments.delta and .done for a call, as recorded in streaming_usage;
 response.compaction.compacting for a compaction), response.output_item.done with the full item (the
 final encrypted_content is here, the added event has none), and last response.completed or
 response.incomplete.
@@ -60,16 +66,20 @@ from turnstate.adapters.tokens import estimate_text_tokens, item_tokens
 from turnstate.local_provider.exchange import Exchange, Reasoning, SseEvent
 from turnstate.local_provider.openai_words import cache_reads_and_writes, error_body
 from turnstate.local_provider.openai_words import error_reply as error_reply
+from turnstate.local_provider.policy import asked_tool_calls, message_text
 from turnstate.local_provider.prefix_cache import PrefixCache
 from turnstate.local_provider.responses_conversation import (
+    CALL_ID_PREFIX,
     COMPACTION_KIND,
     COMPACTION_PREFIX,
+    FUNCTION_CALL_PREFIX,
     MESSAGE_PREFIX,
     REASONING_KIND,
     REASONING_PREFIX,
     RESPONSE_PREFIX,
     Conversation,
     ReplayError,
+    calls_digest,
     conversation_items,
     fitted,
     kept_digest,
@@ -159,7 +169,9 @@ class Produced:
     token: str
     reasoning: Reasoning
     reasoning_item: dict[str, object]
-    message: dict[str, object]
+    answer: tuple[dict[str, object], ...]
+    """The output message, or the function calls that stand in its place."""
+    answer_tokens: int
     compaction: dict[str, object] | None
     summary_tokens: int
     include_encrypted_reasoning: bool
@@ -180,11 +192,11 @@ class Produced:
     def stored_output(self) -> list[dict[str, object]]:
         """As the store keeps them: valid input items, the thought sealed in."""
         tail = [] if self.compaction is None else [self.compaction]
-        return [self.reasoning_item, self.message, *tail]
+        return [self.reasoning_item, *self.answer, *tail]
 
     @property
     def output_tokens(self) -> int:
-        return self.reasoning.completion.tokens + self.reasoning.thought_tokens + self.summary_tokens
+        return self.answer_tokens + self.reasoning.thought_tokens + self.summary_tokens
 
 
 def produce(exchange: Exchange, request: CreateRequest, conversation: Conversation, sealer: Sealer) -> Produced:
@@ -208,13 +220,19 @@ def produce(exchange: Exchange, request: CreateRequest, conversation: Conversati
         "status": "completed" if completion.ending == "stop" else "incomplete",
         "content": content,
     }
+    calls = function_calls(token, request, conversation) if completion.ending == "stop" else []
+    answer = calls or [message]
+    answer_tokens = (
+        estimate_text_tokens("".join(str(call["arguments"]) for call in calls)) if calls else completion.tokens
+    )
     summary_parts = [{"type": "summary_text", "text": REASONING_SUMMARY}] if request.summary_requested else []
+    pinned = {"calls": calls_digest(calls)} if calls else {"message": message_digest(content)}
     sealed = {
         "kind": REASONING_KIND,
         "token": token,
         "after": conversation.last_link,
         "summary": digest(summary_parts),
-        "message": message_digest(content),
+        **pinned,
         "thought": reasoning.thought,
     }
     reasoning_item: dict[str, object] = {
@@ -225,14 +243,39 @@ def produce(exchange: Exchange, request: CreateRequest, conversation: Conversati
     }
     compaction, summary_tokens = None, 0
     threshold = request.compaction.threshold if request.compaction is not None else None
-    context = conversation.prompt_tokens + completion.tokens + reasoning.thought_tokens
+    context = conversation.prompt_tokens + answer_tokens + reasoning.thought_tokens
     if threshold is not None and context > threshold:
         kept_texts = [str(kept["content"]) for kept in conversation.kept]
         summary = exchange.summarize((*kept_texts, *conversation.memory, reasoning.thought))
         compaction, summary_tokens = compaction_item(sealer, token, summary), estimate_text_tokens(summary)
     return Produced(
-        token, reasoning, reasoning_item, message, compaction, summary_tokens, request.include_encrypted_reasoning
+        token,
+        reasoning,
+        reasoning_item,
+        tuple(answer),
+        answer_tokens,
+        compaction,
+        summary_tokens,
+        request.include_encrypted_reasoning,
     )
+
+
+def function_calls(token: str, request: CreateRequest, conversation: Conversation) -> list[dict[str, object]]:
+    """The function calls the latest input asks for of the offered tools, as output items; none when
+    it asks for none (policy.asked_tool_calls)."""
+    latest = message_text(conversation.current[-1]) if conversation.current else ""
+    asked = asked_tool_calls(latest, request.functions) if request.functions else []
+    return [
+        {
+            "id": f"{FUNCTION_CALL_PREFIX}{token}_{number}",
+            "type": "function_call",
+            "status": "completed",
+            "arguments": json.dumps(arguments),
+            "call_id": f"{CALL_ID_PREFIX}{token}_{number}",
+            "name": name,
+        }
+        for number, (name, arguments) in enumerate(asked, start=1)
+    ]
 
 
 def compaction_item(
@@ -336,6 +379,16 @@ def _item_events(index: int, item: Mapping[str, object]) -> list[dict[str, objec
         assert isinstance(summary, list)
         for summary_index, part in enumerate(summary):
             events += _summary_events(where, summary_index, str(part["text"]))
+    elif kind == "function_call":
+        events[0]["item"] = {**item, "status": "in_progress", "arguments": ""}
+        arguments = str(item["arguments"])
+        events += [
+            *(
+                {"type": "response.function_call_arguments.delta", **where, "delta": piece}
+                for piece in _pieces(arguments)
+            ),
+            {"type": "response.function_call_arguments.done", **where, "arguments": arguments},
+        ]
     else:  # the output message
         content = item["content"]
         events[0]["item"] = {**item, "status": "in_progress", "content": [] if content is not None else None}

@@ -33,15 +33,32 @@ first one broken is the error, in the real service's shape ({"error": {"message"
 5. Altered. A reasoning item whose encrypted_content does not open, belongs to another item, or
    whose summary differs from the one it was issued with is 400 invalid_encrypted_content (param
    input); so is an output message whose content differs from the one its reasoning item pins.
-6. Orphaned. A reasoning item must be followed at once by the message it was issued with (msg_T):
-   else 400 "Item 'rs_T' of type 'reasoning' was provided without its required following item."
-7. Missing. An output message the provider issued (msg_T, recognized by its id) must come right
-   after its reasoning item rs_T: else 400 "Item 'msg_T' of type 'message' was provided without
-   its required 'reasoning' item: 'rs_T'."
+6. Orphaned. A reasoning item must be followed at once by what it was issued with: its message
+   (msg_T), or the function calls of a reply that called tools (fc_T_1, fc_T_2, ..., in order; the
+   seal pins each one's call_id, name and arguments, as it pins a message's text): else 400 "Item
+   'rs_T' of type 'reasoning' was provided without its required following item."
+7. Missing. An output message or function call the provider issued (msg_T, fc_T_i, recognized by
+   its id) must come right after its reasoning item rs_T (a call, after rs_T and the calls before
+   it): else 400 "Item 'msg_T' of type 'message' was provided without its required 'reasoning' item:
+   'rs_T'." (of type 'function_call' for a call). The recorded tool round (thinking_with_tool_calls,
+   store false) replays [reasoning, function_call] then the function_call_output: the reasoning that
+   preceded a call travels with it.
 8. Reordered. Each reasoning item names the chain element it followed when it was produced; after
    the first chain element of a conversation (which may begin anywhere: dropping whole old turns is
    allowed, as on the real service, and only loses what they held), every reasoning item must
    follow that same element, else 400 (code reasoning_out_of_order).
+9. Tool pairing (the real service's words, all 400 invalid_request_error, param input, code null).
+   Every function call must be answered by a function_call_output with its call_id before anything
+   else follows the reply's calls (a message, a reasoning item), and before the input ends: else "No
+   tool output found for function call call_X." (the message clients quote from api.openai.com,
+   e.g. openai/codex#93, the mcp1 workaround that parses it). An output whose call_id no earlier
+   call has is "No tool call found for function call output with call_id call_X." (quoted whole,
+   with its param and code, in microsoft/vscode#320060 and continuedev/continue#10092). A second
+   output for the same call is "Duplicate function_call_output for call_id 'call_X'. Each
+   function_call must have exactly one matching function_call_output" (quoted from a strict Responses
+   provider through a gateway, NousResearch/hermes-agent#102629; api.openai.com's own wording for it
+   is not on record). The chain of a previous_response_id counts: its stored calls are answered by
+   the new input's outputs. The first offence in item order is the error.
 
 What the model reads (the local model does not re-read old frames, except a compacted window's
 kept messages, which the service keeps in its context): the system prompt (`instructions` plus
@@ -76,6 +93,7 @@ from turnstate.local_provider.stored import ChainStore, StoredState, stored_stat
 Item = Mapping[str, object]
 
 RESPONSE_PREFIX, REASONING_PREFIX, MESSAGE_PREFIX, COMPACTION_PREFIX = "resp_", "rs_", "msg_", "cmp_"
+FUNCTION_CALL_PREFIX, CALL_ID_PREFIX = "fc_", "call_"
 REASONING_KIND, COMPACTION_KIND = "reasoning", "compaction"
 STATE_NAME = "openai.responses"
 
@@ -138,6 +156,12 @@ def message_digest(content: object) -> str:
     return digest(pinned)
 
 
+def calls_digest(calls: Sequence[Item]) -> str:
+    """What a reasoning item pins of the function calls it was issued with: each one's call_id, name
+    and arguments, in order."""
+    return digest([[call.get("call_id"), call.get("name"), call.get("arguments")] for call in calls])
+
+
 def conversation_items(state: StoredState, previous_response_id: str | None, items: Sequence[Item]) -> tuple[Item, ...]:
     """The stored chain of `previous_response_id` followed by `items`, stored items resolved (rule 2)."""
     chain: tuple[Item, ...] = ()
@@ -168,8 +192,9 @@ def fitted(items: Sequence[Item], instructions: str | None, budget: int) -> tupl
 
 
 def read_conversation(sealer: Sealer, items: Sequence[Item], instructions: str | None) -> Conversation:
-    """Hold `items` to the module's rules 3-8; the conversation as the model reads it."""
+    """Hold `items` to the module's rules 3-9; the conversation as the model reads it."""
     _check_no_duplicates(items)
+    _check_tool_pairing(items)
     start = _latest_compaction(items)
     memory: list[str] = []
     last_link: str | None = None
@@ -188,8 +213,8 @@ def read_conversation(sealer: Sealer, items: Sequence[Item], instructions: str |
         if item.get("type") == "reasoning":
             memory.append(_replayed_reasoning(sealer, items, index, last_link, chained))
             last_link, chained = str(item["id"]), True
-        elif _is_issued_message(sealer, item):
-            _check_has_reasoning(items, index)
+        elif _issued_token(sealer, item) is not None:
+            _check_has_reasoning(sealer, items, index)
     begin = 0 if start is None else start
     read = items[begin:]
     return Conversation(
@@ -278,35 +303,92 @@ def _replayed_reasoning(sealer: Sealer, items: Sequence[Item], index: int, link:
         )
         raise ReplayError(400, message, "input", "reasoning_out_of_order")
     following = items[index + 1] if index + 1 < len(items) else None
-    message_id = MESSAGE_PREFIX + token
-    if following is None or following.get("id") != message_id:
+    followed_by = FUNCTION_CALL_PREFIX + token + "_1" if "calls" in payload else MESSAGE_PREFIX + token
+    if following is None or following.get("id") != followed_by:
         message = f"Item '{item_id}' of type 'reasoning' was provided without its required following item."
         raise ReplayError(400, message, "input", None)
-    if message_digest(following.get("content")) != payload.get("message"):
-        raise _unverified(item_id, f"item '{message_id}' is not the message it was issued with")
+    if "calls" in payload:
+        calls = _calls_of(sealer, items, index + 1, token)
+        if calls_digest(calls) != payload["calls"]:
+            raise _unverified(item_id, "the function calls after it are not the ones it was issued with")
+    elif message_digest(following.get("content")) != payload.get("message"):
+        raise _unverified(item_id, f"item '{followed_by}' is not the message it was issued with")
     return str(payload.get("thought", ""))
 
 
-def _is_issued_message(sealer: Sealer, item: Item) -> bool:
+def _calls_of(sealer: Sealer, items: Sequence[Item], start: int, token: str) -> list[Item]:
+    """The run of function calls issued with token `token` from `start` on."""
+    calls = []
+    for item in items[start:]:
+        if item.get("type") != "function_call" or _issued_token(sealer, item) != token:
+            break
+        calls.append(item)
+    return calls
+
+
+def _issued_token(sealer: Sealer, item: Item) -> str | None:
+    """The token of an output message (msg_T) or function call (fc_T_i) this provider issued; None
+    for any other item."""
     item_id = item.get("id")
-    return (
-        item.get("type", "message") == "message"
-        and item.get("role") == "assistant"
-        and isinstance(item_id, str)
-        and item_id.startswith(MESSAGE_PREFIX)
-        and sealer.issued(item_id.removeprefix(MESSAGE_PREFIX))
-    )
+    if not isinstance(item_id, str):
+        return None
+    kind = item.get("type", "message")
+    if kind == "message" and item.get("role") == "assistant" and item_id.startswith(MESSAGE_PREFIX):
+        token = item_id.removeprefix(MESSAGE_PREFIX)
+    elif kind == "function_call" and item_id.startswith(FUNCTION_CALL_PREFIX):
+        token = item_id.removeprefix(FUNCTION_CALL_PREFIX).rpartition("_")[0]
+    else:
+        return None
+    return token if sealer.issued(token) else None
 
 
-def _check_has_reasoning(items: Sequence[Item], index: int) -> None:
-    message_id = str(items[index]["id"])
-    reasoning_id = REASONING_PREFIX + message_id.removeprefix(MESSAGE_PREFIX)
-    if index == 0 or items[index - 1].get("id") != reasoning_id:
+def _check_has_reasoning(sealer: Sealer, items: Sequence[Item], index: int) -> None:
+    """Rule 7: an issued message right after its reasoning item; an issued call after its reasoning
+    item and the calls issued before it."""
+    item = items[index]
+    token = _issued_token(sealer, item)
+    reasoning_id = REASONING_PREFIX + str(token)
+    before = index - 1
+    while (
+        before >= 0 and items[before].get("type") == "function_call" and _issued_token(sealer, items[before]) == token
+    ):
+        before -= 1
+    if before < 0 or items[before].get("id") != reasoning_id:
+        kind = item.get("type", "message")
         message = (
-            f"Item '{message_id}' of type 'message' was provided without its required 'reasoning' item: "
+            f"Item '{item['id']}' of type '{kind}' was provided without its required 'reasoning' item: "
             f"'{reasoning_id}'."
         )
         raise ReplayError(400, message, "input", None)
+
+
+def _check_tool_pairing(items: Sequence[Item]) -> None:
+    """Rule 9: every call answered once, before anything else follows; no output without its call."""
+    called: set[str] = set()
+    answered: set[str] = set()
+    waiting: list[str] = []  # the calls of the current run of calls and outputs, in order
+    for item in (*items, None):
+        kind = None if item is None else item.get("type", "message")
+        if kind == "function_call" and item is not None:
+            called.add(str(item.get("call_id")))
+            waiting.append(str(item.get("call_id")))
+        elif kind == "function_call_output" and item is not None:
+            call_id = str(item.get("call_id"))
+            if call_id not in called:
+                message = f"No tool call found for function call output with call_id {call_id}."
+                raise ReplayError(400, message, "input", None)
+            if call_id in answered:
+                message = (
+                    f"Duplicate function_call_output for call_id '{call_id}'. Each function_call must have "
+                    "exactly one matching function_call_output"
+                )
+                raise ReplayError(400, message, "input", None)
+            answered.add(call_id)
+        else:
+            unanswered = [call_id for call_id in waiting if call_id not in answered]
+            if unanswered:
+                raise ReplayError(400, f"No tool output found for function call {unanswered[0]}.", "input", None)
+            waiting = []
 
 
 def _unverified(item_id: str, reason: str) -> ReplayError:

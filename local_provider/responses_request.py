@@ -239,6 +239,8 @@ class CreateRequest:
     truncation: str
     echo: Mapping[str, object]
     """Settings the response object repeats (temperature, reasoning, text, ...), as the service does."""
+    functions: tuple[str, ...] = ()
+    """The names of the function tools offered, in order: what the model may call."""
 
 
 @dataclass(frozen=True)
@@ -301,6 +303,7 @@ def parse_create(body: Mapping[str, object]) -> CreateRequest:
         compaction=compaction,
         truncation=truncation,
         echo=_echo(body, reasoning),
+        functions=_function_names(body),
     )
 
 
@@ -426,6 +429,13 @@ def _check_tools(body: Mapping[str, object]) -> None:
             _required_str(param, tool, "name")
             optional_bool(tool, "strict", prefix=f"{param}.")
             _optional_object(tool, "parameters", prefix=f"{param}.")
+
+
+def _function_names(body: Mapping[str, object]) -> tuple[str, ...]:
+    """The offered function tools' names (the tools passed _check_tools)."""
+    tools = body.get("tools")
+    listed = tools if isinstance(tools, list) else []
+    return tuple(str(tool["name"]) for tool in listed if tool.get("type") == "function")
 
 
 def _check_tool_choice(body: Mapping[str, object]) -> None:
