@@ -7,8 +7,9 @@ thought summaries are the reply's reasoning summary; the profile must ask for th
 (`generation_config.thinking_summaries: auto`) and may not use `previous_interaction_id` or
 background mode. Harness summaries can continue from it.
 
-Status `completed` carries an action; `incomplete` is a safety stop (a step's error with reason
-SAFETY: a refusal) or a cut reply (truncated); anything else cannot be read. Usage: input is
+Status `completed` carries an action; `requires_action` carries function calls; `incomplete` is a
+safety stop (a step's error with reason SAFETY: a refusal) or a cut reply (truncated); anything else
+cannot be read. Usage: input is
 `total_input_tokens` (with `total_cached_tokens` the cached part); output is the visible output plus
 the thought, `total_thought_tokens` being the reasoning breakdown.
 
@@ -19,11 +20,24 @@ the shapes below (through the objects' attributes) before any of it is read or d
 parts each with a string `type` and, a text part, a string `text`; a thought's `signature` a string
 or absent; a step error's detail `reason` a string or absent; each stream event's string
 `event_type`, a step event's integer `index`, a delta's string `type` with the field its type
-carries (a signature, a summary part, a text); every usage count a non-negative integer or absent.
+carries (a signature, a summary part, a text, a call's arguments text); every usage count a
+non-negative integer or absent; a function_call step's `id` and `name` strings and its `arguments` an
+object (streamed: the arguments_delta texts joined, which must parse as a JSON object), else the
+reply is malformed.
+
+Function tools. A request's tools are sent as `tools: [{type: "function", name, description,
+parameters}]` (google-genai 3.6 FunctionParam, parameters a JSON Schema), and nothing tool-related
+when it offers none, so a request without tools is sent as before. The model calls them with
+function_call steps {type, id, name, arguments} after its thought step (FunctionCallStep has no
+signature: the thought step before the calls carries it, and the calls replay verbatim beside it);
+they are the reply's tool calls, in order, and a reply is answered by `tool_result_items`. The
+service refuses an unpaired call or result with a 400 INVALID_ARGUMENT, classified as the harness's
+bug: fatal.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal, Self
 
@@ -46,6 +60,8 @@ from turnstate.adapters.contract import (
     RequestSettings,
     SummaryCompaction,
     TokenCount,
+    ToolCall,
+    ToolResult,
     Transcript,
     Usage,
     UsageSeen,
@@ -60,7 +76,7 @@ from turnstate.adapters.contract import (
 from turnstate.adapters.tokens import MESSAGE_OVERHEAD_TOKENS, estimate_text_tokens
 
 API_VERSION = "v1beta"
-MODEL_STEPS = ("thought", "model_output")
+MODEL_STEPS = ("thought", "model_output", "function_call")
 _TRANSIENT_STATUS = {408, 409, 429}
 _CONTEXT_OVERFLOW = "exceeds the maximum number of tokens allowed"
 
@@ -97,6 +113,15 @@ class Step(ReplyShape):
     summary: list[Part] | None = None
     signature: str | None = None
     error: StepError | None = None
+    id: str | None = None
+    name: str | None = None
+    arguments: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _a_call_has_its_id_name_and_arguments(self) -> Self:
+        if self.type == "function_call" and (self.id is None or self.name is None or self.arguments is None):
+            raise ValueError("a function call without its id, name or arguments object")
+        return self
 
 
 class InteractionReply(ReplyShape):
@@ -113,7 +138,12 @@ class StepEvent(ReplyShape):
     index: int
 
 
-DELTA_FIELDS: Mapping[str, str] = {"thought_signature": "signature", "thought_summary": "content", "text": "text"}
+DELTA_FIELDS: Mapping[str, str] = {
+    "thought_signature": "signature",
+    "thought_summary": "content",
+    "text": "text",
+    "arguments_delta": "arguments",
+}
 """The field each kind of delta carries."""
 
 
@@ -122,6 +152,7 @@ class Delta(ReplyShape):
     signature: str | None = None
     content: Part | None = None
     text: str | None = None
+    arguments: str | None = None
 
     @model_validator(mode="after")
     def _carries_its_field(self) -> Self:
@@ -141,6 +172,25 @@ class InteractionSteps:
     def reply_items(self, response: ModelResponse) -> list[Item]:
         return [dict(item) for item in response.native_items]
 
+    def tool_result_items(self, results: Sequence[ToolResult]) -> list[Item]:
+        """One function_result step per result, in the calls' order, right after the reply's calls:
+        {type, call_id, name, result} with the content as the result string (google-genai 3.6
+        FunctionResultStepParam: call_id is the "ID to match the ID from the function call block",
+        result a string, an object or contents), and `is_error: true` for a failed call, the step's
+        own field ("Whether the tool call resulted in an error"), absent otherwise. The service refuses
+        a reply's call left unanswered before any other step, and a second result for one call (400
+        INVALID_ARGUMENT; local_provider/interactions_conversation.py, rule 7)."""
+        return [
+            {
+                "type": "function_result",
+                "call_id": result.call_id,
+                "name": result.name,
+                "result": result.content,
+                **({"is_error": True} if result.is_error else {}),
+            }
+            for result in results
+        ]
+
     def estimate_tokens(self, items: Sequence[Item], system: str = "") -> int:
         head = MESSAGE_OVERHEAD_TOKENS + estimate_text_tokens(system) if system else 0
         return head + sum(
@@ -148,7 +198,13 @@ class InteractionSteps:
         )
 
     def readable(self, items: Sequence[Item]) -> list[dict[str, str]]:
-        roles = {"user_input": "user", "thought": "thought summary", "model_output": "model"}
+        roles = {
+            "user_input": "user",
+            "thought": "thought summary",
+            "model_output": "model",
+            "function_call": "tool call",
+            "function_result": "tool result",
+        }
         return [
             {"role": roles.get(str(item.get("type")), str(item.get("type"))), "content": _step_text(item, opaque=False)}
             for item in items
@@ -164,8 +220,13 @@ def _texts(contents: object) -> list[str]:
 
 
 def _step_text(step: Item, *, opaque: bool) -> str:
-    """A step's readable text (a user input's, an output's, a thought's summary); with `opaque`, a
-    thought's signature too, as it is billed."""
+    """A step's readable text (a user input's, an output's, a thought's summary, a call's name and
+    arguments as JSON, a result's text); with `opaque`, a thought's signature too, as it is billed."""
+    if step.get("type") == "function_call":
+        return f"{step.get('name')}({json.dumps(step.get('arguments'))})"
+    if step.get("type") == "function_result":
+        result = step.get("result")
+        return result if isinstance(result, str) else "\n".join(_texts(result)) or json.dumps(result)
     texts = _texts(step.get("summary") if step.get("type") == "thought" else step.get("content"))
     if opaque and step.get("type") == "thought":
         texts.append(str(step.get("signature") or ""))
@@ -248,13 +309,24 @@ class InteractionsAdapter:
         config = self.options.generation_config.model_dump(exclude_none=True)
         if self.settings.temperature is not None:
             config["temperature"] = self.settings.temperature
-        return {
+        body: dict[str, Any] = {
             "model": self.settings.model,
             "input": [dict(item) for item in request.items],
             "system_instruction": request.system,
             "store": False,
             "generation_config": {**config, "max_output_tokens": request.output_cap(self.settings)},
         }
+        if request.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": dict(tool.parameters),
+                }
+                for tool in request.tools
+            ]
+        return body
 
     def call(self, request: ModelRequest) -> ModelResponse | ProviderError:
         """One SDK call; never raises (see the contract's malformed_reply)."""
@@ -301,6 +373,7 @@ def _collect_stream(events: Any, seen: UsageSeen) -> ModelResponse | ProviderErr
     """The steps rebuilt from a stream (each step's start with its deltas folded in), and the status
     and usage its interaction.completed event reports; a stream without one never finished."""
     steps: dict[int, dict[str, Any]] = {}
+    arguments: dict[int, str] = {}  # a function call's arguments, as the JSON text its deltas carry
     final = None
     for event in events:
         kind = StreamEvent.model_validate(event).event_type
@@ -312,7 +385,11 @@ def _collect_stream(events: Any, seen: UsageSeen) -> ModelResponse | ProviderErr
                 step["content"] = None if null else step.get("content", [])
             steps[StepEvent.model_validate(event).index] = step
         elif kind == "step.delta":
-            _fold_delta(steps[StepEvent.model_validate(event).index], Delta.model_validate(event.delta), event.delta)
+            index, delta = StepEvent.model_validate(event).index, Delta.model_validate(event.delta)
+            if delta.type == "arguments_delta":
+                arguments[index] = arguments.get(index, "") + str(delta.arguments)
+            else:
+                _fold_delta(steps[index], delta, event.delta)
         elif kind == "interaction.completed":
             seen.usage = _usage(event.interaction.usage)
             final = InteractionReply.model_validate(event.interaction)
@@ -320,6 +397,8 @@ def _collect_stream(events: Any, seen: UsageSeen) -> ModelResponse | ProviderErr
             return malformed_reply(ValueError(f"an unreadable stream event: {kind}"), seen.usage)
     if final is None:
         return malformed_reply(EOFError("the stream ended before interaction.completed"), seen.usage)
+    for index, text in arguments.items():
+        steps[index]["arguments"] = json.loads(text)  # not JSON: a malformed reply (never_raising)
     return _normalize(final.status, [steps[index] for index in sorted(steps)], seen.usage, final.id)
 
 
@@ -345,7 +424,13 @@ def _normalize(
         refused = any(_is_safety_stop(step.error) for step in shaped)
         return ProviderError(ErrorKind.REFUSAL if refused else ErrorKind.TRUNCATED, usage, {"finish_reason": status})
     outputs = [step for step in model_steps if step.get("type") == "model_output"]
-    if status != "completed" or not outputs or any(not isinstance(step.get("content"), list) for step in outputs):
+    calls = [
+        ToolCall(str(step.id), str(step.name), dict(step.arguments or {}))
+        for step in shaped
+        if step.type == "function_call"
+    ]
+    carried = {"requires_action": bool(calls), "completed": bool(outputs)}.get(status, False)
+    if not carried or any(not isinstance(step.get("content"), list) for step in outputs):
         return malformed_reply(ValueError(f"an interaction that cannot carry an action: {status}"), usage)
     text = "".join(text for step in outputs for text in _texts(step.get("content")))
     summaries = [_step_text(step, opaque=False) for step in model_steps if step.get("type") == "thought"]
@@ -356,6 +441,7 @@ def _normalize(
         reasoning_summary=" ".join(summary for summary in summaries if summary) or None,
         response_id=interaction_id,
         native_items=tuple(model_steps),
+        tool_calls=tuple(calls),
     )
 
 
