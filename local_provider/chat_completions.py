@@ -8,7 +8,7 @@ it holds a replay of them), bills it as completion tokens (`completion_tokens_de
 reasoning_tokens`) and streams it as reasoning deltas before the content. DEEPSEEK is DeepSeek's
 thinking mode, at `/deepseek/v1/chat/completions`: reasoning under `reasoning_content` alone, held by
 turn (chat_reasoning.py, rule 3; a missing one is DeepSeek's own 400 with no param), and a model
-that acts by calling the one function tool it is offered.
+that acts by calling `submit_action` when it is offered (the DeepSeek adapter's action tool).
 
 It only translates. It validates a request as OpenAI does (chat_completions_request.py: 400 naming
 the offending param), enforces the context window with OpenAI's own error, asks the server's Exchange
@@ -19,6 +19,19 @@ the server.
 Tokens are the harness's estimate (turnstate.adapters.tokens) over the messages with their content
 flattened to text, so a prompt the harness trimmed to fit the window fits here exactly. Cached tokens
 follow each server's documented prompt-caching rule (PROMPT_CACHING; DEEPSEEK_CACHING).
+
+Function tools, on every server. The model calls the tools a request offers when its latest input
+is a user message asking "call TOOL with {JSON object}" of offered tools, one call per ask, in order
+(policy.asked_tool_calls: a test's convention, deterministic); otherwise it answers as it would
+without tools. A reply that calls is `finish_reason: "tool_calls"` with `message.tool_calls`, each
+`{id, type: "function", function: {name, arguments}}`, arguments a JSON string, and null content
+when it says nothing beside them (the SDK's ChatCompletionMessage: content Optional); streamed, each
+call opens with its index, id and name, then its arguments in pieces under that index, as OpenAI
+streams them. The reasoning servers return their reasoning beside the calls and, DeepSeek's thinking
+mode, require it back with them (chat_reasoning.py, rule 3). The pairing of calls and tool messages
+is checked as OpenAI checks it, with its words (chat_completions_request.TOOL_PAIRING): an
+unanswered call, a tool message answering no call of the message before it, and a second answer
+to one call are each a 400.
 
 What each server's reply carries, and why:
 - OPENAI's message is `role`, `content`, `refusal: null` and `annotations: []`. `refusal` is required
@@ -43,7 +56,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from turnstate.adapters.tokens import estimate_message_tokens, estimate_text_tokens
-from turnstate.local_provider.chat_completions_request import SYSTEM_ROLES, InvalidParam, parse_request
+from turnstate.local_provider.chat_completions_request import SYSTEM_ROLES, ChatRequest, InvalidParam, parse_request
 from turnstate.local_provider.chat_reasoning import (
     EVERY_TURN,
     REASONING_FIELDS,
@@ -55,7 +68,7 @@ from turnstate.local_provider.chat_reasoning import (
 from turnstate.local_provider.chat_reasoning import Conversation as ReasoningConversation
 from turnstate.local_provider.exchange import Completion, Exchange, SharedError, SseEvent
 from turnstate.local_provider.openai_words import PROMPT_CACHING, error_body, error_reply
-from turnstate.local_provider.policy import split_action
+from turnstate.local_provider.policy import ACTION_TOOL, asked_tool_calls, message_text, submitted_action
 from turnstate.local_provider.prefix_cache import CacheRule
 
 FINISH_REASONS: Mapping[str, str] = {
@@ -93,11 +106,23 @@ class ChatWire:
     replay: ReplayRule = EVERY_TURN
     calls_action_tool: bool = False
     message_fields: Mapping[str, object] = field(default_factory=dict)
+    indexes_calls: bool = False
     cache_rule: CacheRule = PROMPT_CACHING
     splits_cache_hits: bool = False
 
     def error_reply(self, kind: SharedError, detail: str = "") -> tuple[int, dict[str, object]]:
         return error_reply(kind, detail)
+
+    def tool_calls(self, request: ChatRequest, completion: Completion, ordinal: int) -> ToolCalls | None:
+        """The completed reply as calls of the offered tools, or None (it stays text): the calls the
+        latest user message asks for (policy.asked_tool_calls, a test's convention), else, on a
+        server whose model acts through a tool, the call of the action tool."""
+        if completion.ending != "stop" or not request.tools:
+            return None
+        asked = asked_calls(request, ordinal)
+        if asked is None and self.calls_action_tool:
+            return action_call(completion, request.tools, ordinal)
+        return asked
 
     def handle(self, exchange: Exchange) -> None:
         """Answer one admitted request: 400 if invalid, breaking a replay rule or over the window, else
@@ -131,7 +156,7 @@ class ChatWire:
             exchange.drop_connection()
             return
         thought, completion = _answer(exchange, system, messages, read, request.max_tokens)
-        call = action_call(completion, request.tools, exchange.ordinal) if self.calls_action_tool else None
+        call = self.tool_calls(request, completion, exchange.ordinal)
         if call is not None:
             completion = Completion(call.content, completion.ending)
         reasoning = {name: thought for name in self.reasoning_fields} if thought is not None else {}
@@ -141,7 +166,7 @@ class ChatWire:
         exchange.prefix_cache.record(cache_key, request.sent_messages, reading, shared)
         cached_tokens = self.cache_rule.reported(sum(message_tokens[: shared.messages]))
         thought_tokens = estimate_text_tokens(thought) if thought is not None else 0
-        completion_tokens = (completion.tokens + thought_tokens) * request.choices
+        completion_tokens = (completion.tokens + (call.tokens if call else 0) + thought_tokens) * request.choices
         usage = usage_object(prompt_tokens, cached_tokens, completion_tokens, thought_tokens * request.choices)
         if self.splits_cache_hits:
             usage |= {
@@ -152,7 +177,7 @@ class ChatWire:
         broken = exchange.fault.kind if exchange.fault is not None and exchange.fault.kind in BROKEN_REPLIES else None
         if not request.stream:
             fields = {**self.message_fields, **reasoning}
-            body = completion_object(head, completion, request.choices, usage, fields, call)
+            body = completion_object(head, completion, request.choices, usage, fields, call, self.indexes_calls)
             exchange.send_reply(body if broken in (None, "garbled") else _broken_object(body, broken))
             return
         included = usage if request.include_usage else None
@@ -215,37 +240,64 @@ DEEPSEEK = ChatWire(
     reasoning_fields=("reasoning_content",),
     replay=TOOL_TURNS,
     calls_action_tool=True,
+    indexes_calls=True,
     cache_rule=DEEPSEEK_CACHING,
     splits_cache_hits=True,
 )
 
 
 @dataclass(frozen=True)
-class ActionCall:
-    """The model's reply as one call of the function tool it was offered: the text left, the call."""
+class ToolCalls:
+    """The model's reply as calls of function tools it was offered: the text left beside them, and
+    the calls in order, each `{id, type: "function", function: {name, arguments}}`, arguments a JSON
+    string (the SDK's ChatCompletionMessageFunctionToolCall)."""
 
     content: str
-    call: Mapping[str, object]
+    calls: tuple[Mapping[str, object], ...]
+
+    @property
+    def tokens(self) -> int:
+        """What the calls' arguments add to the completion's tokens."""
+        return sum(estimate_text_tokens(str(_function(call)["arguments"])) for call in self.calls)
 
 
-def action_call(completion: Completion, tools: Sequence[Mapping[str, object]], ordinal: int) -> ActionCall | None:
-    """A completed reply that names an action, given exactly one function tool, as a call of it with
-    the action as its first required argument; else None (the reply stays text)."""
-    functions = [tool["function"] for tool in tools if tool.get("type") == "function"]
-    if completion.ending != "stop" or len(functions) != 1 or not isinstance(functions[0], Mapping):
+def function_names(tools: Sequence[Mapping[str, object]]) -> list[str]:
+    return [str(_function(tool)["name"]) for tool in tools if tool.get("type") == "function"]
+
+
+def _function(value: Mapping[str, object]) -> Mapping[str, object]:
+    function = value["function"]
+    assert isinstance(function, Mapping)  # parse_request checked it
+    return function
+
+
+def _call(ordinal: int, position: int | None, name: str, arguments: Mapping[str, object]) -> Mapping[str, object]:
+    """A call with an id unique to this provider: the request's ordinal, then the call's position."""
+    call_id = f"call_{ordinal}" if position is None else f"call_{ordinal}_{position}"
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+
+
+def asked_calls(request: ChatRequest, ordinal: int) -> ToolCalls | None:
+    """The calls the latest input asks for, if it is a user message asking for calls of offered tools
+    (a turn answered by tool messages goes on as text); no text beside them."""
+    latest = request.messages[-1]
+    asked = asked_tool_calls(message_text(latest), function_names(request.tools)) if latest["role"] == "user" else []
+    if not asked:
         return None
-    required = (functions[0].get("parameters") or {}).get("required") or []
-    content, action = split_action(completion.text)
-    if action is None or not required:
+    return ToolCalls("", tuple(_call(ordinal, position, *call) for position, call in enumerate(asked)))
+
+
+def action_call(completion: Completion, tools: Sequence[Mapping[str, object]], ordinal: int) -> ToolCalls | None:
+    """A reply that names an action, given the `submit_action` function (policy.ACTION_TOOL, the
+    DeepSeek adapter's own), as a call of it (policy.submitted_action); else None (it stays text)."""
+    offered = [_function(tool) for tool in tools if tool.get("type") == "function"]
+    function = next((function for function in offered if function.get("name") == ACTION_TOOL), None)
+    parameters = function.get("parameters") if function is not None else None
+    submitted = submitted_action(completion.text, parameters) if isinstance(parameters, Mapping) else None
+    if submitted is None:
         return None
-    arguments = json.dumps({str(required[0]): action})
-    call = {
-        "index": 0,
-        "id": f"call_{ordinal}",
-        "type": "function",
-        "function": {"name": functions[0]["name"], "arguments": arguments},
-    }
-    return ActionCall(content, call)
+    content, arguments = submitted
+    return ToolCalls(content, (_call(ordinal, None, ACTION_TOOL, arguments),))
 
 
 BROKEN_REPLIES = frozenset({"garbled", "empty_choices", "null_message"})
@@ -295,12 +347,18 @@ def completion_object(
     choices: int,
     usage: Mapping[str, object],
     fields: Mapping[str, object] | None = None,
-    call: ActionCall | None = None,
+    call: ToolCalls | None = None,
+    indexes_calls: bool = False,
 ) -> dict[str, object]:
     """`fields` are what the message carries beside its role and content (the server's own fields,
-    the reasoning), before any tool call."""
-    called = {"tool_calls": [call.call]} if call is not None else {}
-    message = {"role": "assistant", "content": completion.text, **(fields or {}), **called}
+    the reasoning), before any tool calls; each call with its `index` where the server writes one.
+    A message that is calls alone has null content, as the SDK's type allows."""
+    calls = (
+        [{"index": index, **call} if indexes_calls else call for index, call in enumerate(call.calls)] if call else []
+    )
+    called = {"tool_calls": calls} if calls else {}
+    content = None if calls and not completion.text else completion.text
+    message = {"role": "assistant", "content": content, **(fields or {}), **called}
     finish_reason = "tool_calls" if call is not None else FINISH_REASONS[completion.ending]
     listed = [
         {"index": index, "message": message, "finish_reason": finish_reason, "logprobs": None}
@@ -315,9 +373,9 @@ def chunk_events(
     choices: int,
     usage: Mapping[str, object] | None,
     reasoning: Mapping[str, str] | None = None,
-    call: ActionCall | None = None,
+    call: ToolCalls | None = None,
 ) -> Sequence[SseEvent]:
-    """Per choice: role chunk, reasoning chunks, content chunks, the tool call (its arguments in
+    """Per choice: role chunk, reasoning chunks, content chunks, each tool call (its arguments in
     pieces), finish chunk; then (if asked) a usage chunk without choices, then [DONE]."""
     chunks = []
     thought = next(iter((reasoning or {}).values()), "")
@@ -333,15 +391,17 @@ def chunk_events(
     return [{"data": json.dumps(chunk)} for chunk in chunks] + [{"data": "[DONE]"}]
 
 
-def _call_chunks(head: Mapping[str, object], index: int, call: ActionCall) -> list[dict[str, object]]:
-    function = call.call["function"]
-    assert isinstance(function, Mapping)
-    opening = {**call.call, "function": {"name": function["name"], "arguments": ""}}
-    pieces = _pieces(str(function["arguments"]), STREAM_PIECES)
-    return [
-        _chunk(head, index, {"tool_calls": [opening]}),
-        *(_chunk(head, index, {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}) for piece in pieces),
-    ]
+def _call_chunks(head: Mapping[str, object], index: int, call: ToolCalls) -> list[dict[str, object]]:
+    """Each call as OpenAI streams one: its index, id, type and name with empty arguments, then the
+    arguments in pieces under the same index."""
+    chunks = []
+    for position, whole in enumerate(call.calls):
+        function = _function(whole)
+        opening = {"index": position, **whole, "function": {"name": function["name"], "arguments": ""}}
+        chunks.append(_chunk(head, index, {"tool_calls": [opening]}))
+        for piece in _pieces(str(function["arguments"]), STREAM_PIECES):
+            chunks.append(_chunk(head, index, {"tool_calls": [{"index": position, "function": {"arguments": piece}}]}))
+    return chunks
 
 
 def _chunk(

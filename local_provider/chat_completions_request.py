@@ -195,38 +195,65 @@ def _messages(
 
 
 def _check_tool_results(messages: Sequence[Mapping[str, object]], checked: int) -> None:
-    """Every tool call is answered by a tool message right after its assistant message, and a tool
-    message answers a call of the assistant message before it. The `checked` leading messages were
-    valid in an earlier request, so pairing is read again only from the last of them that is not a
-    tool result (everything before it was answered)."""
+    """Every tool call is answered by one tool message right after its assistant message, and a tool
+    message answers a call of the assistant message before it, once; the first message that breaks
+    this is OpenAI's 400, code null (TOOL_PAIRING says which words). The `checked` leading messages
+    were valid in an earlier request, so pairing is read again only from the last of them that is
+    not a tool result (everything before it was answered)."""
     start = checked - 1
     while start > 0 and messages[start]["role"] == "tool":
         start -= 1
     caller = 0
-    awaiting: list[str] = []
+    calls: Sequence[str] = ()  # what the assistant message before the tool messages called
+    answered: dict[str, int] = {}  # each answered call, and the index of its tool message
     for index in range(max(start, 0), len(messages)):
         message = messages[index]
         if message["role"] == "tool":
-            if message["tool_call_id"] not in awaiting:
-                text = (
-                    "Invalid parameter: messages with role 'tool' must be a response to a preceeding message "
-                    "with 'tool_calls'."
-                )
-                raise InvalidParam(f"messages.[{index}].role", text, code=None)
-            awaiting.remove(str(message["tool_call_id"]))
+            call_id = str(message["tool_call_id"])
+            _check_answers(index, call_id, calls, answered)
+            answered[call_id] = index
             continue
-        _check_answered(caller, awaiting)
-        calls = message.get("tool_calls") if message["role"] == "assistant" else None
-        caller, awaiting = index, [str(call["id"]) for call in calls] if isinstance(calls, list) else []
-    _check_answered(caller, awaiting)
+        _check_answered(caller, calls, answered)
+        tool_calls = message.get("tool_calls") if message["role"] == "assistant" else None
+        caller, answered = index, {}
+        calls = [str(call["id"]) for call in tool_calls] if isinstance(tool_calls, list) else []
+    _check_answered(caller, calls, answered)
 
 
-def _check_answered(caller: int, awaiting: Sequence[str]) -> None:
+TOOL_PAIRING: Mapping[str, str] = {
+    # OpenAI's words for each broken pairing, quoted from its 400s in client issues (type
+    # invalid_request_error, code null): a tool message after a message without calls
+    # (smarter-sh/smarter#264, sdcb/chats#132: param messages.[i].role); one after calls that do not
+    # include its id (dapr/dapr-agents#145, the param not quoted there: the message's tool_call_id,
+    # as for a duplicate); a second answer to one call (agno-agi/agno#5116: param
+    # messages.[i].tool_call_id); calls left unanswered (sdcb/chats#132: param messages.[i].role, i
+    # the assistant message that made them).
+    "orphan": "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with "
+    "'tool_calls'.",
+    "not_called": "Invalid parameter: 'tool_call_id' of '{id}' not found in 'tool_calls' of previous message.",
+    "duplicate": "Invalid parameter: Duplicate value for 'tool_call_id' of '{id}', in messages[{first}] and "
+    "messages[{index}].",
+    "unanswered": "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
+    "'tool_call_id'. The following tool_call_ids did not have response messages: {ids}",
+}
+
+
+def _check_answers(index: int, call_id: str, calls: Sequence[str], answered: Mapping[str, int]) -> None:
+    """The tool message at `index` answers one of `calls` not `answered` yet."""
+    if not calls:
+        raise InvalidParam(f"messages.[{index}].role", TOOL_PAIRING["orphan"], code=None)
+    if call_id not in calls:
+        text = TOOL_PAIRING["not_called"].format(id=call_id)
+        raise InvalidParam(f"messages.[{index}].tool_call_id", text, code=None)
+    if call_id in answered:
+        text = TOOL_PAIRING["duplicate"].format(id=call_id, first=answered[call_id], index=index)
+        raise InvalidParam(f"messages.[{index}].tool_call_id", text, code=None)
+
+
+def _check_answered(caller: int, calls: Sequence[str], answered: Mapping[str, int]) -> None:
+    awaiting = [call_id for call_id in calls if call_id not in answered]
     if awaiting:
-        text = (
-            "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
-            f"'tool_call_id'. The following tool_call_ids did not have response messages: {', '.join(awaiting)}"
-        )
+        text = TOOL_PAIRING["unanswered"].format(ids=", ".join(awaiting))
         raise InvalidParam(f"messages.[{caller}].role", text, code=None)
 
 
