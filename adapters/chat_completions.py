@@ -17,10 +17,26 @@ a required literal, `message.content` Optional[str]; ChatCompletionMessageFuncti
 `type`, `function.name`, `function.arguments` required strings; CompletionUsage: integer counts),
 and the recorded chat replies (a whole reply's finish_reason a string, a stream's null until its
 last chunk).
+
+Function tools. A request's `tools` go out as `[{"type": "function", "function": {name,
+description, parameters}}]`, and no `tools` key at all when it offers none, so a request without
+tools is the body it always was (the SDK's ChatCompletionFunctionToolParam). The calls a reply makes
+arrive in `message.tool_calls` (a stream's in indexed pieces, gathered in index order), each
+`{id, type: "function", function: {name, arguments}}` with `arguments` a JSON string; they become
+`ModelResponse.tool_calls` in that order, and a call whose arguments are not a JSON object is a
+malformed reply. The accepted answer keeps them exactly as returned, beside its content and its
+reasoning string (DeepSeek's and the open-weight servers' chat templates read it back with the
+calls: recorded DeepSeek requests replay `reasoning_content` on every message that made a call).
+Their results are `{"role": "tool", "tool_call_id", "content"}` messages right after it, one per
+call (ChatMessages.tool_result_items). A request that breaks that pairing is OpenAI's 400
+`invalid_request_error`, code null, naming the message (an unanswered call, a result that answers
+no call, or one answered twice): the harness's own bug, so FATAL, as every 400 that is not an
+overflow is.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -42,6 +58,9 @@ from turnstate.adapters.contract import (
     RequestSettings,
     SummaryCompaction,
     TokenCount,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
     Transcript,
     Usage,
     UsageSeen,
@@ -80,7 +99,7 @@ class ToolFunction(ReplyShape):
     arguments: str
 
 
-class ToolCall(ReplyShape):
+class ToolCallShape(ReplyShape):
     id: str
     type: str
     function: ToolFunction
@@ -88,7 +107,7 @@ class ToolCall(ReplyShape):
 
 class ChatMessage(ReplyShape):
     content: str | None = None
-    tool_calls: list[ToolCall] | None = None
+    tool_calls: list[ToolCallShape] | None = None
 
 
 class ChatChoice(ReplyShape):
@@ -132,15 +151,35 @@ class ChatChunk(ReplyShape):
 _REASONING: TypeAdapter[str | None] = TypeAdapter(str | None, config=ConfigDict(strict=True))
 
 
+ERROR_RESULT_PREFIX = "Error: "
+
+
 class ChatMessages:
     """The Chat Completions transcript: plain {role, content} messages. A turn is one user message
-    holding every input since the last reply (joined by blank lines), then the assistant's reply."""
+    holding every input since the last reply (joined by blank lines), then the assistant's reply (with
+    its `tool_calls` as returned, if it made any, and their tool messages)."""
 
     def user_items(self, inputs: Sequence[str]) -> list[Item]:
         return [{"role": "user", "content": "\n\n".join(inputs)}]
 
     def reply_items(self, response: ModelResponse) -> list[Item]:
         return [dict(item) for item in response.native_items]
+
+    def tool_result_items(self, results: Sequence[ToolResult]) -> list[Item]:
+        """One `{"role": "tool", "tool_call_id", "content"}` message per result, in the calls' order,
+        right after the assistant message that made the calls. The wire has no error flag: a failed
+        call's text is sent behind ERROR_RESULT_PREFIX. Evidence: the SDK's
+        ChatCompletionToolMessageParam (role, content, tool_call_id: nothing else), and OpenAI's 400
+        for an assistant message with `tool_calls` not "followed by tool messages responding to each
+        'tool_call_id'" (local_provider/chat_completions_request.py quotes it)."""
+        return [
+            {
+                "role": "tool",
+                "tool_call_id": result.call_id,
+                "content": f"{ERROR_RESULT_PREFIX}{result.content}" if result.is_error else result.content,
+            }
+            for result in results
+        ]
 
     def estimate_tokens(self, items: Sequence[Item], system: str = "") -> int:
         head = [{"role": "system", "content": system}] if system else []
@@ -194,6 +233,8 @@ class ChatCompletionsAdapter:
         }
         if self.settings.temperature is not None:
             body["temperature"] = self.settings.temperature
+        if request.tools:
+            body["tools"] = [function_tool(spec) for spec in request.tools]
         if self.settings.stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
@@ -284,11 +325,13 @@ class ChatCompletionsAdapter:
             response_id=response_id,
             native_items=self._reply_items({"role": "assistant", "content": text, **replayed}, calls),
             tool_actions=self._tool_actions(calls),
+            tool_calls=tuple(parsed_call(call) for call in calls if call["function"]["name"] != self.action_tool),
         )
 
     def _reply_items(self, answer: dict[str, Any], calls: list[dict[str, Any]]) -> tuple[Item, ...]:
-        """The accepted reply's items: here the answer alone (no tools were offered, none are kept)."""
-        return (answer,)
+        """The accepted reply's items: the answer, with its reasoning and its calls exactly as returned
+        (a replay must bring back the calls its tool messages answer)."""
+        return ({**answer, "tool_calls": calls},) if calls else (answer,)
 
     def _tool_actions(self, calls: list[dict[str, Any]]) -> tuple[str, ...] | None:
         """The actions given through the adapter's tool; None: this adapter reads them from text."""
@@ -299,6 +342,30 @@ class ChatCompletionsAdapter:
 
     def classify(self, error: Exception) -> ProviderError:
         return openai_sdk.classify(error)
+
+
+def function_tool(spec: ToolSpec) -> dict[str, Any]:
+    """A ToolSpec in the wire's shape: `{"type": "function", "function": {name, description,
+    parameters}}` (the SDK's ChatCompletionFunctionToolParam and FunctionDefinition)."""
+    function = {"name": spec.name, "description": spec.description, "parameters": dict(spec.parameters)}
+    return {"type": "function", "function": function}
+
+
+class ToolArgumentsNotObject(ValueError):
+    """A tool call whose `arguments` string is not a JSON object: a malformed reply."""
+
+
+def parsed_call(call: Mapping[str, Any]) -> ToolCall:
+    """A call as the reply made it (validated whole, or gathered from a stream) as the contract's
+    ToolCall; one without an id or whose arguments are not a JSON object raises, which the call's
+    `never_raising` makes a malformed reply."""
+    try:
+        arguments = json.loads(call["function"]["arguments"])
+    except ValueError as error:
+        raise ToolArgumentsNotObject(call["function"]["name"]) from error
+    if not isinstance(arguments, dict):
+        raise ToolArgumentsNotObject(call["function"]["name"])
+    return ToolCall(id=call["id"], name=call["function"]["name"], arguments=arguments)
 
 
 def _gather_call(call: dict[str, Any], piece: ToolCallPiece) -> None:

@@ -7,7 +7,9 @@ wants the reasoning of a turn that called a tool back with it, so an accepted tu
 returned, the assistant message with its `reasoning_content` and tool call, then the tool result the
 adapter answers the call with: every turn is whole, so a harness summary or an overflow recovery
 never separates a call from its result. The observations that follow arrive as user messages and
-stay outside summaries until they are answered. Harness summaries can continue from it.
+stay outside summaries until they are answered. Harness summaries can continue from it. A request's
+own function tools are offered before `submit_action`; their calls are the reply's `tool_calls`,
+kept on the answer beside its `reasoning_content` and answered by the harness, not by the adapter.
 
 On the embedded local provider it speaks to the DeepSeek-like server at `/deepseek/v1`.
 """
@@ -70,14 +72,17 @@ class DeepSeekChatAdapter(ChatCompletionsAdapter):
         ]
 
     def build_request(self, request: ModelRequest) -> dict[str, Any]:
-        return {**super().build_request(request), "tools": [dict(ACTION_TOOL)]}
+        """The request's own tools, if any, then the action tool."""
+        body = super().build_request(request)
+        return {**body, "tools": [*body.get("tools", []), dict(ACTION_TOOL)]}
 
     def _reply_items(self, answer: dict[str, Any], calls: list[dict[str, Any]]) -> tuple[Item, ...]:
-        """The answer with its reasoning and tool calls, then the adapter's result for each call."""
-        if not calls:
-            return (answer,)
-        results = [{"role": "tool", "tool_call_id": call.get("id", ""), "content": TOOL_RESULT} for call in calls]
-        return ({**answer, "tool_calls": calls}, *results)
+        """The answer with its reasoning and tool calls, then the adapter's result for each call of
+        the action tool; a call of a request's tool is left for the harness's ToolResult, which
+        follows (ModelResponse.tool_calls holds those calls alone)."""
+        own = [call for call in calls if call["function"]["name"] == ACTION_TOOL_NAME]
+        results = [{"role": "tool", "tool_call_id": call.get("id", ""), "content": TOOL_RESULT} for call in own]
+        return (*super()._reply_items(answer, calls), *results)
 
     def _tool_actions(self, calls: list[dict[str, Any]]) -> tuple[str, ...]:
         """The action each call of the action tool names; a call of another tool, or one whose

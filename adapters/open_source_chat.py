@@ -5,8 +5,10 @@ A leaf action, Chat Completions through the openai SDK (adapters/chat_completion
 difference: every accepted answer is replayed with its exact reasoning string, under the alias or
 aliases the profile selects in `request.options.reasoning_field` (`reasoning_content`, `reasoning`,
 or `both`), as the model server's chat template reads it. The reasoning is never turned into visible
-text, and no tools are sent: actions are plain text. A stream asks for usage in its last chunk,
-which accounting and usage-triggered compaction need. Harness summaries can continue from it.
+text, and the adapter sends no tool of its own: actions are plain text (a request's own function
+tools are offered, and an answer that calls them keeps its reasoning beside the calls). A stream
+asks for usage in its last chunk, which accounting and usage-triggered compaction need. Harness
+summaries can continue from it.
 
 On the embedded local provider it speaks to the open-weight server at `/open-weight/v1`.
 """
