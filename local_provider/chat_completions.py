@@ -27,11 +27,13 @@ without tools. A reply that calls is `finish_reason: "tool_calls"` with `message
 `{id, type: "function", function: {name, arguments}}`, arguments a JSON string, and null content
 when it says nothing beside them (the SDK's ChatCompletionMessage: content Optional); streamed, each
 call opens with its index, id and name, then its arguments in pieces under that index, as OpenAI
-streams them. The reasoning servers return their reasoning beside the calls and, DeepSeek's thinking
-mode, require it back with them (chat_reasoning.py, rule 3). The pairing of calls and tool messages
-is checked as OpenAI checks it, with its words (chat_completions_request.TOOL_PAIRING): an
-unanswered call, a tool message answering no call of the message before it, and a second answer
-to one call are each a 400.
+streams them. A call's arguments are billed as completion tokens, since the model writes them
+(CompletionUsage.completion_tokens: "Number of tokens in the generated completion"), DeepSeek's
+`submit_action` calls included. The reasoning servers return their reasoning beside the calls and,
+in DeepSeek's thinking mode, require it back with them (chat_reasoning.py, rule 3). The pairing of
+calls and tool messages is checked as OpenAI checks it, in its words (chat_completions_request.
+TOOL_PAIRING): an unanswered call, a tool message answering no call of the message before it, and a
+second answer to one call are each a 400.
 
 What each server's reply carries, and why:
 - OPENAI's message is `role`, `content`, `refusal: null` and `annotations: []`. `refusal` is required
