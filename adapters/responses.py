@@ -24,10 +24,24 @@ request replays, and the input schema requires it (the SDK's ResponseCompactionI
 item in the recorded traffic has one), so one without it, inline in an action reply or in a
 /responses/compact reply, is a malformed reply, retried, never a compaction to commit (xAI's
 `encrypted_content: null` was accepted, and the next request refused, fatally).
+
+Function tools. A request's tools go as `tools: [{"type": "function", "name", "description",
+"parameters"}]` (the spec's FunctionTool; `strict` is left out, so the service uses strict
+validation when the schema allows it, its documented default); a request without tools sends no
+tools field at all. A reply's calls are its `function_call` output items, in output order: each
+with a string `call_id` (the id its result answers), `name` and `arguments`, a JSON string that must
+parse to an object, else the reply is malformed (as a reply whose shape breaks). A completed reply
+may hold calls and no message (recorded thinking_with_tool_calls and streaming_usage: [reasoning,
+function_call]); one with neither is malformed. The calls stay among the native items exactly as
+returned, beside the reasoning item that preceded them, which a store-false replay must carry
+(responses_conversation.py, rule 7). Results are `function_call_output` input items (the recorded
+second request: {type, call_id, output}); refusals of the pairing (an unanswered call, an orphan or
+a duplicate output) are 400 invalid_request_error, fatal: the harness built the request wrong.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal, Self
 
@@ -49,6 +63,9 @@ from turnstate.adapters.contract import (
     RequestSettings,
     SummaryCompaction,
     TokenCount,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
     Transcript,
     Usage,
     UsageSeen,
@@ -65,6 +82,7 @@ RESPONSE_ONLY_FIELDS = {"reasoning": "status", "compaction": "created_by"}  # it
 RESPONSES_PATH = "/responses"
 COMPACT_PATH = "/responses/compact"
 TEXT_PARTS = ("output_text", "input_text")
+ERROR_PREFIX = "ERROR: "  # how a failed tool call's output says so (function_call_output has no flag)
 _INCOMPLETE_ERRORS = {"max_output_tokens": ErrorKind.TRUNCATED, "content_filter": ErrorKind.REFUSAL}
 _TERMINAL_EVENTS = {"response.completed", "response.incomplete", "response.failed"}
 
@@ -78,6 +96,20 @@ class ResponsesItems:
 
     def reply_items(self, response: ModelResponse) -> list[Item]:
         return [dict(item) for item in response.native_items]
+
+    def tool_result_items(self, results: Sequence[ToolResult]) -> list[Item]:
+        """One `function_call_output` item {type, call_id, output} per result, in the calls' order,
+        to follow the reply's items (the recorded thinking_with_tool_calls second request; the spec's
+        FunctionCallOutputItemParam, whose output is a string). The item has no error flag, so a
+        failed call's output is its text behind ERROR_PREFIX, which the model reads."""
+        return [
+            {
+                "type": "function_call_output",
+                "call_id": result.call_id,
+                "output": ERROR_PREFIX + result.content if result.is_error else result.content,
+            }
+            for result in results
+        ]
 
     def estimate_tokens(self, items: Sequence[Item], system: str = "") -> int:
         instructions = item_tokens({"type": "instructions", "text": system}) if system else 0
@@ -100,6 +132,8 @@ def _readable(item: Item) -> dict[str, str]:
         return {"role": "reasoning", "content": summary}
     if kind == "compaction":
         return {"role": "compaction", "content": "[the history before this point, compacted by the provider]"}
+    if kind == "function_call_output":
+        return {"role": "tool", "content": item_text(item)}
     return {"role": kind, "content": item_text(item)}
 
 
@@ -144,9 +178,12 @@ class OutputItem(ReplyShape):
     encrypted_content: str | None = None
     name: str | None = None
     arguments: str | None = None
+    call_id: str | None = None
 
     @model_validator(mode="after")
     def _replayable(self) -> Self:
+        if self.type == "function_call" and None in (self.call_id, self.name, self.arguments):
+            raise ValueError("a function call without its call_id, name or arguments")
         if self.type == "message" and self.content is None:
             raise ValueError("a message without its content list")
         if self.type == "reasoning" and self.summary is None:
@@ -263,6 +300,8 @@ class ResponsesAdapter:
             "max_output_tokens": request.output_cap(self.settings),
             **self.options.model_dump(exclude_none=True, exclude_defaults=True),
         }
+        if request.tools:
+            body["tools"] = [_function_tool(tool) for tool in request.tools]
         if request.previous_response_id is not None:
             body["previous_response_id"] = request.previous_response_id
         if self.settings.temperature is not None:
@@ -339,8 +378,9 @@ class ResponsesAdapter:
             return ProviderError(ErrorKind.TRANSIENT, seen.usage, {"finish_reason": response.status, "code": code})
         items = [_replayable(item) for item in raw["output"]]
         messages = [item for item in response.output if item.type == "message"]
-        if not messages:
-            return malformed_reply(ValueError("a completed response without a message"), seen.usage)
+        calls = [_tool_call(item) for item in response.output if item.type == "function_call"]
+        if not messages and not calls:
+            return malformed_reply(ValueError("a completed response without a message or a call"), seen.usage)
         if any(part.type == "refusal" for item in messages for part in item.content or []):
             return ProviderError(ErrorKind.REFUSAL, seen.usage, {"finish_reason": "refusal"})
         summaries = [_readable(item)["content"] for item in items if item.get("type") == "reasoning"]
@@ -351,7 +391,26 @@ class ResponsesAdapter:
             reasoning_summary=" ".join(summary for summary in summaries if summary) or None,
             response_id=response.id,
             native_items=tuple(items),
+            tool_calls=tuple(calls),
         )
+
+
+def _function_tool(tool: ToolSpec) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "name": tool.name,
+        "description": tool.description,
+        "parameters": dict(tool.parameters),
+    }
+
+
+def _tool_call(item: OutputItem) -> ToolCall:
+    """A validated function_call item as a ToolCall; arguments that are not a JSON object raise
+    (a malformed reply)."""
+    arguments = json.loads(str(item.arguments))
+    if not isinstance(arguments, dict):
+        raise ValueError("a function call whose arguments are not a JSON object")
+    return ToolCall(str(item.call_id), str(item.name), arguments)
 
 
 def _field(raw: object, name: str) -> object:
