@@ -19,10 +19,11 @@ What an interaction holds: {id, model, status, created, updated, steps, usage}, 
   Interactions API carries a call's thought signature on the thought step before it; of parallel
   calls only the first carries one, the "Thought signatures" docs). The model calls what the current
   turn's user input asks for, "call TOOL with ARGS" once per call (a test's convention,
-  policy.asked_tool_calls), of the function tools declared; else, when the request declares exactly
-  one function tool with a required parameter and the reply names an action, that tool with
-  {<that parameter>: <the action>} (the rule DeepSeek's wire uses; the visible text is not said, the
-  thought keeps what the model needs); else it answers in text, as without tools. The calls' ids
+  policy.asked_tool_calls), of the function tools declared; else, when a function tool named
+  `submit_action` with a required parameter is declared (among any others) and the reply names an
+  action, that tool with {<that parameter>: <the action>} (the rule DeepSeek's wire uses; the
+  visible text is not said, the thought keeps what the model needs); else it answers in text, as
+  without tools. The calls' ids
   are call_T, call_T_2, ..., T being the interaction's token.
 
 Status: completed; incomplete when the reply was cut by max_output_tokens (or paused: this wire has
@@ -78,7 +79,7 @@ from turnstate.local_provider.interactions_conversation import (
     shown_digest,
 )
 from turnstate.local_provider.interactions_request import InteractionRequest, parse_request
-from turnstate.local_provider.policy import asked_tool_calls, split_action
+from turnstate.local_provider.policy import ACTION_TOOL, asked_tool_calls, submitted_action
 from turnstate.local_provider.stored import StoredState
 
 # Every ending but a normal stop (a cut, a pause this wire has no word for, a safety stop) is incomplete.
@@ -197,11 +198,11 @@ def function_calls(
     completion: Completion, functions: Sequence[Mapping[str, object]], user_text: str, call_id: str
 ) -> list[Event]:
     """The function calls a completed reply makes of the tools it was offered: the ones the current
-    turn's user input asks for ("call TOOL with ARGS", policy.asked_tool_calls), in order; else, given
-    exactly one function tool with a required parameter, a reply that names an action as a call of
-    that tool with the action as that argument; else none (the reply stays text). The text besides
-    the action is not said: the thought carries what the model keeps. Several calls share the
-    reply's id, numbered (call_T, call_T_2, ...)."""
+    turn's user input asks for ("call TOOL with ARGS", policy.asked_tool_calls), in order; else, when
+    a `submit_action` tool is offered, a reply that names an action as its call with the action as
+    its first required parameter (policy.submitted_action, the rule DeepSeek's wire uses); else none
+    (the reply stays text). The text besides the action is not said: the thought carries what the
+    model keeps. Several calls share the reply's id, numbered (call_T, call_T_2, ...)."""
     if completion.ending != "stop" or not functions:
         return []
     names = [str(tool.get("name")) for tool in functions if tool.get("name")]
@@ -216,16 +217,11 @@ def function_calls(
 def _action_call(
     completion: Completion, functions: Sequence[Mapping[str, object]]
 ) -> list[tuple[str, dict[str, object]]]:
-    """The action a reply names as a call of the one function tool offered, by its first required
-    parameter (the rule DeepSeek's wire uses for `submit_action`)."""
-    if len(functions) != 1:
-        return []
-    name, parameters = functions[0].get("name"), functions[0].get("parameters")
-    required = parameters.get("required") if isinstance(parameters, dict) else None
-    _, action = split_action(completion.text)
-    if action is None or not name or not isinstance(required, list) or not required:
-        return []
-    return [(str(name), {str(required[0]): action})]
+    """The action a reply names, as a call of the offered `submit_action` tool."""
+    tool = next((tool for tool in functions if tool.get("name") == ACTION_TOOL), None)
+    parameters = tool.get("parameters") if tool is not None else None
+    submitted = submitted_action(completion.text, parameters) if isinstance(parameters, dict) else None
+    return [(ACTION_TOOL, submitted[1])] if submitted is not None else []
 
 
 def _safety_stop() -> Event:

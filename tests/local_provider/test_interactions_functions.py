@@ -1,7 +1,7 @@
 """Function tools on the Gemini Interactions wire, through the real google-genai SDK over real HTTP.
 
-Offered exactly one function tool with a required parameter, the model acts by calling it: a signed
-thought step, then a function_call step naming the action. The client answers with a function_result
+Offered a `submit_action` function tool with a required parameter (alone or among others), the model
+acts by calling it: a signed thought step, then a function_call step naming the action. The client answers with a function_result
 step paired to the call by its id. The policy notes a level's beacon only in its thought, so the
 action called after a dark frame shows whether that thought was read back.
 """
@@ -87,9 +87,17 @@ def test_a_stored_function_call_is_answered_by_its_result_alone(client: genai.Cl
         model="gemini-3-pro-preview",
         input=[result(call, DARK)],  # type: ignore[list-item]
         previous_interaction_id=first.id,
-        tools=[SUBMIT, LOOK],  # type: ignore[list-item]
+        tools=[LOOK],  # type: ignore[list-item]
     )
     assert reply.status == "completed" and "ACTION: " in text_of(reply)
+
+
+def test_offered_submit_action_among_other_tools_the_model_still_acts_through_it(client: genai.Client) -> None:
+    reply = ask(client, [user(SHOWN)], tools=[LOOK, SUBMIT])
+    assert [(step["type"], step.get("name")) for step in replayed(reply)] == [
+        ("thought", None),
+        ("function_call", "submit_action"),
+    ]
 
 
 def test_a_streamed_function_call_accumulates_to_the_call_and_round_trips(client: genai.Client) -> None:
@@ -107,7 +115,7 @@ def test_a_function_call_of_an_earlier_turn_needs_no_thought(client: genai.Clien
     """Only the current turn's calls are validated: a client may replay a call it made up."""
     made_up = {"type": "function_call", "id": "mine", "name": "submit_action", "arguments": {"action": "WAIT"}}
     reply = ask(client, [user(SHOWN), made_up, result(made_up, "done"), user(DARK)], tools=[SUBMIT, LOOK])
-    assert reply.status == "completed"
+    assert reply.status == "requires_action"  # accepted, and answered through submit_action
 
 
 def test_a_current_turn_function_call_without_its_thought_is_a_400(client: genai.Client) -> None:
