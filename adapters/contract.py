@@ -359,6 +359,12 @@ class Transcript(Protocol):
         """The native items an accepted reply appends to its turn, exactly as they must replay."""
         ...
 
+    def tool_result_items(self, results: Sequence[ToolResult]) -> list[Item]:
+        """The items that answer a reply's tool calls, in the provider's shape and in the calls'
+        order: they follow the reply that made the calls and come before any other input, so a call
+        and its result always travel together."""
+        ...
+
     def estimate_tokens(self, items: Sequence[Item], system: str = "") -> int:
         """Estimated prompt tokens of `items`, behind `system` if one is given; additive over items."""
         ...

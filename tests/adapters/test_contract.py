@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,8 @@ from turnstate.adapters.contract import (
     ProviderAdapter,
     ProviderError,
     RequestSettings,
+    ToolResult,
+    ToolSpec,
 )
 from turnstate.adapters.registry import ADAPTERS, AdapterDescriptor
 from turnstate.harness.artifacts import OPAQUE_KEYS, REDACTED, ArtifactWriter, Redactor
@@ -37,7 +40,7 @@ REPO = Path(__file__).resolve().parents[2]
 API_KEY = "test-key"
 SYSTEM = "You play beacon_grid. Answer with one ACTION line."
 FRAME = "LEVEL 1/1 | STATE NOT_FINISHED\nBEACON (level 1): dark\n#####\n#@.A#\n#####\nSTANDING ON: floor"
-TRANSCRIPT_METHODS = ("user_items", "reply_items", "estimate_tokens", "readable")
+TRANSCRIPT_METHODS = ("user_items", "reply_items", "tool_result_items", "estimate_tokens", "readable")
 
 
 @pytest.fixture(params=list(ADAPTERS.values()), ids=list(ADAPTERS))
@@ -50,8 +53,14 @@ def stream(request) -> bool:
     return request.param
 
 
+# The options an adapter needs to replay a reply the way its server requires (the open-weight adapter
+# sends its reasoning back only under the alias the server's chat template reads).
+REPLAY_OPTIONS: Mapping[str, Mapping[str, Any]] = {"open_source.chat_completions.v1": {"reasoning_field": "both"}}
+
+
 def connect(descriptor: AdapterDescriptor, base_url: str, *, stream: bool) -> ProviderAdapter:
-    settings = RequestSettings(model="local-policy-1", max_output_tokens=64, stream=stream)
+    options = REPLAY_OPTIONS.get(descriptor.adapter_id, {})
+    settings = RequestSettings(model="local-policy-1", max_output_tokens=64, stream=stream, options=options)
     endpoint = Endpoint(base_url, API_KEY, is_local=True, timeout_seconds=10.0)
     return descriptor.load().connect(endpoint, settings)
 
@@ -240,3 +249,52 @@ def test_reply_items_reach_artifacts_without_the_api_key_or_opaque_state(descrip
     assert API_KEY not in written and REDACTED in written
     assert not OPAQUE_KEYS & set(keys_in(json.loads(written)))
     assert not OPAQUE_KEYS & set(keys_in(transcript.readable(reply_items)))
+
+
+TOOLS = (
+    ToolSpec("look", "Look at a cell of the grid.", {"type": "object", "properties": {"x": {"type": "integer"}}}),
+    ToolSpec("note", "Keep a note.", {"type": "object", "properties": {"text": {"type": "string"}}}),
+)
+# The local model's convention for tool tests (local_provider/policy.py: asked_tool_calls).
+ASK_TWO_CALLS = 'call look with {"x": 3} and call note with {"text": "beacon A"}'
+
+
+def asked_for_calls(descriptor: AdapterDescriptor, adapter: ProviderAdapter) -> tuple[ModelRequest, ModelResponse]:
+    request = replace(request_for(descriptor, ASK_TWO_CALLS), tools=TOOLS)
+    reply = adapter.call(request)
+    assert isinstance(reply, ModelResponse), reply
+    return request, reply
+
+
+def test_tool_calls_are_read_in_order_and_their_results_let_the_conversation_go_on(descriptor, stream):
+    transcript = descriptor.load().transcript
+    with LocalProvider() as provider:
+        adapter = connect(descriptor, provider.base_url, stream=stream)
+        request, reply = asked_for_calls(descriptor, adapter)
+        calls = reply.tool_calls
+        assert [(call.name, dict(call.arguments)) for call in calls] == [
+            ("look", {"x": 3}),
+            ("note", {"text": "beacon A"}),
+        ]
+        assert len({call.id for call in calls}) == 2 and all(call.id for call in calls)
+        results = [
+            ToolResult(calls[0].id, "look", "a wall"),
+            ToolResult(calls[1].id, "note", "disk full", is_error=True),
+        ]
+        answered = (*request.items, *transcript.reply_items(reply), *transcript.tool_result_items(results))
+        followed = adapter.call(replace(request, items=(*answered, *transcript.user_items([FRAME]))))
+    assert isinstance(followed, ModelResponse), followed
+    readable = " ".join(entry["content"] for entry in transcript.readable(answered))
+    assert "a wall" in readable and "disk full" in readable
+
+
+def test_an_unanswered_call_or_an_orphan_result_is_refused_by_the_provider_and_fatal(descriptor, stream):
+    transcript = descriptor.load().transcript
+    with LocalProvider() as provider:
+        adapter = connect(descriptor, provider.base_url, stream=stream)
+        request, reply = asked_for_calls(descriptor, adapter)
+        unanswered = (*request.items, *transcript.reply_items(reply), *transcript.user_items([FRAME]))
+        orphan = (*request.items, *transcript.tool_result_items([ToolResult("call_nowhere", "look", "a wall")]))
+        outcomes = [adapter.call(replace(request, items=items)) for items in (unanswered, orphan)]
+    for outcome in outcomes:
+        assert isinstance(outcome, ProviderError) and outcome.kind is ErrorKind.FATAL, outcome
