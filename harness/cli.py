@@ -470,7 +470,7 @@ def _draw_run(run_dir: Path, out_dir: Path) -> None:
         click.echo(f"warning: {warning}", err=True)
     for machine, counts in drawing.run_counts(records).items():
         name, machines = used or _every_configuration(run_dir, machine)
-        drawn = set().union(*(_row_keys(spec) for spec in machines.values()))
+        drawn = {key for spec in machines.values() for row in spec.rows() for key in spec.log_keys(row)}
         undrawn = sum(fired for key, fired in counts.items() if key not in drawn)
         if undrawn:
             click.echo(
@@ -523,16 +523,6 @@ def _every_configuration(run_dir: Path, machine: str) -> tuple[str, dict[str, Ma
             err=True,
         )
     return machine, machines
-
-
-def _row_keys(spec: MachineSpec) -> set[tuple[str, str, str]]:
-    """The (source, trigger, dest) records the transition log can hold for the rows of `spec`."""
-    return {
-        (leaf, row.trigger, spec.landing(row.dest))
-        for row in spec.rows()
-        for source in row.sources
-        for leaf in spec.leaves(source)
-    }
 
 
 @main.command()

@@ -190,8 +190,7 @@ class _Picture:
                 edge.rows.setdefault(row, set()).add(name)
                 if fallback:
                     edge.fallbacks.add(row)
-                landing = spec.landing(row.dest)
-                edge.keys.setdefault(row, set()).update((leaf, row.trigger, landing) for leaf in spec.leaves(source))
+                edge.keys.setdefault(row, set()).update(spec.log_keys(row, source))
 
     def lines(self, edge: _Edge) -> list[str]:
         """The edge's rows, those with the same actions listing their triggers over them."""

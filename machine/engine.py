@@ -208,12 +208,20 @@ class MachineSpec:
     @cached_property
     def nested_finals(self) -> frozenset[str]:
         """The paths of the nested machines' final states: reaching one fires `Done` at the parent."""
-        return frozenset(
-            _path(parent, final)
-            for parent in self.state_paths()
-            if self.is_compound(parent)
-            for final in self.find(parent)[0].nested[self.find(parent)[1]].final
-        )
+        finals: set[str] = set()
+        for parent in self.state_paths():
+            table, state = self.find(parent)
+            if state in table.nested:
+                finals.update(_path(parent, final) for final in table.nested[state].final)
+        return frozenset(finals)
+
+    def log_keys(self, row: Row, source: str | None = None) -> set[tuple[str, str, str]]:
+        """The (source, trigger, dest) records the transition log writes when `row` fires (from
+        `source` alone, when given): the state it left, whichever inside a compound source, and the
+        state it landed in."""
+        landing = self.landing(row.dest)
+        sources = row.sources if source is None else (source,)
+        return {(leaf, row.trigger, landing) for each in sources for leaf in self.leaves(each)}
 
     def guard_and_action_names(self) -> set[str]:
         names = {name for row in self.rows() for name in (*row.transition.guards, *row.transition.actions)}

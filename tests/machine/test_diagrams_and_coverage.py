@@ -299,12 +299,7 @@ def overlaps(dot: str) -> list[str]:
 
 def run_counts(spec: MachineSpec, every: int) -> dict[tuple[str, str, str], int]:
     """A run that took every `every`-th transition the table allows, a dozen times (two-digit counts)."""
-    keys = sorted(
-        (leaf, row.trigger, spec.landing(row.dest))
-        for row in spec.rows()
-        for source in row.sources
-        for leaf in spec.leaves(source)
-    )
+    keys = sorted(key for row in spec.rows() for key in spec.log_keys(row))
     return {key: 12 for key in keys[::every]}
 
 
@@ -336,10 +331,8 @@ def test_a_run_counts_each_row_once_over_the_states_it_leaves(name):
     spec = MACHINES[name]
     owners: dict[tuple[str, str, str], object] = {}
     for row in spec.rows():
-        for source in row.sources:
-            for leaf in spec.leaves(source):
-                key = (leaf, row.trigger, spec.landing(row.dest))
-                assert owners.setdefault(key, row) == row, f"{key} is drawn on two rows"
+        for key in spec.log_keys(row):
+            assert owners.setdefault(key, row) == row, f"{key} is drawn on two rows"
 
 
 def test_a_compound_states_row_is_counted_from_every_state_inside_it():
