@@ -293,9 +293,7 @@ def action_call(completion: Completion, tools: Sequence[Mapping[str, object]], o
     """A reply that names an action, given the `submit_action` function (policy.ACTION_TOOL, the
     DeepSeek adapter's own), as a call of it (policy.submitted_action); else None (it stays text)."""
     offered = [_function(tool) for tool in tools if tool.get("type") == "function"]
-    function = next((function for function in offered if function.get("name") == ACTION_TOOL), None)
-    parameters = function.get("parameters") if function is not None else None
-    submitted = submitted_action(completion.text, parameters) if isinstance(parameters, Mapping) else None
+    submitted = submitted_action(completion.text, ((f.get("name"), f.get("parameters")) for f in offered))
     if submitted is None:
         return None
     content, arguments = submitted

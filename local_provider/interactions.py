@@ -218,9 +218,7 @@ def _action_call(
     completion: Completion, functions: Sequence[Mapping[str, object]]
 ) -> list[tuple[str, dict[str, object]]]:
     """The action a reply names, as a call of the offered `submit_action` tool."""
-    tool = next((tool for tool in functions if tool.get("name") == ACTION_TOOL), None)
-    parameters = tool.get("parameters") if tool is not None else None
-    submitted = submitted_action(completion.text, parameters) if isinstance(parameters, dict) else None
+    submitted = submitted_action(completion.text, ((tool.get("name"), tool.get("parameters")) for tool in functions))
     return [(ACTION_TOOL, submitted[1])] if submitted is not None else []
 
 

@@ -231,9 +231,7 @@ def tool_calls(
     asked = asked_tool_calls(current, list(offered))
     if asked:
         return reply, asked
-    action_tool = offered.get(ACTION_TOOL)
-    schema = action_tool.get("input_schema") if action_tool is not None else None
-    submitted = submitted_action(reply, schema) if isinstance(schema, Mapping) else None
+    submitted = submitted_action(reply, ((name, tool.get("input_schema")) for name, tool in offered.items()))
     if submitted is None:
         return reply, []
     content, arguments = submitted

@@ -39,7 +39,7 @@ from __future__ import annotations
 import json
 import re
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from turnstate.adapters.tokens import estimate_text_tokens
@@ -203,11 +203,14 @@ def asked_tool_calls(text: str, offered: Sequence[str]) -> list[tuple[str, dict[
 ACTION_TOOL = "submit_action"
 
 
-def submitted_action(reply: str, parameters: Mapping[str, object]) -> tuple[str, dict[str, object]] | None:
-    """A reply that names one action, as a call of an offered `submit_action` tool whose JSON Schema
-    `parameters` require one: (the text left, the call's arguments, the action as that parameter);
-    None when the reply names no single action or the tool requires no parameter (it stays text)."""
-    required = parameters.get("required")
+def submitted_action(reply: str, offered: Iterable[tuple[object, object]]) -> tuple[str, dict[str, object]] | None:
+    """A reply that names one action, as a call of the offered `submit_action` tool whose JSON Schema
+    parameters require one: (the text left, the call's arguments, the action as that parameter).
+    `offered` is each offered tool's (name, parameters' schema), as the wire spells them; the first
+    `submit_action` counts. None when none is offered, the reply names no single action or the tool
+    requires no parameter (the reply stays text)."""
+    parameters = next((schema for name, schema in offered if name == ACTION_TOOL), None)
+    required = parameters.get("required") if isinstance(parameters, Mapping) else None
     content, action = split_action(reply)
     if action is None or not isinstance(required, list) or not required:
         return None
