@@ -84,18 +84,21 @@ OPTIONS: dict[str, IntOption] = {
 }
 
 
-def validate_options(options: Mapping[str, object]) -> dict[str, int]:
-    """Every option with its default filled in; a bad one is named before any play starts."""
-    unknown = sorted(set(options) - set(OPTIONS))
+def validate_options(
+    options: Mapping[str, object], game: str = "beacon_grid", specs: Mapping[str, IntOption] = OPTIONS
+) -> dict[str, int]:
+    """Every option with its default filled in; a bad one is named before any play starts. `game` and
+    `specs` let another built-in game whose options are all integers (catalog_hunt) check its own."""
+    unknown = sorted(set(options) - set(specs))
     if unknown:
-        allowed = ", ".join(sorted(OPTIONS))
-        raise EnvironmentConfigError(f"beacon_grid has no option {unknown[0]!r}; allowed options: {allowed}")
+        allowed = ", ".join(sorted(specs))
+        raise EnvironmentConfigError(f"{game} has no option {unknown[0]!r}; allowed options: {allowed}")
     values = {}
-    for name, spec in OPTIONS.items():
+    for name, spec in specs.items():
         value = options.get(name, spec.default)
         if not isinstance(value, int) or isinstance(value, bool) or not spec.low <= value <= spec.high:
             raise EnvironmentConfigError(
-                f"beacon_grid option {name!r} must be an integer from {spec.low} to {spec.high}, got {value!r}"
+                f"{game} option {name!r} must be an integer from {spec.low} to {spec.high}, got {value!r}"
             )
         values[name] = value
     return values

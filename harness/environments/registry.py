@@ -27,11 +27,13 @@ from collections.abc import Mapping
 from importlib.metadata import EntryPoint, entry_points
 
 from turnstate.harness.environments.beacon_grid import BeaconGrid
+from turnstate.harness.environments.catalog_hunt import CatalogHunt
 from turnstate.harness.environments.protocol import Environment, EnvironmentConfigError, EnvironmentFactory
 
 ENTRY_POINT_GROUP = "turnstate.environments"
 BUILTIN_ENVIRONMENTS: dict[str, EnvironmentFactory] = {
     BeaconGrid.name: BeaconGrid.from_options,
+    CatalogHunt.name: CatalogHunt.from_options,
 }
 ENVIRONMENT_ID = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
 PROTOCOL_CALLS = ("reset", "observe", "step", "receipts")
