@@ -71,7 +71,10 @@ class CompactionCall(TurnTaking):
             raise RuntimeError(f"{self.strategy}: compaction {self.compaction.kind} makes no compaction call")
         self.compacted = None
         request = ModelRequest(
-            self.system_prompt, tuple(self.accepted.items), max_output_tokens=self.compaction.max_output_tokens
+            self.system_prompt,
+            tuple(self.accepted.items),
+            max_output_tokens=self.compaction.max_output_tokens,
+            tools=self.tools,  # a history with tool calls is sent with the tools it called (Anthropic's rule)
         )
         self.emit(CallCompaction(request))
 

@@ -7,8 +7,9 @@ Rules
    trimmed or rewritten. The model's own state travels in those items, so no carry-forward
    instruction is added to the system prompt.
 2. A request is: the system prompt, every accepted item, then the new turn's opening items.
-3. A reply is provisional. It commits only when the runner's parser accepts an action from it; a
-   retry starts again from the unchanged accepted items, so no orphan item reaches a later request.
+3. A reply is provisional. It commits only when the runner's parser accepts an action from it (or a
+   tool round); a retry starts again from the unchanged accepted items, so no orphan item reaches a
+   later request. The results of its tool calls join its turn (strategies/turn.py).
 4. Retries, backoff and buffered inputs are those of every turn-taking strategy (strategies/turn.py).
 5. Compaction. Inline native compaction (OpenAI) arrives inside an action reply as a compaction item
    (after the reply's message, standing for the whole conversation so far), and committing such a
@@ -56,6 +57,7 @@ from turnstate.strategies.strategy import StrategySettings
 from turnstate.strategies.summary import SummaryPass, first_pass
 from turnstate.strategies.turn import (
     action_rejected,
+    answering,
     backoff_elapsed,
     buffering,
     provider_failures,
@@ -94,10 +96,12 @@ def transitions(kind: Kind) -> tuple[Transition, ...]:
     return (
         # Accepted
         buffering(S.Accepted),
+        answering(S.Accepted),
         T(ObservationArrived,     S.Accepted,            S.AwaitingReply, actions=("open_turn", "request_reply")),
         # CompactionScheduled, Compacting: with a compaction by a call of its own (entering Compacting asks for it)
         *when(by_call,
             buffering(S.CompactionScheduled),
+            answering(S.CompactionScheduled),
             T(ObservationArrived, S.CompactionScheduled, S.Compacting,    actions=("open_turn",)),
             T(Done,               S.Compacting,          S.AwaitingReply, actions=("request_reply",)),
             T(ProviderFailed,     S.Compacting,          S.FailedClosed,  actions=("fail_closed",)),
@@ -206,6 +210,7 @@ class ContinuousConversation(compaction_call.CompactionCall, harness_summary.Har
             payload={"items": items + turn_items},
             turns=spans,
             pending=(),
+            unanswered=self._unanswered_calls(),
             completed_context_tokens=self._reported_context(),
         )
         self.turn = self.compacted = self.summary_pass = None
@@ -225,7 +230,7 @@ class ContinuousConversation(compaction_call.CompactionCall, harness_summary.Har
 
     def build_request(self) -> ModelRequest:
         history: list[Item] = self.accepted.items if self.compacted is None else self.compacted.items
-        return ModelRequest(system=self.system_prompt, items=(*history, *self._turn.opening))
+        return ModelRequest(system=self.system_prompt, items=(*history, *self._turn.opening), tools=self.tools)
 
     def _reported_context(self) -> int:
         usage = self._provisional.usage

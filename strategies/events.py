@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from turnstate.adapters.contract import ErrorKind, ModelRequest, ModelResponse, ProviderError
+from turnstate.adapters.contract import ErrorKind, ModelRequest, ModelResponse, ProviderError, ToolResult
 from turnstate.machine.engine import Effect, Event
 from turnstate.strategies.summary import SummaryPass
 
@@ -25,6 +25,13 @@ class InputBuffered(Event):
     """An input that arrived without a model call (GAME_OVER, a reset observation)."""
 
     text: str
+
+
+@dataclass(frozen=True)
+class ToolsAnswered(Event):
+    """The results of the last accepted reply's tool calls, one per call, in the calls' order."""
+
+    results: tuple[ToolResult, ...]
 
 
 @dataclass(frozen=True)
@@ -58,7 +65,10 @@ class HandleExpired(Event):
 
 @dataclass(frozen=True)
 class ActionAccepted(Event):
-    action: str
+    """The held reply is accepted: its action, or None for a tool round (a reply that only called
+    tools, which the harness answers before the model is asked again)."""
+
+    action: str | None
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ Rules
    can serve it; a low-water mark of 1 trims only what must go, which moves the prefix every turn
    once the window is full. Each turn's estimate is taken once, when it commits.
 3. A reply is provisional. It is committed (appended as a new turn, the window trimmed again by the
-   same rule) only when the runner's parser accepts an action from it.
+   same rule) only when the runner's parser accepts an action from it, or a tool round. The results
+   of its tool calls join its turn, so trimming drops a call and its result together.
 4. A rejected action, a refusal, a truncated reply or a transient failure asks again from the
    unchanged accepted state, while the turn has retries left (max_retries per turn); a transient
    failure waits first, as strategies/retry.py rules, and fails closed if the wait would pass the
@@ -34,12 +35,13 @@ from dataclasses import dataclass
 
 from turnstate.adapters.contract import Item, ModelRequest, Transcript
 from turnstate.machine.engine import Transition
-from turnstate.strategies.events import ActionAccepted, ContextOverflowed, ObservationArrived
+from turnstate.strategies.events import ActionAccepted, ContextOverflowed, ObservationArrived, ToolsAnswered
 from turnstate.strategies.state import RuntimeState, TurnSpan
 from turnstate.strategies.strategy import StrategySettings
 from turnstate.strategies.turn import (
     TurnTaking,
     action_rejected,
+    answering,
     backoff_elapsed,
     buffering,
     provider_failures,
@@ -75,6 +77,7 @@ S = State
 TRANSITIONS = (
     # event               source           dest
     buffering(S.Accepted),
+    answering(S.Accepted),
     T(ObservationArrived, S.Accepted,      S.AwaitingReply, actions=("open_turn", "request_reply")),
 
     reply_held(S.AwaitingReply, S.Provisional),
@@ -126,9 +129,19 @@ class ManualRolling(TurnTaking):
         turn_tokens = [*self._turn_tokens()[self.skipped_turns :], self.transcript.estimate_tokens(turn_items)]
         over = self._turns_to_trim(turn_tokens, tail_tokens=0)
         items, spans = drop_turns(items, spans, over)
-        self.accepted = self.accepted.replace(payload={"items": items}, turns=spans, pending=())
+        self.accepted = self.accepted.replace(
+            payload={"items": items}, turns=spans, pending=(), unanswered=self._unanswered_calls()
+        )
         self._estimates = WindowEstimates(self.accepted, self._estimates.head, turn_tokens[over:])
         self.turn = None
+
+    def answer_tool_calls(self, event: ToolsAnswered) -> None:
+        """The results join the last turn, and its estimate grows by theirs (estimates are additive)."""
+        turns = self._turn_tokens()
+        before = self.accepted.item_count
+        super().answer_tool_calls(event)
+        added = self.transcript.estimate_tokens(self.accepted.payload["items"][before:])
+        self._estimates = WindowEstimates(self.accepted, self._estimates.head, [*turns[:-1], turns[-1] + added])
 
     def build_request(self) -> ModelRequest:
         """System prompt, the accepted window less the oldest turns trimmed away, the new input.
@@ -139,7 +152,7 @@ class ManualRolling(TurnTaking):
         opening_tokens = self.transcript.estimate_tokens(turn.opening)
         self.skipped_turns += self._turns_to_trim(self._turn_tokens()[self.skipped_turns :], opening_tokens)
         items, _ = self._window()
-        return ModelRequest(system=self.system_prompt, items=(*items, *turn.opening))
+        return ModelRequest(system=self.system_prompt, items=(*items, *turn.opening), tools=self.tools)
 
     def _turns_to_trim(self, turn_tokens: list[int], tail_tokens: int) -> int:
         """How many oldest complete turns go: none while the prompt (window of `turn_tokens`, then a

@@ -2,8 +2,10 @@
 
 Rules
 1. The accepted state is the handle of the last accepted response (payload previous_response_id,
-   none before the first) plus the inputs buffered since; no items are carried.
-2. A request sends only the new turn's opening items, continuing from the accepted handle.
+   none before the first) plus the inputs buffered since and the results of its tool calls
+   (payload tool_results, items the server has not seen); no other items are carried.
+2. A request sends only the new turn's opening items (the tool results first), continuing from the
+   accepted handle.
 3. A reply is provisional: its handle is committed only when the runner's parser accepts an action
    from it. A retry, after a failure or a rejected action, continues from the same accepted handle,
    so a rejected response is a branch no later request continues.
@@ -19,13 +21,21 @@ import enum
 
 from turnstate.adapters.contract import ModelRequest
 from turnstate.machine.engine import Transition
-from turnstate.strategies.events import ActionAccepted, ContextOverflowed, HandleExpired, ObservationArrived
+from turnstate.strategies.events import (
+    ActionAccepted,
+    ContextOverflowed,
+    HandleExpired,
+    ObservationArrived,
+    ToolsAnswered,
+)
 from turnstate.strategies.retry import TurnRetries
 from turnstate.strategies.turn import (
     TurnTaking,
     action_rejected,
+    answering,
     backoff_elapsed,
     buffering,
+    check_answers,
     provider_failures,
     reply_held,
     turn_spec,
@@ -34,6 +44,7 @@ from turnstate.strategies.turn import (
 
 STRATEGY = "previous_response_id"
 HANDLE = "previous_response_id"  # the payload key of the accepted handle
+ANSWERS = "tool_results"  # the payload key of the accepted reply's tool results, sent with the next turn
 
 
 class State(enum.Enum):
@@ -53,6 +64,7 @@ S = State
 TRANSITIONS = (
     # event               source           dest
     buffering(S.Accepted),
+    answering(S.Accepted),
     T(ObservationArrived, S.Accepted,      S.AwaitingReply, actions=("open_turn", "request_reply")),
 
     reply_held(S.AwaitingReply, S.Provisional),
@@ -88,13 +100,25 @@ class PreviousResponseId(TurnTaking):
     def reply_has_handle(self, event: ActionAccepted) -> bool:
         return bool(self._provisional.response_id)
 
+    def answer_tool_calls(self, event: ToolsAnswered) -> None:
+        check_answers(self.accepted, event.results)
+        answers = [*self.accepted.payload.get(ANSWERS, []), *self.transcript.tool_result_items(event.results)]
+        self.accepted = self.accepted.replace(payload={**self.accepted.payload, ANSWERS: answers}, unanswered=())
+
+    def open_turn(self, event: ObservationArrived) -> None:
+        super().open_turn(event)
+        self._turn.opening[:0] = self.accepted.payload.get(ANSWERS, [])
+
     def commit_provisional(self, event: ActionAccepted) -> None:
-        self.accepted = self.accepted.replace(payload={HANDLE: self._provisional.response_id}, pending=())
+        self.accepted = self.accepted.replace(
+            payload={HANDLE: self._provisional.response_id}, pending=(), unanswered=self._unanswered_calls()
+        )
         self.turn = None
 
     def build_request(self) -> ModelRequest:
         handle = self.accepted.payload.get(HANDLE)
-        return ModelRequest(system=self.system_prompt, items=tuple(self._turn.opening), previous_response_id=handle)
+        opening = tuple(self._turn.opening)
+        return ModelRequest(system=self.system_prompt, items=opening, previous_response_id=handle, tools=self.tools)
 
 
 DEFINITION = turn_strategy({"none": SPEC}, PreviousResponseId, {HANDLE: None})

@@ -12,6 +12,10 @@ counted it, so that a compaction trigger reads the provider's figure rather than
 Inputs that arrived without a model call (a GAME_OVER frame, a reset observation) wait in `pending`
 and are replayed, in order, ahead of the next observation.
 
+`unanswered` holds the ids of the tool calls the last accepted reply made, until their results join
+that reply's turn: no request may be built while a call is unanswered, since every provider refuses
+a call without its result.
+
 States are immutable values: every change makes a new state, so a provisional state can be dropped
 and the last accepted one is still exactly what it was.
 """
@@ -54,6 +58,7 @@ class RuntimeState(BaseModel):
     payload: dict[str, Any] = Field(default_factory=dict)
     turns: tuple[TurnSpan, ...] = ()
     pending: tuple[str, ...] = ()
+    unanswered: tuple[str, ...] = ()  # the last accepted reply's tool call ids, until they are answered
     # The completed context of the last accepted action as the provider reported it: that request's
     # input plus its reply's output tokens (0: no action yet, or the provider reported none). What a
     # compaction trigger measures; never cumulative usage, retries or compaction calls.

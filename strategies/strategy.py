@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from turnstate.adapters.contract import Transcript
+from turnstate.adapters.contract import ToolSpec, Transcript
 from turnstate.machine.engine import LiveMachine, MachineModel, MachineSpec
 from turnstate.strategies.compaction import Compaction, Kind, NoCompaction
 from turnstate.strategies.retry import Backoff
@@ -33,6 +33,7 @@ class StrategySettings:
     # (1: only what must go, so the prefix moves every turn once the window is full).
     trim_low_water: float = 1.0
     compaction: Compaction = NoCompaction()  # how the strategy compacts (strategies/compaction.py)
+    tools: tuple[ToolSpec, ...] = ()  # the function tools every request of the run offers
     backoff: Backoff = Backoff()
     random_seed: int | None = None  # for the backoff's jitter; None draws a fresh seed
 

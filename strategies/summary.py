@@ -7,8 +7,8 @@ own overflow. Every lane builds its request here, through `summary_request`, fro
 whose fields are all that may differ between lanes: which lane, how many turns it summarizes, and
 whether it may fork the latest action request.
 
-Two forms. A fork reuses the latest action request exactly (its system prompt and items, which the
-provider may still hold in its prompt cache), followed by what was accepted after it and the summary
+Two forms. A fork reuses the latest action request exactly (its system prompt, tools and items, which
+the provider may still hold in its prompt cache), followed by what was accepted after it and the summary
 instruction. It is used only where that request carried the accepted history whole (not a lossy
 projection of it, and not an older state since rebuilt) and never on an overflow lane, where the
 provider just rejected that very prefix. The independent form sends the summarized turns as readable
@@ -105,7 +105,7 @@ def summary_request(
     asked = summary_instruction(summary_pass, max_output_tokens)
     if summary_pass.fork and latest is not None:
         items = (*history, *transcript.user_items([asked]))
-        return ModelRequest(latest.system, items, max_output_tokens=max_output_tokens)
+        return ModelRequest(latest.system, items, max_output_tokens=max_output_tokens, tools=latest.tools)
     readable = "\n\n".join(f"[{message['role']}]\n{message['content']}" for message in transcript.readable(history))
     context = f"{TASK_INSTRUCTIONS}\n\n{fenced(task_instructions)}\n\n" if task_instructions.strip() else ""
     text = f"{context}The conversation so far:\n\n{readable}\n\n{asked}"

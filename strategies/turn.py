@@ -1,7 +1,10 @@
 """What every turn-taking strategy shares: the open turn, its retries, and the rows that decide them.
 
 A turn opens on an observation (with the inputs buffered before it), asks the provider, holds the
-reply provisionally, and commits only when the runner's parser accepts an action from it. How a
+reply provisionally, and commits only when the runner's parser accepts an action from it, or accepts
+it as a tool round (a reply that only called tools). The results of an accepted reply's tool calls
+join that reply's turn, so a call and its result are kept, trimmed and summarized together, and a
+rejected reply's calls never reach the accepted state. How a
 failure is retried (strategies/retry.py) and how a rejected reply is discarded are the same in every
 strategy, so the rows and the guards and actions they name are written once, here. A strategy module
 adds what is its own: how a turn opens and what the request holds, what a commit keeps, and what a
@@ -16,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from turnstate.adapters.contract import Item, ModelRequest, ModelResponse, Transcript
+from turnstate.adapters.contract import Item, ModelRequest, ModelResponse, ToolResult, Transcript
 from turnstate.machine.engine import LiveMachine, MachineSpec, Transition
 from turnstate.strategies.compaction import Kind
 from turnstate.strategies.events import (
@@ -32,10 +35,11 @@ from turnstate.strategies.events import (
     ProviderFailed,
     ProviderReplied,
     SubmitAction,
+    ToolsAnswered,
     WaitBeforeRetry,
 )
 from turnstate.strategies.retry import RETRY_AFTER_WAIT, RETRY_AT_ONCE, TurnRetries
-from turnstate.strategies.state import RuntimeState
+from turnstate.strategies.state import RuntimeState, TurnSpan
 from turnstate.strategies.strategy import Strategy, StrategyModel, StrategySettings
 
 T = Transition
@@ -48,6 +52,11 @@ T = Transition
 def buffering(resting: enum.Enum) -> Transition:
     """An input that arrives without a model call waits in the accepted state for the next turn."""
     return T(InputBuffered, resting, resting, actions=("buffer_input",))
+
+
+def answering(resting: enum.Enum) -> Transition:
+    """The results of the last accepted reply's tool calls join that reply's turn."""
+    return T(ToolsAnswered, resting, resting, actions=("answer_tool_calls",))
 
 
 def reply_held(awaiting: enum.Enum, provisional: enum.Enum) -> Transition:
@@ -101,6 +110,7 @@ class TurnTaking(StrategyModel):
         self.accepted = state.validate_for(settings.adapter_id, self.strategy)
         self.transcript = transcript
         self.system_prompt = settings.system_prompt
+        self.tools = settings.tools
         self.max_retries = settings.max_retries
         self.backoff = settings.backoff
         self.rng = random.Random(settings.random_seed)
@@ -125,8 +135,15 @@ class TurnTaking(StrategyModel):
     def buffer_input(self, event: InputBuffered) -> None:
         self.accepted = self.accepted.with_pending(event.text)
 
+    def answer_tool_calls(self, event: ToolsAnswered) -> None:
+        check_answers(self.accepted, event.results)
+        self.accepted = answered(self.accepted, self.transcript.tool_result_items(event.results))
+
     def open_turn(self, event: ObservationArrived) -> None:
-        opening = self.transcript.user_items([*self.accepted.pending, event.text])
+        if self.accepted.unanswered:
+            raise RuntimeError(f"{self.strategy}: a turn cannot open while tool calls are unanswered")
+        inputs = [*self.accepted.pending, *([event.text] if event.text else [])]
+        opening = self.transcript.user_items(inputs) if inputs else []
         self.turn = OpenTurn(opening, TurnRetries(self.max_retries, self.backoff))
 
     def request_reply(self, event: object) -> None:
@@ -148,7 +165,8 @@ class TurnTaking(StrategyModel):
         self._turn.provisional = None
 
     def submit_action(self, event: ActionAccepted) -> None:
-        self.emit(SubmitAction(event.action))
+        if event.action is not None:  # a tool round submits nothing: the harness answers its calls
+            self.emit(SubmitAction(event.action))
 
     def fail_closed(self, event: object) -> None:
         retries = self._turn.retries
@@ -159,6 +177,10 @@ class TurnTaking(StrategyModel):
 
     def build_request(self) -> ModelRequest:
         raise NotImplementedError
+
+    def _unanswered_calls(self) -> tuple[str, ...]:
+        """The ids of the held reply's tool calls: what the commit leaves for the harness to answer."""
+        return tuple(call.id for call in self._provisional.tool_calls)
 
     @property
     def _turn(self) -> OpenTurn:
@@ -187,6 +209,27 @@ class TurnTaking(StrategyModel):
         if isinstance(event, ActionRejected):
             return f"no valid action, retries exhausted (last: {event.reason})"
         return type(event).__name__
+
+
+def check_answers(state: RuntimeState, results: tuple[ToolResult, ...]) -> None:
+    """Raise ValueError unless `results` answer exactly the state's unanswered calls, in their order."""
+    given = tuple(result.call_id for result in results)
+    if given != state.unanswered:
+        expected = ", ".join(state.unanswered) or "none"
+        raise ValueError(
+            f"tool results must answer the calls {expected}, in that order; got {', '.join(given) or 'none'}"
+        )
+
+
+def answered(state: RuntimeState, result_items: list[Item]) -> RuntimeState:
+    """The state with `result_items` appended to its last accepted turn (the one whose reply made the
+    calls, which ends the items), its calls no longer unanswered."""
+    last = state.turns[-1]
+    if last.end != state.item_count:
+        raise RuntimeError("tool results can only join the last accepted turn, and it does not end the items")
+    turns = (*state.turns[:-1], TurnSpan(start=last.start, end=last.end + len(result_items)))
+    items = [*state.items, *result_items]
+    return state.replace(payload={**state.payload, "items": items}, turns=turns, unanswered=())
 
 
 def turn_spec(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from turnstate.adapters.contract import Item, ModelResponse, Usage
+from turnstate.adapters.contract import Item, ModelResponse, ToolCall, ToolResult, Usage
 
 
 class NativeItems:
@@ -17,6 +17,9 @@ class NativeItems:
 
     def reply_items(self, response: ModelResponse) -> list[Item]:
         return [dict(item) for item in response.native_items]
+
+    def tool_result_items(self, results: Sequence[ToolResult]) -> list[Item]:
+        return [{"type": "tool_result", "call_id": result.call_id, "text": result.content} for result in results]
 
     def estimate_tokens(self, items: Sequence[Item], system: str = "") -> int:
         return len(system) // 4 + sum(4 + len(str(item.get("text", ""))) // 4 for item in items)
@@ -29,14 +32,23 @@ class NativeItems:
         return found[-1] if found else None
 
 
-def native_reply(text: str, *, compacted: bool = False, response_id: str | None = "resp_1") -> ModelResponse:
-    """A reply as a Responses-like adapter normalizes it: sealed reasoning, maybe a compaction, the message."""
+def native_reply(
+    text: str, *, compacted: bool = False, response_id: str | None = "resp_1", calls: Sequence[ToolCall] = ()
+) -> ModelResponse:
+    """A reply as a Responses-like adapter normalizes it: sealed reasoning, maybe a compaction, the
+    message, then any tool calls it made."""
     items: list[Item] = [
         {"type": "reasoning", "encrypted_content": f"sealed({text})"},
         {"type": "message", "text": text},
+        *({"type": "tool_call", "call_id": call.id, "text": call.name} for call in calls),
     ]
     if compacted:  # after the message, as OpenAI's inline compaction answers
         items.append({"type": "compaction", "encrypted_content": f"summary-through({text})"})
     return ModelResponse(
-        text=text, usage=Usage(10, 0, 3), stop_reason="completed", response_id=response_id, native_items=tuple(items)
+        text=text,
+        usage=Usage(10, 0, 3),
+        stop_reason="completed",
+        response_id=response_id,
+        native_items=tuple(items),
+        tool_calls=tuple(calls),
     )

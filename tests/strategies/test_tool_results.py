@@ -1,0 +1,140 @@
+"""Tool calls and their results in every strategy: an accepted reply's calls wait for their results,
+which join that reply's turn (so a call and its result are kept, trimmed and summarized together); a
+rejected reply's calls never reach the accepted state; results that do not pair with the calls, or
+an observation before they are answered, are refused."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from turnstate.adapters.contract import ToolCall, ToolResult, ToolSpec
+from turnstate.machine.engine import LiveMachine
+from turnstate.strategies import continuous_conversation as cc
+from turnstate.strategies import manual_rolling as mr
+from turnstate.strategies import previous_response_id as prid
+from turnstate.strategies.compaction import NativeByCall
+from turnstate.strategies.events import (
+    ActionAccepted,
+    ActionRejected,
+    CallProvider,
+    ObservationArrived,
+    ProviderReplied,
+    ToolsAnswered,
+)
+from turnstate.strategies.state import TurnSpan
+from turnstate.strategies.strategy import StrategySettings
+
+from .native_items import NativeItems, native_reply
+from .rows import check_row
+
+LOOKUP = ToolSpec("lookup", "Look a page up.", {"type": "object", "properties": {"page": {"type": "integer"}}})
+CALLS = (ToolCall("c1", "lookup", {"page": 1}), ToolCall("c2", "lookup", {"page": 2}))
+RESULTS = (ToolResult("c1", "lookup", "page one"), ToolResult("c2", "lookup", "page two", is_error=True))
+ITEMS = NativeItems()
+
+
+def settings(adapter_id: str, **changes) -> StrategySettings:
+    base = StrategySettings(adapter_id, "Play.", max_retries=2, max_context_length=4000, max_output_tokens=100)
+    return replace(base, tools=(LOOKUP,), **changes)
+
+
+STARTS = {
+    "manual_rolling": lambda: mr.start(settings("openai.chat_completions.v1"), ITEMS),
+    "previous_response_id": lambda: prid.start(settings("openai.responses.v1"), ITEMS),
+    "continuous_conversation": lambda: cc.start(settings("openai.responses.v1"), ITEMS),
+}
+
+
+def called(machine: LiveMachine, observation: str = "f1", calls=CALLS) -> None:
+    """One turn whose accepted reply made `calls` (a tool round: no action)."""
+    machine.fire(ObservationArrived(observation))
+    machine.fire(ProviderReplied(native_reply("looking it up", calls=calls)))
+    machine.fire(ActionAccepted(None))
+
+
+@pytest.mark.parametrize("strategy", STARTS)
+def test_an_accepted_replys_calls_wait_for_their_results_in_the_calls_order(strategy):
+    machine = STARTS[strategy]()
+    called(machine)
+    assert machine.model.accepted.unanswered == ("c1", "c2")
+    with pytest.raises(ValueError, match="answer the calls c1, c2, in that order; got c2, c1"):
+        machine.fire(ToolsAnswered(RESULTS[::-1]))
+    with pytest.raises(ValueError, match="got c1$"):
+        machine.fire(ToolsAnswered(RESULTS[:1]))
+    assert machine.model.accepted.unanswered == ("c1", "c2")
+
+
+@pytest.mark.parametrize("strategy", STARTS)
+def test_an_observation_before_the_calls_are_answered_is_refused(strategy):
+    machine = STARTS[strategy]()
+    called(machine)
+    with pytest.raises(RuntimeError, match="tool calls are unanswered"):
+        machine.fire(ObservationArrived("f2"))
+
+
+@pytest.mark.parametrize("strategy", STARTS)
+def test_a_rejected_replys_calls_never_reach_the_accepted_state(strategy):
+    machine = STARTS[strategy]()
+    machine.fire(ObservationArrived("f1"))
+    before = machine.model.accepted
+    machine.fire(ProviderReplied(native_reply("looking it up", calls=CALLS)))
+    (retry,) = machine.fire(ActionRejected("no"))
+    assert machine.model.accepted is before and not before.unanswered
+    assert isinstance(retry, CallProvider) and not any(item["type"] == "tool_call" for item in retry.request.items)
+
+
+@pytest.mark.parametrize("strategy", ["manual_rolling", "continuous_conversation"])
+def test_results_join_the_turn_whose_reply_made_the_calls_and_the_next_request_replays_them(strategy):
+    machine = STARTS[strategy]()
+    called(machine)
+    turn_end = machine.model.accepted.turns[-1].end
+    check_row(machine, [], ToolsAnswered(RESULTS), "Accepted", [])
+    accepted = machine.model.accepted
+    result_items = ITEMS.tool_result_items(RESULTS)
+    assert accepted.turns == (TurnSpan(start=0, end=turn_end + 2),) and accepted.items[-2:] == result_items
+    assert not accepted.unanswered
+    (ask,) = machine.fire(ObservationArrived(""))  # a tool round's answer, no new observation
+    assert list(ask.request.items) == accepted.items and ask.request.tools == (LOOKUP,)
+
+
+def test_previous_response_id_sends_the_results_first_in_the_next_turn_and_drops_them_once_committed():
+    machine = STARTS["previous_response_id"]()
+    called(machine)
+    check_row(machine, [], ToolsAnswered(RESULTS), "Accepted", [])
+    (ask,) = machine.fire(ObservationArrived("f2"))
+    assert list(ask.request.items) == [*ITEMS.tool_result_items(RESULTS), *ITEMS.user_items(["f2"])]
+    assert ask.request.previous_response_id == "resp_1" and ask.request.tools == (LOOKUP,)
+    machine.fire(ProviderReplied(native_reply("ACTION: ACTION1", response_id="resp_2")))
+    machine.fire(ActionAccepted("ACTION1"))
+    assert machine.model.accepted.payload == {prid.HANDLE: "resp_2"}
+
+
+def test_manual_rolling_trims_a_call_and_its_result_together():
+    """Against: results appended as a turn of their own, which a trim could keep without the calls."""
+    big = ToolResult("c1", "lookup", "x" * 4000)
+    machine = mr.start(settings("openai.chat_completions.v1", max_context_length=900), ITEMS)
+    called(machine, calls=CALLS[:1])
+    machine.fire(ToolsAnswered((big,)))
+    (ask,) = machine.fire(ObservationArrived("f2"))  # the first turn, call and result, no longer fits
+    assert ask.request.items == tuple(ITEMS.user_items(["f2"]))
+
+
+def test_manual_rolling_counts_the_results_in_its_window_estimate():
+    """Against: the cached turn estimates left as they were when results joined the last turn."""
+    machine = mr.start(settings("openai.chat_completions.v1"), ITEMS)
+    called(machine)
+    machine.fire(ToolsAnswered(RESULTS))
+    model = machine.model
+    assert model._turn_tokens() == [ITEMS.estimate_tokens(model.accepted.items)]
+
+
+def test_a_compaction_scheduled_turn_takes_its_results_before_it_compacts():
+    by_call = settings("xai.responses.v1", compaction=NativeByCall(trigger_tokens=10, max_output_tokens=100))
+    machine = cc.start(by_call, ITEMS)
+    called(machine)
+    check_row(machine, [], ToolsAnswered(RESULTS), "CompactionScheduled", [])
+    (compaction,) = machine.fire(ObservationArrived(""))
+    assert compaction.request.items[-2:] == tuple(ITEMS.tool_result_items(RESULTS))
+    assert compaction.request.tools == (LOOKUP,)
