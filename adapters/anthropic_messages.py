@@ -284,11 +284,11 @@ REFUSED_OPTIONS: Mapping[str, tuple[str, str]] = {
 
 class MessagesAdapter:
     transcript: ClassVar[Transcript] = MessagesItems()
-    action_tool: ClassVar[str | None] = None
     native_compaction: ClassVar[NativeCompaction | None] = "call"
     summary_compaction: ClassVar[SummaryCompaction | None] = (
         None  # its compaction is native and on demand, never a harness summary
     )
+    acts_through_tools: ClassVar[bool] = False
 
     def __init__(self, client: anthropic.Anthropic, settings: RequestSettings) -> None:
         self.client = client

@@ -206,7 +206,7 @@ class ChatCompletionsAdapter:
     transcript: ClassVar[Transcript] = ChatMessages()
     native_compaction: ClassVar[NativeCompaction | None] = None
     summary_compaction: ClassVar[SummaryCompaction | None] = None
-    action_tool: ClassVar[str | None] = None
+    acts_through_tools: ClassVar[bool] = False
     # Where a server returns an answer's reasoning string, read from the reply and replayed with the
     # answer under each of these names; none here: OpenAI's models do not show their reasoning.
     reasoning_aliases: tuple[str, ...] = ()
@@ -324,18 +324,13 @@ class ChatCompletionsAdapter:
             reasoning_summary=reasoning,
             response_id=response_id,
             native_items=self._reply_items({"role": "assistant", "content": text, **replayed}, calls),
-            tool_actions=self._tool_actions(calls),
-            tool_calls=tuple(parsed_call(call) for call in calls if call["function"]["name"] != self.action_tool),
+            tool_calls=tuple(map(parsed_call, calls)),
         )
 
     def _reply_items(self, answer: dict[str, Any], calls: list[dict[str, Any]]) -> tuple[Item, ...]:
         """The accepted reply's items: the answer, with its reasoning and its calls exactly as returned
         (a replay must bring back the calls its tool messages answer)."""
         return ({**answer, "tool_calls": calls},) if calls else (answer,)
-
-    def _tool_actions(self, calls: list[dict[str, Any]]) -> tuple[str, ...] | None:
-        """The actions given through the adapter's tool; None: this adapter reads them from text."""
-        return None
 
     def compact(self, request: ModelRequest) -> ModelResponse | ProviderError:
         return no_compaction_call(self)

@@ -134,9 +134,6 @@ class ModelResponse:
     # Adapter-owned items to replay in the next request once the reply is accepted; may hold opaque
     # provider state, so they live in memory only and are never written to an artifact as they are.
     native_items: tuple[Item, ...] = ()
-    # The actions the model gave through the adapter's own action tool, for an adapter that asks for
-    # them that way (the runner then requires exactly one); None: the action is read from `text`.
-    tool_actions: tuple[str, ...] | None = None
     # The function calls the reply made of the request's tools, in order; each must be answered (a
     # ToolResult with its id, laid out by the transcript's `tool_result_items`) before the conversation goes on.
     tool_calls: tuple[ToolCall, ...] = ()
@@ -400,10 +397,9 @@ class ProviderAdapter(Protocol):
     transcript: ClassVar[Transcript]
     native_compaction: ClassVar[NativeCompaction | None]
     summary_compaction: ClassVar[SummaryCompaction | None]  # None: harness summaries are refused
-    # The action channel: the name of the adapter's own tool that the model must call to act (its
-    # calls arrive as ModelResponse.tool_actions), or None for a text line. The scaffold tells the
-    # model to act through this channel, and only through it.
-    action_tool: ClassVar[str | None]
+    # Whether the model must act by calling the environment's action tools (`agent.action_mode:
+    # tools`), as DeepSeek's thinking mode wants: its reasoning is replayed only beside tool calls.
+    acts_through_tools: ClassVar[bool]
 
     @classmethod
     def connect(cls, endpoint: Endpoint, settings: RequestSettings) -> ProviderAdapter:

@@ -263,7 +263,7 @@ class InteractionsAdapter:
     transcript: ClassVar[Transcript] = InteractionSteps()
     native_compaction: ClassVar[NativeCompaction | None] = None
     summary_compaction: ClassVar[SummaryCompaction | None] = SummaryCompaction()
-    action_tool: ClassVar[str | None] = None
+    acts_through_tools: ClassVar[bool] = False
 
     def __init__(self, client: genai.Client, settings: RequestSettings, timeout_seconds: float | None = None) -> None:
         self.client = client

@@ -250,7 +250,7 @@ class ResponsesAdapter:
     transcript: ClassVar[Transcript] = ResponsesItems()
     native_compaction: ClassVar[NativeCompaction | None] = "inline"  # request.options.context_management
     summary_compaction: ClassVar[SummaryCompaction | None] = SummaryCompaction()
-    action_tool: ClassVar[str | None] = None
+    acts_through_tools: ClassVar[bool] = False
 
     def __init__(self, client: openai.OpenAI, settings: RequestSettings) -> None:
         self.client = client

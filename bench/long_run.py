@@ -73,7 +73,7 @@ class TimedAdapter:
         self.transcript = inner.transcript
         self.native_compaction = inner.native_compaction
         self.summary_compaction = inner.summary_compaction
-        self.action_tool = inner.action_tool
+        self.acts_through_tools = inner.acts_through_tools
         self.seconds = array("d")  # unboxed: the benchmark's own bookkeeping stays out of the memory figures
         self.requests: list[ModelRequest] = []
 

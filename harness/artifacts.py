@@ -50,7 +50,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from turnstate.adapters.contract import Item, ModelRequest, Usage
+from turnstate.adapters.contract import Item, ModelRequest, ToolCall, Usage
 from turnstate.adapters.json_bytes import json_bytes
 from turnstate.strategies.events import ReportSummary
 from turnstate.strategies.summary import SummaryPass
@@ -241,7 +241,8 @@ def summary_input(summary_pass: SummaryPass) -> dict[str, Any]:
 def step_record(
     index: int,
     request: dict[str, Any],
-    action: str,
+    action: str | None,
+    calls: Sequence[ToolCall],
     attempts: Sequence[Attempt],
     *,
     usage: Usage,
@@ -251,7 +252,9 @@ def step_record(
     cost: Callable[[Usage], float],
     redact: Callable[[str], str],
 ) -> dict[str, Any]:
-    """The record of an accepted step: `request` is its request_delta, `attempts` the turn's calls in
+    """The record of an accepted step: `request` is its request_delta, `action` None for a tool round,
+    `calls` the tool calls of the accepted reply (their arguments as compact JSON text, redacted; their
+    results are in the next step's request), `attempts` the turn's calls in
     order (the accepted action request last), `usage` all they cost since the previous step,
     `history` the accepted history's size in items before the turn and after its commit, `summary`
     the number and report of a harness summary it committed. `retries` are the action requests
@@ -268,6 +271,7 @@ def step_record(
         **texts,
         **({"cut": cut} if cut else {}),
         "action": action,
+        **({"tool_calls": [_call_record(call, redact) for call in calls]} if calls else {}),
         "usage": usage.to_dict(),
         "cost_estimate": cost(usage),
         "retries": [attempt_record(attempt, redact) for attempt in retries],
@@ -277,6 +281,11 @@ def step_record(
         **({"continuation": _continuation(*summary)} if summary is not None else {}),
         "transitions": transitions,
     }
+
+
+def _call_record(call: ToolCall, redact: Callable[[str], str]) -> dict[str, str]:
+    arguments = json.dumps(call.arguments, separators=(",", ":"), ensure_ascii=False)
+    return {"id": call.id, "name": call.name, "arguments": redact(arguments)}
 
 
 def _compaction_calls(attempts: Sequence[Attempt]) -> list[Attempt]:

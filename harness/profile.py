@@ -21,9 +21,16 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from turnstate.adapters.contract import DEFAULT_MAX_REPLY_BYTES, OutputLimitParam, ProviderAdapter, RequestSettings
+from turnstate.adapters.contract import (
+    DEFAULT_MAX_REPLY_BYTES,
+    OutputLimitParam,
+    ProviderAdapter,
+    RequestSettings,
+    ToolSpec,
+)
 from turnstate.adapters.registry import UnknownAdapter, descriptor_for
 from turnstate.harness.accounting import Prices
+from turnstate.harness.scaffold import ActionMode
 from turnstate.local_provider.faults import FaultKind, first_repeated_ordinal
 from turnstate.local_provider.server import DEFAULT_CONTEXT_WINDOW
 from turnstate.strategies import STRATEGIES
@@ -95,6 +102,11 @@ class AgentConfig(_Section):
     # cache of it) holds for many turns; 1 trims only what must go, moving the prefix every turn.
     trim_low_water: float = Field(default=DEFAULT_TRIM_LOW_WATER, gt=0, le=1)
     backoff: BackoffConfig = BackoffConfig()
+    # How the model acts: an `ACTION:` line in its reply, or a call of one of the environment's
+    # actions offered as function tools (harness/scaffold.py).
+    action_mode: ActionMode = "text"
+    # Replies in a row that only call read-only tools before one acts; past it a reply is rejected.
+    max_tool_rounds: int = Field(default=8, ge=1, le=1000)
 
 
 DEFAULT_TRIGGER_TOKENS = 175_000
@@ -254,6 +266,13 @@ class Profile(_Section):
             path, problem, fix = option_problems[0]
             raise _Contradiction(f"request.options.{path}", problem, fix)
         _check_compaction(self.runtime.compaction, adapter, descriptor.adapter_id)
+        if adapter.acts_through_tools and self.agent.action_mode != "tools":
+            raise _Contradiction(
+                "agent.action_mode",
+                f"adapter {descriptor.adapter_id!r} acts only by calling the action tools "
+                "(its reasoning is replayed only beside tool calls)",
+                "set agent.action_mode: tools",
+            )
         for key, cap in self._output_caps():
             if cap >= self.agent.max_context_length:
                 raise _Contradiction(
@@ -292,7 +311,8 @@ class Profile(_Section):
 
     # The plain settings the leaves receive; built here, once, so no leaf knows the profile.
 
-    def strategy_settings(self, system_prompt: str) -> StrategySettings:
+    def strategy_settings(self, system_prompt: str, tools: tuple[ToolSpec, ...] = ()) -> StrategySettings:
+        """The strategy's settings, with the system prompt and the function tools every request offers."""
         return StrategySettings(
             adapter_id=self.runtime.adapter_id,
             system_prompt=system_prompt,
@@ -302,6 +322,7 @@ class Profile(_Section):
             trim_low_water=self.agent.trim_low_water,
             compaction=self.compaction(),
             backoff=self.agent.backoff.settings(),
+            tools=tools,
         )
 
     def compaction(self) -> Compaction:

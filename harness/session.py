@@ -6,6 +6,12 @@
             turn = session.reject(turn.problem)
         session.accept(turn.action)           # only now does the turn commit
 
+A reply may call tools: the read-only tools the session offers (`tools`) and, with `agent.action_mode:
+tools`, the actions themselves. Accepting a reply commits its calls; their results (`ToolResult`, one
+per call, in order) are passed to the next `observe`, which adds them to that reply's turn before the
+new observation. A reply that only called read-only tools is a tool round: accepted without an action
+(`Turn.is_tool_round`), its results answered, and the model asked again with no new observation.
+
 A session opens the profile's endpoint (the embedded local provider for a local profile) and its
 adapter, and starts the profile's strategy machine. `observe` opens a turn: the machine builds the
 request, and the session performs what the machine asks (compaction calls, retries of failed calls,
@@ -35,7 +41,17 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from turnstate.adapters.contract import Endpoint, ModelRequest, ModelResponse, ProviderAdapter, ProviderError, Usage
+from turnstate.adapters.contract import (
+    Endpoint,
+    ModelRequest,
+    ModelResponse,
+    ProviderAdapter,
+    ProviderError,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    Usage,
+)
 from turnstate.adapters.registry import descriptor_for
 from turnstate.harness import scaffold
 from turnstate.harness.accounting import Ledger
@@ -72,6 +88,7 @@ from turnstate.strategies.events import (
     ParseAction,
     ReportSummary,
     SubmitAction,
+    ToolsAnswered,
     WaitBeforeRetry,
     outcome_event,
 )
@@ -85,12 +102,18 @@ class Turn:
     It never holds the provider's opaque state (encrypted reasoning, signatures)."""
 
     text: str
-    action: str | None  # the action parsed from the reply, from the session's action space
-    problem: str | None  # why no action could be parsed (None when one was)
-    tool_actions: tuple[str, ...]  # actions the model named through the adapter's action tool
+    action: str | None  # the action parsed from the reply, as the environment steps it (`MARK 3 5`)
+    problem: str | None  # why the reply cannot be accepted (None: it acts, or it is a tool round)
+    tool_calls: tuple[ToolCall, ...]  # every call the reply made, in order: each needs a result
+    action_call: ToolCall | None  # the call that named the action (action_mode tools)
     reasoning_summary: str | None
     usage: Usage  # this reply's usage (the turn's other calls are in the session's ledger)
     attempt: int  # which of the turn's provider calls answered, from 1
+
+    @property
+    def is_tool_round(self) -> bool:
+        """The reply only called read-only tools: accept it, answer its calls, and observe again."""
+        return self.action is None and self.problem is None
 
 
 class FailedClosed(Exception):
@@ -144,17 +167,22 @@ class Session:
         self,
         profile: Profile,
         *,
-        actions: Sequence[str] = (),
+        actions: Sequence[str | ToolSpec] = (),
+        tools: Sequence[ToolSpec] = (),
         system_prompt: str | None = None,
         out_dir: Path | str | None = None,
         adapter_factory: Callable[[Endpoint], ProviderAdapter] | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         """`actions` is the action space a reply's action is parsed from (and, without a
-        `system_prompt`, what the default system prompt asks for); `out_dir` is where
-        <out_dir>/<run-id>/ is written (None: no artifacts); `sleep` performs the machine's waits."""
+        `system_prompt`, what the default system prompt asks for): names, or ToolSpecs for actions
+        with arguments; `tools` are read-only tools every request offers, whose calls the caller
+        answers; `out_dir` is where <out_dir>/<run-id>/ is written (None: no artifacts); `sleep`
+        performs the machine's waits."""
         self.profile = profile
-        self.actions = tuple(actions)
+        self.actions = scaffold.action_tools(actions)
+        self.tools = tuple(tools)
+        self.action_mode = profile.agent.action_mode
         self.descriptor = descriptor_for(profile.runtime.adapter_id)
         self._system_prompt = system_prompt
         self._out_dir = None if out_dir is None else Path(out_dir)
@@ -172,6 +200,8 @@ class Session:
         self.ledger = Ledger(profile.prices())
         self.provider_seconds = 0.0
         self.turns = self.accepted_actions = self.failed_attempts = 0
+        self.steps = 0  # committed replies (actions and tool rounds), numbering step_NNNNNN.json
+        self.tool_rounds = 0  # tool rounds since the last accepted action
         self.summaries = 0  # harness summaries committed, numbering compaction_NNN.json
         self.compactions = 0  # compactions of every kind committed (inline, by a call, harness summaries)
         self.failed_turn: str | None = None  # the failed turn's record, once written
@@ -194,10 +224,11 @@ class Session:
                 self._stack.callback(self._writer.close)
                 self.run_dir = self._writer.path
                 self._meta = self._meta_base(endpoint)
-            system = self._system_prompt or scaffold.system_prompt(self.actions, self.adapter.action_tool)
+            system = self._system_prompt or scaffold.system_prompt(self.actions, self.action_mode, self.tools)
+            offered = (*(self.actions if self.action_mode == "tools" else ()), *self.tools)
             strategy = STRATEGIES[self.profile.runtime.strategy]
             self.machine: LiveMachine[StrategyModel] = strategy.start(
-                self.profile.strategy_settings(system), self.adapter.transcript, None
+                self.profile.strategy_settings(system, offered), self.adapter.transcript, None
             )
         except BaseException:
             self._stack.close()
@@ -262,28 +293,46 @@ class Session:
 
     # The caller's loop.
 
-    def observe(self, observation: str) -> Turn:
-        """Open a turn on `observation` (with any inputs buffered before it); return the reply held
-        for the caller's verdict. Raises FailedClosed if the turn cannot get one."""
+    def observe(self, observation: str = "", results: Sequence[ToolResult] = ()) -> Turn:
+        """Open a turn on `observation` (with any inputs buffered before it), after the `results` of
+        the last accepted reply's tool calls (one per call, in the calls' order; an action's carries
+        the next frame, so the observation may then be empty); return the reply held for the
+        caller's verdict. Raises FailedClosed if the turn cannot get one."""
         if self._turn is not None:
             raise RuntimeError("a turn is open: accept or reject its reply before the next observation")
+        results = tuple(results)
+        waiting = self.accepted_state.unanswered
+        given = tuple(result.call_id for result in results)
+        if given != waiting:
+            raise ValueError(
+                f"the last accepted reply's tool calls are {', '.join(waiting) or 'none'}; "
+                f"pass one result for each, in that order (got {', '.join(given) or 'none'})"
+            )
+        if not observation and not results:
+            raise ValueError("nothing to observe: pass an observation, or the results of the last reply's calls")
         self.turns += 1
+        if results:
+            self._fire(ToolsAnswered(results))
         self.machine.take_fired()  # between turns (a buffered input): in the transition log, not in a step
         self._turn = _OpenTurn(self.accepted_state.item_count)
         return self._drive(ObservationArrived(observation))
 
     def accept(self, action: str | None = None) -> None:
-        """Commit the held reply with `action` (default: the action parsed from it)."""
+        """Commit the held reply with `action` (default: the action parsed from it), or as a tool
+        round when it only called tools; the results of its calls go to the next `observe`."""
         turn = self._open_turn()
         held = turn.held
-        chosen = action if action is not None else (held.action if held else None)
-        if held is None or chosen is None:
-            raise ValueError("no reply with an action is held: reject it, or pass the action to accept")
+        assert held is not None
+        chosen = action if action is not None else held.action
+        if chosen is None and not held.is_tool_round:
+            raise ValueError(f"the held reply cannot be accepted ({held.problem}): reject it, or pass the action")
         turn.attempts[-1].outcome = "accepted"
         self._perform_all(ActionAccepted(chosen), turn)
         with signals_deferred():  # the step's record and its count, together or not at all
-            self.accepted_actions += 1
-            self._write_step(self.accepted_actions, chosen, turn)
+            self.steps += 1
+            self.accepted_actions += chosen is not None
+            self.tool_rounds = 0 if chosen is not None else self.tool_rounds + 1
+            self._write_step(self.steps, chosen, held.tool_calls, turn)
         self.failed_attempts += sum(attempt.failed for attempt in turn.attempts)
         self._turn = None
 
@@ -416,14 +465,20 @@ class Session:
         return None
 
     def _hold(self, effect: ParseAction, turn: _OpenTurn) -> Event | None:
-        """The reply waits for the caller's verdict, with the action parsed from it if there is one."""
+        """The reply waits for the caller's verdict, with the action parsed from it if there is one;
+        a tool round past the profile's `max_tool_rounds` has a problem instead."""
         response = effect.response
-        parsed = scaffold.parse_action(response.text, self.actions, response.tool_actions)
+        tool_names = [tool.name for tool in self.tools]
+        parsed = scaffold.parse_reply(response.text, response.tool_calls, self.actions, tool_names, self.action_mode)
+        problem = parsed.problem
+        if parsed.is_tool_round and self.tool_rounds >= self.profile.agent.max_tool_rounds:
+            problem = f"{self.tool_rounds} tool rounds in a row without an action (agent.max_tool_rounds)"
         turn.held = Turn(
             text=response.text,
             action=parsed.action,
-            problem=None if parsed.action is not None else (parsed.problem or "invalid action"),
-            tool_actions=tuple(response.tool_actions or ()),
+            problem=problem,
+            tool_calls=response.tool_calls,
+            action_call=parsed.action_call,
             reasoning_summary=response.reasoning_summary,
             usage=response.usage,
             attempt=len(turn.attempts),
@@ -446,12 +501,13 @@ class Session:
 
     # The records.
 
-    def _write_step(self, index: int, action: str, turn: _OpenTurn) -> None:
+    def _write_step(self, index: int, action: str | None, calls: Sequence[ToolCall], turn: _OpenTurn) -> None:
         usage = self.ledger.take_for_step()
         record = step_record(
             index,
             self._request_record(index, turn.attempts[-1].request),
             action,
+            calls,
             turn.attempts,
             usage=usage,
             history=(turn.history_before, self.accepted_state.item_count),
@@ -479,7 +535,7 @@ class Session:
             return
         self._writer.sync_transitions()
         record = failed_turn_record(
-            self.accepted_actions + 1,
+            self.steps + 1,
             turn.failure,
             turn.attempts,
             usage=self.ledger.unattributed,

@@ -16,7 +16,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Protocol
+from typing import Protocol, runtime_checkable
+
+from turnstate.adapters.contract import ToolSpec
+
+__all__ = ["RESET", "Environment", "Frame", "GameState", "Receipt", "ToolEnvironment", "ToolRefused", "ToolSpec"]
 
 
 class GameState(str, Enum):
@@ -75,6 +79,30 @@ class Environment(Protocol):
         """The receipts of the actions applied since reset() after step `since`, oldest first: a loop
         that records each step asks for `since=step - 1`, and never copies the whole game's again."""
         ...
+
+
+class ToolRefused(ValueError):
+    """A tool call an environment cannot answer (an unknown tool, arguments its schema refuses); the
+    message says why and is what the model reads, as an error result."""
+
+
+@runtime_checkable
+class ToolEnvironment(Environment, Protocol):
+    """An environment the model can also use through function tools.
+
+    `action_tools` are its actions as tools, one per action name, each with the JSON Schema of its
+    arguments (an action with coordinates has x and y parameters). An action with arguments is
+    stepped as its name followed by the argument values, in the order of the schema's `properties`,
+    separated by spaces (`MARK 3 5`); the same text is what an `ACTION:` line names.
+
+    `tools` are read-only tools beside the actions (look up a page, a past record): `call_tool`
+    answers one call with the text the model reads and never changes the game or its receipts; it
+    raises ToolRefused for a call it cannot answer."""
+
+    action_tools: tuple[ToolSpec, ...]
+    tools: tuple[ToolSpec, ...]
+
+    def call_tool(self, name: str, arguments: Mapping[str, object]) -> str: ...
 
 
 class EnvironmentConfigError(ValueError):

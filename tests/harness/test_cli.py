@@ -428,10 +428,10 @@ def test_a_reply_that_names_the_api_key_as_its_action_is_redacted_on_the_termina
 def test_a_crash_shows_its_traceback_with_the_key_redacted_and_where_the_run_is_recorded(tmp_path, monkeypatch):
     from turnstate.harness import scaffold
 
-    def crash(text, allowed, tool_actions=None):
+    def crash(text, *rest):
         raise RuntimeError(f"cannot read {text!r}")
 
-    monkeypatch.setattr(scaffold, "parse_action", crash)
+    monkeypatch.setattr(scaffold, "parse_reply", crash)
     monkeypatch.setenv("TURNSTATE_TEST_KEY", KEY)
     with LocalProvider(reply=key_as_action) as provider:
         client = {"base_url": provider.openai_base_url, "api_key_env": "TURNSTATE_TEST_KEY"}

@@ -58,7 +58,7 @@ def test_every_shipped_profile_is_valid(path):
 # (change, key path the error must name, text it must contain: the fix or the contradiction)
 # fmt: off
 REJECTED = [
-    ({"agent__max_retrys": 3}, "agent.max_retrys", "remove it or correct the spelling (allowed here: backoff, max_actions, max_context_length, max_retries, trim_low_water)"),
+    ({"agent__max_retrys": 3}, "agent.max_retrys", "remove it or correct the spelling (allowed here: action_mode, backoff, max_actions, max_context_length, max_retries, max_tool_rounds, trim_low_water)"),
     ({"runtime__compaction__trigger": 5}, "runtime.compaction.trigger", "allowed here: fork, strategy, summary_input_headroom_tokens"),
     ({"colour": "blue"}, "colour", "allowed here: agent, client, environment, id, pricing, request, runtime"),
     ({"agent__max_retries": "three"}, "agent.max_retries", "use a whole number"),
@@ -171,6 +171,10 @@ PROVIDER_LIMITS = [
     ("local-xai-continuous", {"request__max_output_tokens": 8}, "request.max_output_tokens", "below the Responses API's floor of 16"),
     ("local-openai-continuous", {"request__options__context_management": [{"type": "compaction", "compact_threshold": 500}]}, "request.options.context_management.0.compact_threshold", "500 is below the Responses API's minimum of 1000; fix: make it at least 1000"),
     ("local-openai-continuous", {"request__options__context_management": [{"type": "compaction", "compact_threshold": 7900}]}, "request.options.context_management.0.compact_threshold", "7900 + request.max_output_tokens 256 = 8156 exceeds agent.max_context_length 8000, so a request just below it would not fit; fix: set it at most 7744"),
+    # DeepSeek acts through the action tools; a profile must say so, and the modes are named
+    ("local-deepseek-continuous", {"agent__action_mode": "text"}, "agent.action_mode", "adapter 'deepseek.chat_completions.v1' acts only by calling the action tools (its reasoning is replayed only beside tool calls); fix: set agent.action_mode: tools"),
+    ("local-manual-rolling", {"agent__action_mode": "tool"}, "agent.action_mode", "'text' or 'tools'"),
+    ("local-manual-rolling", {"agent__max_tool_rounds": 0}, "agent.max_tool_rounds", "raise the value"),
     # Gemini: the sampling range the service checks
     ("local-gemini-harness-summary", {"request__options__generation_config": {"thinking_summaries": "auto", "temperature": 5.0}}, "request.options.generation_config.temperature", "5.0 is outside Gemini's range 0-2; fix: use a value from 0 to 2"),
 ]

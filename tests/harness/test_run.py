@@ -622,7 +622,7 @@ def test_a_harness_summary_run_compacts_at_least_twice_wins_and_records_each_com
     compactions, steps = read_compactions(result.artifacts), read_steps(result.artifacts)
     assert len(compactions) >= 2
     system = steps[0]["messages_sent"][0]["content"]  # the model is told the one way its adapter reads actions
-    assert ("calling the submit_action tool" in system) is (profile is DEEPSEEK)
+    assert ("calling exactly one of the action tools" in system) is (profile is DEEPSEEK)
     assert ("'ACTION: <name>'" in system) is (profile is not DEEPSEEK)
     continued = [step for step in steps if "continuation" in step]
     assert [step["continuation"]["compaction"] for step in continued] == [c["compaction"] for c in compactions]
