@@ -168,14 +168,18 @@ class ContinuousConversation(compaction_call.CompactionCall, harness_summary.Har
         reported input plus output tokens (the committed items' estimate if it reported none)."""
         if not isinstance(self.compaction, NativeByCall | HarnessSummary):
             return False
+        # Once its calls are answered this turn is unread and no compaction takes it: with no turn
+        # before it (nor one compacted this turn) there would be nothing to compact.
+        if self._provisional.tool_calls and not self.accepted.turns and self.compacted is None:
+            return False
         return self._completed_context() >= self.compaction.trigger_tokens
 
     def compacted_this_turn(self, event: object) -> bool:
         return self.compacted is not None
 
     def can_summarize_overflow(self, event: ContextOverflowed) -> bool:
-        """Rule 6: once per turn, and only with accepted turns to summarize."""
-        return self.compacted is None and bool(self.accepted.turns)
+        """Rule 6: once per turn, and only with settled accepted turns to summarize."""
+        return self.compacted is None and self.accepted.settled_turns > 0
 
     # Actions.
 
@@ -211,6 +215,7 @@ class ContinuousConversation(compaction_call.CompactionCall, harness_summary.Har
             turns=spans,
             pending=(),
             unanswered=self._unanswered_calls(),
+            unread_turn=False,
             completed_context_tokens=self._reported_context(),
         )
         self.turn = self.compacted = self.summary_pass = None

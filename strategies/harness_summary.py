@@ -4,8 +4,9 @@ the guards and actions its rows name (`HarnessSummarizing`, mixed into the strat
 
 Rules
 1. Entering the machine asks for the summary of the turn's pass (the trigger lane's, unless the
-   parent chose another lane). A summary request holds accepted turns only: the turn's fresh and
-   buffered inputs wait, and come after the rebuilt state unchanged.
+   parent chose another lane). A summary request holds settled accepted turns only: the turn's
+   fresh and buffered inputs wait, and come after the rebuilt state unchanged, as does an unread
+   last turn (tool results no reply has read: strategies/state.py).
 2. An empty summary is never installed: it is asked for again at once, as a refusal is; a transient
    failure waits first (strategies/retry.py). A summary cut off at its output cap is never asked for
    again as it was (the same request would be cut the same way): the retry asks for a shorter one,

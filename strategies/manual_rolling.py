@@ -111,7 +111,7 @@ class ManualRolling(TurnTaking):
         self._estimates = self._estimate(self.accepted)
 
     def has_droppable_turn(self, event: ContextOverflowed) -> bool:
-        return self.skipped_turns < len(self.accepted.turns)
+        return self.skipped_turns < self.accepted.settled_turns
 
     def open_turn(self, event: ObservationArrived) -> None:
         super().open_turn(event)
@@ -130,7 +130,7 @@ class ManualRolling(TurnTaking):
         over = self._turns_to_trim(turn_tokens, tail_tokens=0)
         items, spans = drop_turns(items, spans, over)
         self.accepted = self.accepted.replace(
-            payload={"items": items}, turns=spans, pending=(), unanswered=self._unanswered_calls()
+            payload={"items": items}, turns=spans, pending=(), unanswered=self._unanswered_calls(), unread_turn=False
         )
         self._estimates = WindowEstimates(self.accepted, self._estimates.head, turn_tokens[over:])
         self.turn = None
@@ -149,8 +149,11 @@ class ManualRolling(TurnTaking):
         The turns left out are remembered, so an overflow drops the oldest turn this request
         actually sent, and a commit keeps exactly the window that was sent."""
         turn = self._turn
-        opening_tokens = self.transcript.estimate_tokens(turn.opening)
-        self.skipped_turns += self._turns_to_trim(self._turn_tokens()[self.skipped_turns :], opening_tokens)
+        tail_tokens = self.transcript.estimate_tokens(turn.opening)
+        settled = self._turn_tokens()[self.skipped_turns : self.accepted.settled_turns]
+        if self.accepted.unread_turn:  # the next reply's input, like the opening: never trimmed
+            tail_tokens += self._turn_tokens()[-1]
+        self.skipped_turns += self._turns_to_trim(settled, tail_tokens)
         items, _ = self._window()
         return ModelRequest(system=self.system_prompt, items=(*items, *turn.opening), tools=self.tools)
 

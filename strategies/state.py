@@ -14,7 +14,9 @@ and are replayed, in order, ahead of the next observation.
 
 `unanswered` holds the ids of the tool calls the last accepted reply made, until their results join
 that reply's turn: no request may be built while a call is unanswered, since every provider refuses
-a call without its result.
+a call without its result. Once they have joined it, `unread_turn` says that the last turn ends with
+results no reply has read yet: like an observation, that turn is the next reply's input, so no trim,
+summary or compaction takes it before a reply has (`settled_turns`).
 
 States are immutable values: every change makes a new state, so a provisional state can be dropped
 and the last accepted one is still exactly what it was.
@@ -59,6 +61,7 @@ class RuntimeState(BaseModel):
     turns: tuple[TurnSpan, ...] = ()
     pending: tuple[str, ...] = ()
     unanswered: tuple[str, ...] = ()  # the last accepted reply's tool call ids, until they are answered
+    unread_turn: bool = False  # the last turn ends with tool results no reply has read yet
     # The completed context of the last accepted action as the provider reported it: that request's
     # input plus its reply's output tokens (0: no action yet, or the provider reported none). What a
     # compaction trigger measures; never cumulative usage, retries or compaction calls.
@@ -100,6 +103,12 @@ class RuntimeState(BaseModel):
     def item_count(self) -> int:
         """How many items the accepted history holds, without copying them."""
         return len(self.payload.get("items", ()))
+
+    @property
+    def settled_turns(self) -> int:
+        """The turns, oldest first, that a trim, a summary or a compaction may take: all of them but
+        an unread last turn."""
+        return len(self.turns) - self.unread_turn
 
     def validate_for(self, adapter_id: str, strategy: str) -> RuntimeState:
         """Return self if it belongs to this adapter and strategy; raise StateMismatch otherwise."""

@@ -84,11 +84,12 @@ class SummaryPass:
 
 
 def first_pass(lane: Lane, accepted: RuntimeState, latest: ModelRequest | None, fork_allowed: bool) -> SummaryPass:
-    """A lane's first pass: every accepted turn summarized; a fork only on the trigger lane, when the
-    settings allow it and the latest action request carried the accepted history whole."""
-    turns = len(accepted.turns)
+    """A lane's first pass: every settled accepted turn summarized (an unread last turn, tool results
+    no reply has read, is kept verbatim after the summary, as the turn's own inputs are); a fork only
+    on the trigger lane, when the settings allow it and the latest action request carried the
+    accepted history whole."""
     fork = fork_allowed and lane == "trigger" and latest is not None and _is_prefix(latest.items, accepted.items)
-    return SummaryPass(lane, turns, turns, fork)
+    return SummaryPass(lane, accepted.settled_turns, len(accepted.turns), fork)
 
 
 def summary_request(

@@ -229,7 +229,7 @@ def answered(state: RuntimeState, result_items: list[Item]) -> RuntimeState:
         raise RuntimeError("tool results can only join the last accepted turn, and it does not end the items")
     turns = (*state.turns[:-1], TurnSpan(start=last.start, end=last.end + len(result_items)))
     items = [*state.items, *result_items]
-    return state.replace(payload={**state.payload, "items": items}, turns=turns, unanswered=())
+    return state.replace(payload={**state.payload, "items": items}, turns=turns, unanswered=(), unread_turn=True)
 
 
 def turn_spec(

@@ -9,22 +9,25 @@ from dataclasses import replace
 
 import pytest
 
-from turnstate.adapters.contract import ToolCall, ToolResult, ToolSpec
+from turnstate.adapters.contract import ErrorKind, ModelResponse, ProviderError, ToolCall, ToolResult, ToolSpec, Usage
 from turnstate.machine.engine import LiveMachine
 from turnstate.strategies import continuous_conversation as cc
 from turnstate.strategies import manual_rolling as mr
 from turnstate.strategies import previous_response_id as prid
-from turnstate.strategies.compaction import NativeByCall
+from turnstate.strategies.compaction import HarnessSummary, NativeByCall
 from turnstate.strategies.events import (
     ActionAccepted,
     ActionRejected,
     CallProvider,
+    CompactionReplied,
+    ContextOverflowed,
     ObservationArrived,
     ProviderReplied,
     ToolsAnswered,
 )
 from turnstate.strategies.state import TurnSpan
 from turnstate.strategies.strategy import StrategySettings
+from turnstate.strategies.summary import bridge_text
 
 from .native_items import NativeItems, native_reply
 from .rows import check_row
@@ -33,6 +36,7 @@ LOOKUP = ToolSpec("lookup", "Look a page up.", {"type": "object", "properties": 
 CALLS = (ToolCall("c1", "lookup", {"page": 1}), ToolCall("c2", "lookup", {"page": 2}))
 RESULTS = (ToolResult("c1", "lookup", "page one"), ToolResult("c2", "lookup", "page two", is_error=True))
 ITEMS = NativeItems()
+OVERFLOW = ContextOverflowed(ProviderError(ErrorKind.CONTEXT_OVERFLOW))
 
 
 def settings(adapter_id: str, **changes) -> StrategySettings:
@@ -40,6 +44,7 @@ def settings(adapter_id: str, **changes) -> StrategySettings:
     return replace(base, tools=(LOOKUP,), **changes)
 
 
+BY_CALL = settings("xai.responses.v1", compaction=NativeByCall(trigger_tokens=50, max_output_tokens=100))
 STARTS = {
     "manual_rolling": lambda: mr.start(settings("openai.chat_completions.v1"), ITEMS),
     "previous_response_id": lambda: prid.start(settings("openai.responses.v1"), ITEMS),
@@ -48,9 +53,11 @@ STARTS = {
 
 
 def called(machine: LiveMachine, observation: str = "f1", calls=CALLS) -> None:
-    """One turn whose accepted reply made `calls` (a tool round: no action)."""
+    """One turn whose accepted reply made `calls` (a tool round: no action), its completed context
+    103 tokens (a plain reply's is 13)."""
     machine.fire(ObservationArrived(observation))
-    machine.fire(ProviderReplied(native_reply("looking it up", calls=calls)))
+    reply = replace(native_reply("looking it up", calls=calls), usage=Usage(100, 0, 3))
+    machine.fire(ProviderReplied(reply))
     machine.fire(ActionAccepted(None))
 
 
@@ -111,14 +118,18 @@ def test_previous_response_id_sends_the_results_first_in_the_next_turn_and_drops
     assert machine.model.accepted.payload == {prid.HANDLE: "resp_2"}
 
 
-def test_manual_rolling_trims_a_call_and_its_result_together():
+def test_manual_rolling_trims_a_call_and_its_result_together_once_a_reply_has_read_them():
     """Against: results appended as a turn of their own, which a trim could keep without the calls."""
     big = ToolResult("c1", "lookup", "x" * 4000)
     machine = mr.start(settings("openai.chat_completions.v1", max_context_length=900), ITEMS)
     called(machine, calls=CALLS[:1])
     machine.fire(ToolsAnswered((big,)))
-    (ask,) = machine.fire(ObservationArrived("f2"))  # the first turn, call and result, no longer fits
-    assert ask.request.items == tuple(ITEMS.user_items(["f2"]))
+    machine.fire(ObservationArrived(""))
+    machine.fire(ProviderReplied(native_reply("ACTION: ACTION1")))
+    machine.fire(ActionAccepted("ACTION1"))  # the reply read the results: the first turn is settled
+    (ask,) = machine.fire(ObservationArrived("f2"))
+    types = [item["type"] for item in ask.request.items]
+    assert "tool_call" not in types and "tool_result" not in types and ask.request.items[-1]["text"] == "f2"
 
 
 def test_manual_rolling_counts_the_results_in_its_window_estimate():
@@ -131,10 +142,82 @@ def test_manual_rolling_counts_the_results_in_its_window_estimate():
 
 
 def test_a_compaction_scheduled_turn_takes_its_results_before_it_compacts():
-    by_call = settings("xai.responses.v1", compaction=NativeByCall(trigger_tokens=10, max_output_tokens=100))
-    machine = cc.start(by_call, ITEMS)
-    called(machine)
+    machine = cc.start(BY_CALL, ITEMS)
+    machine.fire(ObservationArrived("f1"))
+    machine.fire(ProviderReplied(native_reply("ACTION: ACTION1")))
+    machine.fire(ActionAccepted("ACTION1"))
+    called(machine, "f2")
     check_row(machine, [], ToolsAnswered(RESULTS), "CompactionScheduled", [])
+    assert machine.model.accepted.unread_turn
     (compaction,) = machine.fire(ObservationArrived(""))
-    assert compaction.request.items[-2:] == tuple(ITEMS.tool_result_items(RESULTS))
     assert compaction.request.tools == (LOOKUP,)
+
+
+def test_a_first_turn_that_only_called_tools_schedules_no_compaction_it_would_have_nothing_to_take():
+    """Against: a compaction of no settled turn (the first turn is the unread one once answered)."""
+    machine = cc.start(BY_CALL, ITEMS)
+    called(machine)
+    assert machine.path == "Accepted"
+
+
+# An unread last turn (tool results no reply has read) is the next reply's input: never trimmed,
+# summarized or compacted before a reply has read it.
+
+
+def summarizing_machine(turns_before: int):
+    """A machine with `turns_before` plain turns, then a tool round whose results were answered, at a
+    harness summary's trigger."""
+    machine = cc.start(settings("openai.responses.v1", compaction=HarnessSummary(50, 100, 0, fork=True)), ITEMS)
+    for number in range(turns_before):
+        machine.fire(ObservationArrived(f"f{number}"))
+        machine.fire(ProviderReplied(native_reply("ACTION: ACTION1")))
+        machine.fire(ActionAccepted("ACTION1"))
+    called(machine, "frame")
+    machine.fire(ToolsAnswered(RESULTS))
+    return machine
+
+
+def test_a_harness_summary_keeps_the_unread_turn_verbatim_after_the_bridge():
+    """Against: the summary taking every turn, the results (the frame an action answered) with them."""
+    machine = summarizing_machine(turns_before=2)
+    accepted = machine.model.accepted
+    assert accepted.unread_turn and accepted.settled_turns == 2
+    (summary,) = machine.fire(ObservationArrived(""))
+    assert summary.summary_pass.summarized_turns == 2 and summary.summary_pass.excluded_turns == 1
+    assert "page one" not in repr(summary.request.items)
+    (action,) = machine.fire(CompactionReplied(ModelResponse("NOTES: x", Usage(5, 0, 1), "completed")))
+    unread = accepted.items[accepted.turns[-1].start :]
+    assert list(action.request.items) == [*ITEMS.user_items([bridge_text("NOTES: x")]), *unread]
+
+
+def test_a_compaction_call_compacts_the_settled_turns_and_the_unread_turn_follows_it():
+    machine = cc.start(BY_CALL, ITEMS)
+    machine.fire(ObservationArrived("f1"))
+    machine.fire(ProviderReplied(native_reply("ACTION: ACTION1")))
+    machine.fire(ActionAccepted("ACTION1"))
+    called(machine, "f2")
+    machine.fire(ToolsAnswered(RESULTS))
+    accepted = machine.model.accepted
+    (compaction,) = machine.fire(ObservationArrived(""))
+    assert list(compaction.request.items) == accepted.items[: accepted.turns[-1].start]
+    item = {"type": "compaction", "encrypted_content": "sealed"}
+    (action,) = machine.fire(CompactionReplied(ModelResponse("", Usage(5, 0, 1), "completed", native_items=(item,))))
+    assert list(action.request.items) == [item, *accepted.items[accepted.turns[-1].start :]]
+    machine.fire(ProviderReplied(native_reply("ACTION: ACTION1")))
+    machine.fire(ActionAccepted("ACTION1"))
+    committed = machine.model.accepted
+    assert [(span.start, span.end) for span in committed.turns][:2] == [
+        (0, 1),
+        (1, 1 + len(accepted.items) - accepted.turns[-1].start),
+    ]
+    assert not committed.unread_turn
+
+
+def test_manual_rolling_never_trims_or_drops_the_unread_turn():
+    big = ToolResult("c1", "lookup", "x" * 4000)
+    machine = mr.start(settings("openai.chat_completions.v1", max_context_length=900), ITEMS)
+    called(machine, calls=CALLS[:1])
+    machine.fire(ToolsAnswered((big,)))
+    (ask,) = machine.fire(ObservationArrived(""))  # over the budget, but the unread turn is the input
+    assert list(ask.request.items) == machine.model.accepted.items
+    assert not machine.model.has_droppable_turn(OVERFLOW)
