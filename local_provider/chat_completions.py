@@ -7,8 +7,7 @@ answers, returns the thought under `reasoning_content` and `reasoning` (chat_rea
 it holds a replay of them), bills it as completion tokens (`completion_tokens_details.
 reasoning_tokens`) and streams it as reasoning deltas before the content. DEEPSEEK is DeepSeek's
 thinking mode, at `/deepseek/v1/chat/completions`: reasoning under `reasoning_content` alone, held by
-turn (chat_reasoning.py, rule 3; a missing one is DeepSeek's own 400 with no param), and a model
-that acts by calling `submit_action` when it is offered (the DeepSeek adapter's action tool).
+turn (chat_reasoning.py, rule 3; a missing one is DeepSeek's own 400 with no param).
 
 It only translates. It validates a request as OpenAI does (chat_completions_request.py: 400 naming
 the offending param), enforces the context window with OpenAI's own error, asks the server's Exchange
@@ -20,16 +19,20 @@ Tokens are the harness's estimate (turnstate.adapters.tokens) over the messages 
 flattened to text, so a prompt the harness trimmed to fit the window fits here exactly. Cached tokens
 follow each server's documented prompt-caching rule (PROMPT_CACHING; DEEPSEEK_CACHING).
 
-Function tools, on every server. The model calls the tools a request offers when its latest input
-is a user message asking "call TOOL with {JSON object}" of offered tools, one call per ask, in order
-(policy.asked_tool_calls: a test's convention, deterministic); otherwise it answers as it would
-without tools. A reply that calls is `finish_reason: "tool_calls"` with `message.tool_calls`, each
-`{id, type: "function", function: {name, arguments}}`, arguments a JSON string, and null content
-when it says nothing beside them (the SDK's ChatCompletionMessage: content Optional); streamed, each
-call opens with its index, id and name, then its arguments in pieces under that index, as OpenAI
-streams them. A call's arguments are billed as completion tokens, since the model writes them
-(CompletionUsage.completion_tokens: "Number of tokens in the generated completion"), DeepSeek's
-`submit_action` calls included. The reasoning servers return their reasoning beside the calls and,
+Function tools, on every server. The model calls the tools a request offers as every wire's model
+does (policy.offered_calls): its completed reply's `CALL: <tool> <JSON object>` lines and its
+`ACTION: <name> [values...]` line, when they name an offered function, are its calls, in order,
+and the other lines its content (a user message asking "call TOOL with {JSON object}" is answered
+with those CALL lines: a test's convention, deterministic). Tool messages reach the model as
+`{"role": "tool", "content": <text>}` in their place, so it reads a frame a tool result carries;
+a turn they answer goes on as text unless the reply has CALL or ACTION lines. A reply that calls
+is `finish_reason: "tool_calls"` with `message.tool_calls`, each `{id, type: "function", function:
+{name, arguments}}`, arguments a JSON string, ids `call_<request ordinal>_<position>`, and null
+content when it says nothing beside them (the SDK's ChatCompletionMessage: content Optional);
+streamed, each call opens with its index, id and name, then its arguments in pieces under that
+index, as OpenAI streams them. A call's arguments are billed as completion tokens, since the model
+writes them (CompletionUsage.completion_tokens: "Number of tokens in the generated completion").
+The reasoning servers return their reasoning beside the calls and,
 in DeepSeek's thinking mode, require it back with them (chat_reasoning.py, rule 3). The pairing of
 calls and tool messages is checked as OpenAI checks it, in its words (chat_completions_request.
 TOOL_PAIRING): an unanswered call, a tool message answering no call of the message before it, and a
@@ -70,7 +73,7 @@ from turnstate.local_provider.chat_reasoning import (
 from turnstate.local_provider.chat_reasoning import Conversation as ReasoningConversation
 from turnstate.local_provider.exchange import Completion, Exchange, SharedError, SseEvent
 from turnstate.local_provider.openai_words import PROMPT_CACHING, error_body, error_reply
-from turnstate.local_provider.policy import ACTION_TOOL, asked_tool_calls, message_text, submitted_action
+from turnstate.local_provider.policy import Call, offered_calls
 from turnstate.local_provider.prefix_cache import CacheRule
 
 FINISH_REASONS: Mapping[str, str] = {
@@ -99,14 +102,12 @@ def context_length_body(window: int, prompt_tokens: int, max_tokens: int) -> dic
 @dataclass(frozen=True, eq=False)  # a wire is itself: compared and hashed (in the prompt cache's key) by identity
 class ChatWire:
     """One server's Chat Completions: the fields it returns and reads reasoning under (none: OpenAI)
-    and which replayed messages must bring it back, whether its model acts through a tool it is
-    offered (DeepSeek's thinking mode), the fields every reply message carries beside role and
-    content, its caching rule, and whether its usage also splits the prompt into cache hits and
-    misses (DeepSeek)."""
+    and which replayed messages must bring it back, the fields every reply message carries beside
+    role and content, whether its calls carry their index, its caching rule, and whether its usage
+    also splits the prompt into cache hits and misses (DeepSeek)."""
 
     reasoning_fields: tuple[str, ...] = ()
     replay: ReplayRule = EVERY_TURN
-    calls_action_tool: bool = False
     message_fields: Mapping[str, object] = field(default_factory=dict)
     indexes_calls: bool = False
     cache_rule: CacheRule = PROMPT_CACHING
@@ -114,17 +115,6 @@ class ChatWire:
 
     def error_reply(self, kind: SharedError, detail: str = "") -> tuple[int, dict[str, object]]:
         return error_reply(kind, detail)
-
-    def tool_calls(self, request: ChatRequest, completion: Completion, ordinal: int) -> ToolCalls | None:
-        """The completed reply as calls of the offered tools, or None (it stays text): the calls the
-        latest user message asks for (policy.asked_tool_calls, a test's convention), else, on a
-        server whose model acts through a tool, the call of the action tool."""
-        if completion.ending != "stop" or not request.tools:
-            return None
-        asked = asked_calls(request, ordinal)
-        if asked is None and self.calls_action_tool:
-            return action_call(completion, request.tools, ordinal)
-        return asked
 
     def handle(self, exchange: Exchange) -> None:
         """Answer one admitted request: 400 if invalid, breaking a replay rule or over the window, else
@@ -158,7 +148,7 @@ class ChatWire:
             exchange.drop_connection()
             return
         thought, completion = _answer(exchange, system, messages, read, request.max_tokens)
-        call = self.tool_calls(request, completion, exchange.ordinal)
+        call = tool_calls(request, completion, exchange.ordinal)
         if call is not None:
             completion = Completion(call.content, completion.ending)
         reasoning = {name: thought for name in self.reasoning_fields} if thought is not None else {}
@@ -241,7 +231,6 @@ OPEN_WEIGHT = ChatWire(reasoning_fields=REASONING_FIELDS, message_fields={"refus
 DEEPSEEK = ChatWire(
     reasoning_fields=("reasoning_content",),
     replay=TOOL_TURNS,
-    calls_action_tool=True,
     indexes_calls=True,
     cache_rule=DEEPSEEK_CACHING,
     splits_cache_hits=True,
@@ -263,41 +252,29 @@ class ToolCalls:
         return sum(estimate_text_tokens(str(_function(call)["arguments"])) for call in self.calls)
 
 
-def function_names(tools: Sequence[Mapping[str, object]]) -> list[str]:
-    return [str(_function(tool)["name"]) for tool in tools if tool.get("type") == "function"]
-
-
 def _function(value: Mapping[str, object]) -> Mapping[str, object]:
     function = value["function"]
     assert isinstance(function, Mapping)  # parse_request checked it
     return function
 
 
-def _call(ordinal: int, position: int | None, name: str, arguments: Mapping[str, object]) -> Mapping[str, object]:
+def tool_calls(request: ChatRequest, completion: Completion, ordinal: int) -> ToolCalls | None:
+    """A completed reply as calls of the offered functions (policy.offered_calls) and the content
+    left beside them; None when it makes none (it stays text)."""
+    if completion.ending != "stop" or not request.tools:
+        return None
+    offered = [_function(tool) for tool in request.tools if tool.get("type") == "function"]
+    content, calls = offered_calls(completion.text, ((f.get("name"), f.get("parameters")) for f in offered))
+    if not calls:
+        return None
+    return ToolCalls(content, tuple(_call(ordinal, position, call) for position, call in enumerate(calls)))
+
+
+def _call(ordinal: int, position: int, call: Call) -> Mapping[str, object]:
     """A call with an id unique to this provider: the request's ordinal, then the call's position."""
-    call_id = f"call_{ordinal}" if position is None else f"call_{ordinal}_{position}"
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
-
-
-def asked_calls(request: ChatRequest, ordinal: int) -> ToolCalls | None:
-    """The calls the latest input asks for, if it is a user message asking for calls of offered tools
-    (a turn answered by tool messages goes on as text); no text beside them."""
-    latest = request.messages[-1]
-    asked = asked_tool_calls(message_text(latest), function_names(request.tools)) if latest["role"] == "user" else []
-    if not asked:
-        return None
-    return ToolCalls("", tuple(_call(ordinal, position, *call) for position, call in enumerate(asked)))
-
-
-def action_call(completion: Completion, tools: Sequence[Mapping[str, object]], ordinal: int) -> ToolCalls | None:
-    """A reply that names an action, given the `submit_action` function (policy.ACTION_TOOL, the
-    DeepSeek adapter's own), as a call of it (policy.submitted_action); else None (it stays text)."""
-    offered = [_function(tool) for tool in tools if tool.get("type") == "function"]
-    submitted = submitted_action(completion.text, ((f.get("name"), f.get("parameters")) for f in offered))
-    if submitted is None:
-        return None
-    content, arguments = submitted
-    return ToolCalls(content, (_call(ordinal, None, ACTION_TOOL, arguments),))
+    name, arguments = call
+    function = {"name": name, "arguments": json.dumps(arguments)}
+    return {"id": f"call_{ordinal}_{position}", "type": "function", "function": function}
 
 
 BROKEN_REPLIES = frozenset({"garbled", "empty_choices", "null_message"})

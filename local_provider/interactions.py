@@ -17,14 +17,14 @@ What an interaction holds: {id, model, status, created, updated, steps, usage}, 
 - then a model_output step {type, content: [text]} with the visible reply; or function_call steps
   {type, id, name, arguments} in its place, one per call, all after the one thought step (the
   Interactions API carries a call's thought signature on the thought step before it; of parallel
-  calls only the first carries one, the "Thought signatures" docs). The model calls what the current
-  turn's user input asks for, "call TOOL with ARGS" once per call (a test's convention,
-  policy.asked_tool_calls), of the function tools declared; else, when a function tool named
-  `submit_action` with a required parameter is declared (among any others) and the reply names an
-  action, that tool with {<that parameter>: <the action>} (the rule DeepSeek's wire uses; the
-  visible text is not said, the thought keeps what the model needs); else it answers in text, as
-  without tools. The calls' ids
-  are call_T, call_T_2, ..., T being the interaction's token.
+  calls only the first carries one, the "Thought signatures" docs). The model calls as on every
+  wire (policy.offered_calls): its completed reply's `CALL: <tool> <JSON object>` lines and its
+  `ACTION: <name> [values...]` line, when they name a declared function tool, are its calls, in
+  order (the text beside them is not said: the thought keeps what the model needs); else it
+  answers in text. A current turn whose user input asks "call TOOL with {JSON object}" is answered
+  with those CALL lines (a test's convention). Function results reach the model as `{"role":
+  "tool", "content": <result text>}` in the current turn (interactions_conversation.py). The
+  calls' ids are call_T, call_T_2, ..., T being the interaction's token.
 
 Status: completed; incomplete when the reply was cut by max_output_tokens (or paused: this wire has
 no pause), and incomplete for a safety stop, whose model_output step then has no content and an
@@ -79,7 +79,7 @@ from turnstate.local_provider.interactions_conversation import (
     shown_digest,
 )
 from turnstate.local_provider.interactions_request import InteractionRequest, parse_request
-from turnstate.local_provider.policy import ACTION_TOOL, asked_tool_calls, submitted_action
+from turnstate.local_provider.policy import offered_calls
 from turnstate.local_provider.stored import StoredState
 
 # Every ending but a normal stop (a cut, a pause this wire has no word for, a safety stop) is incomplete.
@@ -160,7 +160,7 @@ def reply_interaction(
         conversation.system, conversation.current, conversation.memory, request.max_output_tokens
     )
     completion = reasoning.completion
-    calls = function_calls(completion, request.functions, conversation.user_text, CALL_PREFIX + token)
+    calls = function_calls(completion, request.functions, CALL_PREFIX + token)
     outputs: list[Event]
     if calls:
         arguments = [call["arguments"] for call in calls]
@@ -194,32 +194,19 @@ def reply_interaction(
     }
 
 
-def function_calls(
-    completion: Completion, functions: Sequence[Mapping[str, object]], user_text: str, call_id: str
-) -> list[Event]:
-    """The function calls a completed reply makes of the tools it was offered: the ones the current
-    turn's user input asks for ("call TOOL with ARGS", policy.asked_tool_calls), in order; else, when
-    a `submit_action` tool is offered, a reply that names an action as its call with the action as
-    its first required parameter (policy.submitted_action, the rule DeepSeek's wire uses); else none
-    (the reply stays text). The text besides the action is not said: the thought carries what the
-    model keeps. Several calls share the reply's id, numbered (call_T, call_T_2, ...)."""
-    if completion.ending != "stop" or not functions:
+def function_calls(completion: Completion, functions: Sequence[Mapping[str, object]], call_id: str) -> list[Event]:
+    """The function calls a completed reply makes of the tools it was offered (policy.offered_calls),
+    in order; none when it makes none (the reply stays text). The text beside them is not said: the
+    thought carries what the model keeps. Several calls share the reply's id, numbered (call_T,
+    call_T_2, ...)."""
+    if completion.ending != "stop":
         return []
-    names = [str(tool.get("name")) for tool in functions if tool.get("name")]
-    asked = asked_tool_calls(user_text, names) or _action_call(completion, functions)
+    _, asked = offered_calls(completion.text, ((tool.get("name"), tool.get("parameters")) for tool in functions))
     ids = [call_id if number == 1 else f"{call_id}_{number}" for number in range(1, len(asked) + 1)]
     return [
         {"type": "function_call", "id": id_, "name": name, "arguments": arguments}
         for id_, (name, arguments) in zip(ids, asked, strict=True)
     ]
-
-
-def _action_call(
-    completion: Completion, functions: Sequence[Mapping[str, object]]
-) -> list[tuple[str, dict[str, object]]]:
-    """The action a reply names, as a call of the offered `submit_action` tool."""
-    submitted = submitted_action(completion.text, ((tool.get("name"), tool.get("parameters")) for tool in functions))
-    return [(ACTION_TOOL, submitted[1])] if submitted is not None else []
 
 
 def _safety_stop() -> Event:

@@ -52,9 +52,10 @@ broken is a 400 INVALID_ARGUMENT that names the step's index in `input`:
    #16132 quote it; no Interactions traffic is recorded, and the Interactions API serves the same
    models), with the step it names.
 
-What the model reads: the system instruction, the current turn (the text of the user_input and
-function_result steps after the last model step, or all of them on a first turn; a result is its
-string, the text of its contents, or its object as JSON), and its memory: the text of the earlier
+What the model reads: the system instruction, the current turn (the user_input and function_result
+steps after the last model step, or all of them on a first turn, in order: a user input as a user
+message of its text, a result as `{"role": "tool", "content": <its string, the text of its
+contents, or its object as JSON>}`, so a turn of results alone is a turn too), and its memory: the text of the earlier
 user_input steps (from which it takes only notes, never an old frame's beacon), then the thought of
 every replayed thought step, in order.
 
@@ -102,8 +103,6 @@ class Conversation:
     """The earlier user texts, then the replayed thoughts: what the model is handed as memory."""
     last_link: str | None
     """The token of the last thought read: what the next thought follows."""
-    user_text: str
-    """The text of the current turn's user_input steps (not its function results): what the user asks now."""
     units: tuple[Mapping[str, object], ...]
     """The prompt as the prefix cache compares it: the system instruction, then every step."""
 
@@ -155,8 +154,10 @@ def read_conversation(state: StoredState, request: InteractionRequest) -> Conver
     thoughts, link = _check_steps(state.sealer, steps, len(stored), request)
     last = max((index for index, step in enumerate(steps) if step["type"] in MODEL_STEPS), default=-1)
     earlier = [text_of(step.get("content")) for step in steps[: last + 1] if step["type"] == "user_input"]
-    current = tuple({"role": "user", "content": readable_text(step)} for step in steps[last + 1 :])
-    asked = [text_of(step.get("content")) for step in steps[last + 1 :] if step["type"] == "user_input"]
+    current = tuple(
+        {"role": "tool" if step["type"] == "function_result" else "user", "content": readable_text(step)}
+        for step in steps[last + 1 :]
+    )
     system_unit: tuple[Mapping[str, object], ...] = (
         ({"type": "system_instruction", "text": request.system},) if request.system else ()
     )
@@ -166,7 +167,6 @@ def read_conversation(state: StoredState, request: InteractionRequest) -> Conver
         current=current,
         memory=(*earlier, *thoughts),
         last_link=link,
-        user_text="\n".join(asked),
         units=(*system_unit, *steps),
     )
 

@@ -17,12 +17,12 @@ What a reply holds:
 - offered custom tools, a reply that calls them: after the thinking block and the text (if the
   reply has any: a call that says nothing has no text block), one tool_use block {type, id, name,
   input} per call, in order, and stop_reason "tool_use" (recorded: test_anthropic_tool_with_thinking,
-  thinking then text then tool_use). The model calls what the current turn asks for, "call TOOL with
-  ARGS" with ARGS a JSON object, once per call (a test's convention, policy.asked_tool_calls; every
-  tool named must be offered, else no call), or, offered `submit_action`, acts by calling it with
-  the action as its first required parameter and the ACTION line left out of the text
-  (policy.submitted_action); else it answers as without tools. Only a completed reply calls: under
-  a refusal, truncation or pause fault the stop reason is the fault's. A call's id is `toolu_` and
+  thinking then text then tool_use). The model calls as on every wire (policy.offered_calls): its
+  reply's `CALL: <tool> <JSON object>` lines and its `ACTION: <name> [values...]` line, when they
+  name an offered custom tool (`input_schema` its parameters), are its calls, in order, and the
+  other lines its text (a current turn asking "call TOOL with {JSON object}" is answered with those
+  CALL lines: a test's convention). Only a completed reply calls: under a refusal, truncation or
+  pause fault the stop reason is the fault's. A call's id is `toolu_` and
   its message's token, cut, then its place. Its output is billed as its name and input JSON.
 - stop_reason: end_turn; max_tokens when the reply was cut by `max_tokens` (which bounds thought and
   reply together); refusal (with stop_details, and a text block only if the model had written
@@ -98,7 +98,7 @@ from turnstate.local_provider.messages_conversation import (
     reply_digest,
 )
 from turnstate.local_provider.messages_request import THINKING_TOKENS_BETA, MessagesRequest, parse_request
-from turnstate.local_provider.policy import ACTION_TOOL, asked_tool_calls, submitted_action
+from turnstate.local_provider.policy import offered_calls
 from turnstate.local_provider.sealed import Sealer, digest
 
 STOP_REASONS: Mapping[str, str] = {
@@ -189,8 +189,8 @@ def reply_message(
     refused = completion.ending == "refusal"
     text = completion.withheld if refused else completion.text
     calls: list[tuple[str, dict[str, object]]] = []
-    if completion.ending == "stop" and request.tools:
-        text, calls = tool_calls(conversation, request.tools, text)
+    if completion.ending == "stop":
+        text, calls = offered_calls(text, ((tool.get("name"), tool.get("input_schema")) for tool in request.tools))
     uses: list[dict[str, object]] = [
         {"type": "tool_use", "id": f"{TOOL_USE_PREFIX}{token[:TOOL_USE_ID_CHARS]}{index}", "name": name, "input": args}
         for index, (name, args) in enumerate(calls)
@@ -218,24 +218,6 @@ def reply_message(
         usage["output_tokens_details"] = {"thinking_tokens": thought_tokens}
     stop = "tool_use" if uses else STOP_REASONS[completion.ending]
     return message_object(token, request, [*blocks, *answer], stop, usage)
-
-
-def tool_calls(
-    conversation: Conversation, tools: Sequence[Mapping[str, object]], reply: str
-) -> tuple[str, list[tuple[str, dict[str, object]]]]:
-    """The reply's text and the calls it makes of the offered tools, in order: the calls the current
-    turn asks for ("call TOOL with ARGS", policy.asked_tool_calls), else a `submit_action` call of the
-    action the reply names (policy.submitted_action), else none and the reply as it was."""
-    offered = {str(tool["name"]): tool for tool in tools}
-    current = "\n".join(str(message.get("content", "")) for message in conversation.current)
-    asked = asked_tool_calls(current, list(offered))
-    if asked:
-        return reply, asked
-    submitted = submitted_action(reply, ((name, tool.get("input_schema")) for name, tool in offered.items()))
-    if submitted is None:
-        return reply, []
-    content, arguments = submitted
-    return content, [(ACTION_TOOL, arguments)]
 
 
 def compaction_message(

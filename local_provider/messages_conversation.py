@@ -56,9 +56,12 @@ Rules, checked from the latest compaction on (turns before it are tolerated and 
    blocks must come FIRST in the content array". Checked in the order of the messages, so a call
    answered by a wrong id is reported unanswered (its message comes first).
 
-What the model reads: the system prompt, the current turn (the text of the user turn after the last
-assistant turn, as one message), and its memory: the latest compaction's summary, then the thought
-of every thinking block after it, in order. Never the text of older user turns.
+What the model reads: the system prompt, the current turn (the user turn after the last assistant
+turn: each tool_result block as a message `{"role": "tool", "content": <its text>}`, its string
+content or the text of its text blocks, and each run of other blocks as one user message of their
+text, in the order sent; a turn of tool results alone is a turn too), and its memory: the latest
+compaction's summary, then the thought of every thinking block after it, in order. Never the text
+of older user turns.
 
 Token estimate: the system prompt counts as one message; every turn costs the per-message overhead
 plus the estimate of its blocks' text, where a thinking block's text is its `thinking` and its
@@ -90,6 +93,7 @@ import json
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from itertools import groupby
 
 from turnstate.adapters.tokens import MESSAGE_OVERHEAD_TOKENS, estimate_text_tokens
 from turnstate.local_provider.anthropic_words import MAX_BREAKPOINTS, MIN_CACHEABLE_TOKENS, InvalidRequest
@@ -422,11 +426,22 @@ def _opened(sealer: Sealer, turn: Turn, position: int, kind: str) -> dict[str, o
 
 
 def _current_turn(turns: Sequence[Turn]) -> tuple[Mapping[str, object], ...]:
-    """The user turn after the last assistant turn, as one message (none when the request ends with
-    an assistant turn)."""
+    """The user turn after the last assistant turn as the model reads it: a tool message per tool
+    result, a user message per run of other blocks, in order (none when the request ends with an
+    assistant turn)."""
     if not turns or turns[-1].role != "user":
         return ()
-    return ({"role": "user", "content": text_of(turns[-1].blocks)},)
+    messages: list[Mapping[str, object]] = []
+    for results, blocks in groupby(turns[-1].blocks, key=_is_tool_result):
+        if results:
+            messages += [{"role": "tool", "content": text_of([block])} for block in blocks]
+        else:
+            messages.append({"role": "user", "content": text_of(list(blocks))})
+    return tuple(messages)
+
+
+def _is_tool_result(block: Block) -> bool:
+    return block.get("type") == "tool_result"
 
 
 def _prefix_keys(model: str, units: Sequence[PromptUnit]) -> tuple[list[bytes], list[int]]:

@@ -30,6 +30,14 @@ So the beacon survives only in the reasoning item of the turn that saw it, and a
 the compaction item or, for a compaction that kept the user messages, in those kept frames: it is
 remembered only if those were replayed faithfully.
 
+Tools. The model answers in text on every wire, and a wire turns its lines into calls of the tools
+the request offers (`offered_calls`, one convention for all): a `CALL: <tool> <JSON object>` line is
+a call of that tool, and the `ACTION: <name> [values...]` line, when a tool named <name> is offered
+(an environment's actions offered as tools), a call of it with the values as its arguments. Tool
+results reach it as messages `{"role": "tool", "content": <text>}`, in order, on every wire, so a
+frame that arrives in a tool result is read as any other. A latest user message that asks "call TOOL
+with {JSON}" (a test's convention) is answered with those CALL lines alone.
+
 The frame format is parsed here on purpose instead of imported from the environment: the policy must
 know no more than the text it is given.
 """
@@ -58,6 +66,7 @@ SUMMARY_REQUEST = re.compile(r"\bsummarize the conversation\b", re.IGNORECASE)
 # How that request names the summary's budget, in tokens.
 SUMMARY_BUDGET = re.compile(r"\bwithin (\d+) tokens\b")
 SUMMARY_THOUGHT = "Summarizing what the conversation holds."
+CALLING_THOUGHT = "Calling the tools the user asked for."
 NOTHING_TO_REMEMBER = "NOTES: nothing to remember yet"
 GUESS_DOOR = "A"
 WALL, PLAYER = "#", "@"
@@ -82,7 +91,11 @@ class SeenFrame:
 
 
 def reply(system: str, messages: Sequence[Mapping[str, object]]) -> str:
-    """The model's answer to one chat request: a summary line, `ACTION: ...`, and NOTES if asked."""
+    """The model's answer to one chat request: the CALL lines the latest user message asks for, or a
+    summary line, `ACTION: ...`, and NOTES if asked."""
+    asked = asked_calls(messages)
+    if asked:
+        return asked
     if asks_for_summary(messages):
         return summarize([message_text(message) for message in messages], summary_budget(messages))
     frame = last_frame(messages)
@@ -111,8 +124,12 @@ def think(
     (a compacted window's kept user messages), whose frames it reads as they are. The thought notes
     a beacon the current turn shows (a NOTES line), never one it reads in `context`, which is there
     already; else it says whether the model follows the context, its notes, or guesses. The reply is
-    what `reply` answers without NOTES, whatever the system prompt asks for.
+    what `reply` answers without NOTES, whatever the system prompt asks for (the CALL lines a user
+    asks for included, with a thought that says so).
     """
+    asked = asked_calls(messages)
+    if asked:
+        return CALLING_THOUGHT, asked
     if asks_for_summary(messages):
         read = [*memory, *map(message_text, [*context, *messages])]
         budget = summary_budget(messages)
@@ -181,40 +198,91 @@ def noted_beacon(memory: Sequence[str], level: int) -> str | None:
 CALL_REQUEST = re.compile(r"\bcall (\w+) with (?=\{)")
 
 
-def asked_tool_calls(text: str, offered: Sequence[str]) -> list[tuple[str, dict[str, object]]]:
-    """The function calls a user input asks for, in the order asked, when every tool it names is
-    offered; else none (the model answers as it would without tools). A test's convention, not a
-    game's: "call TOOL with ARGS", ARGS a JSON object, once per call ("call a with {...} and call b
-    with {...}" asks for two). Deterministic, so a wire's tool tests know what the model will call.
-    (DeepSeek's `submit_action` is its wire's own: chat_completions.action_call.)"""
-    calls: list[tuple[str, dict[str, object]]] = []
+def asked_calls(messages: Sequence[Mapping[str, object]]) -> str:
+    """The `CALL:` lines that answer the calls the latest message asks for, when it is a user
+    message (a turn answered by tool results goes on as the game has it); empty when it asks for
+    none or one ask's ARGS are not a JSON object. A test's convention, not a game's: "call TOOL
+    with ARGS", ARGS a JSON object, once per call ("call a with {...} and call b with {...}" asks
+    for two), answered in the order asked. Deterministic, so a wire's tool tests know what the model
+    will call; which of the lines become calls is the wire's to say (`offered_calls`)."""
+    if not messages or messages[-1].get("role") != "user":
+        return ""
+    text = message_text(messages[-1])
+    lines = []
     decoder = json.JSONDecoder()
     for request in CALL_REQUEST.finditer(text):
         try:
             arguments, _ = decoder.raw_decode(text, request.end())
         except json.JSONDecodeError:
-            return []
-        if request.group(1) not in offered or not isinstance(arguments, dict):
-            return []
-        calls.append((request.group(1), arguments))
-    return calls
+            return ""
+        if not isinstance(arguments, dict):
+            return ""
+        lines.append(f"CALL: {request.group(1)} {json.dumps(arguments)}")
+    return "\n".join(lines)
 
 
-ACTION_TOOL = "submit_action"
+CALL_LINE = re.compile(r"CALL: (\S+) (\{.*\})\s*")
+ACTION_CALL_LINE = re.compile(r"ACTION: (\S+)((?:[ \t]+\S+)*)\s*")
+INTEGER = re.compile(r"-?[0-9]+")
+Call = tuple[str, dict[str, object]]
 
 
-def submitted_action(reply: str, offered: Iterable[tuple[object, object]]) -> tuple[str, dict[str, object]] | None:
-    """A reply that names one action, as a call of the offered `submit_action` tool whose JSON Schema
-    parameters require one: (the text left, the call's arguments, the action as that parameter).
-    `offered` is each offered tool's (name, parameters' schema), as the wire spells them; the first
-    `submit_action` counts. None when none is offered, the reply names no single action or the tool
-    requires no parameter (the reply stays text)."""
-    parameters = next((schema for name, schema in offered if name == ACTION_TOOL), None)
-    required = parameters.get("required") if isinstance(parameters, Mapping) else None
-    content, action = split_action(reply)
-    if action is None or not isinstance(required, list) or not required:
+def offered_calls(reply: str, offered: Iterable[tuple[object, object]]) -> tuple[str, list[Call]]:
+    """A completed reply as the model that uses tools gives it: (the text left, its calls of the
+    offered tools, in the order of their lines). `offered` is each offered tool's (name, parameters'
+    JSON Schema), as the wire spells them; the first tool of a name counts. A line is a call when it
+    names an offered tool: `CALL: <tool> <JSON object>`, or `ACTION: <tool> [values...]`, whose
+    values map onto the schema's `properties` in order (an integer where the property says
+    `"type": "integer"`, else a string). Any other line stays text: one naming a tool not offered,
+    arguments that are not a JSON object, a value count that does not match the properties, or a
+    value an integer property cannot take. Without calls the reply is returned as it is."""
+    schemas: dict[str, object] = {}
+    for name, schema in offered:
+        if isinstance(name, str):
+            schemas.setdefault(name, schema)
+    kept: list[str] = []
+    calls: list[Call] = []
+    for line in reply.split("\n") if schemas else ():
+        call = _line_call(line, schemas)
+        if call is None:
+            kept.append(line)
+        else:
+            calls.append(call)
+    return ("\n".join(kept).strip(), calls) if calls else (reply, [])
+
+
+def _line_call(line: str, schemas: Mapping[str, object]) -> Call | None:
+    """The call of an offered tool that one reply line makes, or None (the line stays text)."""
+    called = CALL_LINE.fullmatch(line)
+    if called is not None and called.group(1) in schemas:
+        try:
+            arguments = json.loads(called.group(2))
+        except json.JSONDecodeError:
+            return None
+        return (called.group(1), arguments) if isinstance(arguments, dict) else None
+    acted = ACTION_CALL_LINE.fullmatch(line)
+    if acted is not None and acted.group(1) in schemas:
+        mapped = _mapped_values(acted.group(2).split(), schemas[acted.group(1)])
+        return None if mapped is None else (acted.group(1), mapped)
+    return None
+
+
+def _mapped_values(values: Sequence[str], schema: object) -> dict[str, object] | None:
+    """An `ACTION:` line's values as the arguments of a tool with this parameters' schema: one value
+    per property, in the order of `properties`; None when they do not fit."""
+    properties = schema.get("properties") if isinstance(schema, Mapping) else None
+    fields = properties if isinstance(properties, Mapping) else {}
+    if len(values) != len(fields):
         return None
-    return content, {str(required[0]): action}
+    arguments: dict[str, object] = {}
+    for (name, spec), value in zip(fields.items(), values, strict=True):
+        if isinstance(spec, Mapping) and spec.get("type") == "integer":
+            if INTEGER.fullmatch(value) is None:
+                return None
+            arguments[str(name)] = int(value)
+        else:
+            arguments[str(name)] = value
+    return arguments
 
 
 NO_FRAME_REPLY = "I see no game frame, so I take no action."
@@ -234,18 +302,6 @@ def decision_lines(frame: SeenFrame, beacon: str | None) -> list[str]:
         summary = f"Level {frame.level}: heading for door {target} ({how})."
         action = next_action(frame, target)
     return [summary, f"ACTION: {action}"]
-
-
-ACTION_LINE = re.compile(r"^ACTION: (\S+)[ \t]*$", re.MULTILINE)
-
-
-def split_action(reply: str) -> tuple[str, str | None]:
-    """A reply as a model that acts through a tool gives it: the text without its `ACTION:` line, and
-    the action it names (None when the reply names none, or more than one)."""
-    actions = ACTION_LINE.findall(reply)
-    if len(actions) != 1:
-        return reply, None
-    return ACTION_LINE.sub("", reply).strip(), actions[0]
 
 
 def notes_line(level: int, beacon: str | None) -> str:

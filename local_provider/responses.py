@@ -13,11 +13,15 @@ What a response holds, in this order:
   stored response). No `status`: recorded real reasoning items have none, streamed or not
   (thinking_part, streaming_usage), though the SDK's type allows one;
 - the output message {type, id msg_T, role, status, content: [output_text]}: the visible reply;
-  or, when the request offers function tools and the latest input asks for calls of them (the
-  policy's test convention, policy.asked_tool_calls), the calls instead, one function_call item
-  {id fc_T_i, type, status completed, arguments (a JSON string), call_id call_T_i, name} each, in
-  the order asked and with no message, as recorded (thinking_with_tool_calls: [reasoning,
-  function_call]; streaming_usage: the same streamed);
+  or, when a completed reply calls offered function tools, the calls instead, one function_call
+  item {id fc_T_i, type, status completed, arguments (a JSON string), call_id call_T_i, name} each,
+  in order and with no message (the text beside them is not said), as recorded
+  (thinking_with_tool_calls: [reasoning, function_call]; streaming_usage: the same streamed). The
+  model calls as on every wire (policy.offered_calls): its reply's `CALL: <tool> <JSON object>`
+  lines and its `ACTION: <name> [values...]` line, when they name an offered function, are its
+  calls (a latest input asking "call TOOL with {JSON object}" is answered with those CALL lines: a
+  test's convention). A function_call_output reaches it as `{"role": "tool", "content": <output
+  text>}` in the current turn (responses_conversation.py);
 - with `context_management: [{"type": "compaction", "compact_threshold": N}]`, when the context
   (the prompt estimate plus this response's output) passes N: a compaction item {type, id cmp_T,
   encrypted_content}, last. Recorded (compact_stateful_mode, streamed and not): the real service
@@ -66,7 +70,7 @@ from turnstate.adapters.tokens import estimate_text_tokens, item_tokens
 from turnstate.local_provider.exchange import Exchange, Reasoning, SseEvent
 from turnstate.local_provider.openai_words import cache_reads_and_writes, error_body
 from turnstate.local_provider.openai_words import error_reply as error_reply
-from turnstate.local_provider.policy import asked_tool_calls, message_text
+from turnstate.local_provider.policy import offered_calls
 from turnstate.local_provider.prefix_cache import PrefixCache
 from turnstate.local_provider.responses_conversation import (
     CALL_ID_PREFIX,
@@ -220,7 +224,7 @@ def produce(exchange: Exchange, request: CreateRequest, conversation: Conversati
         "status": "completed" if completion.ending == "stop" else "incomplete",
         "content": content,
     }
-    calls = function_calls(token, request, conversation) if completion.ending == "stop" else []
+    calls = function_calls(token, request, completion.text) if completion.ending == "stop" else []
     answer = calls or [message]
     answer_tokens = (
         estimate_text_tokens("".join(str(call["arguments"]) for call in calls)) if calls else completion.tokens
@@ -260,11 +264,10 @@ def produce(exchange: Exchange, request: CreateRequest, conversation: Conversati
     )
 
 
-def function_calls(token: str, request: CreateRequest, conversation: Conversation) -> list[dict[str, object]]:
-    """The function calls the latest input asks for of the offered tools, as output items; none when
-    it asks for none (policy.asked_tool_calls)."""
-    latest = message_text(conversation.current[-1]) if conversation.current else ""
-    asked = asked_tool_calls(latest, request.functions) if request.functions else []
+def function_calls(token: str, request: CreateRequest, reply: str) -> list[dict[str, object]]:
+    """A completed reply's calls of the offered functions (policy.offered_calls), as output items;
+    none when it makes none."""
+    _, asked = offered_calls(reply, request.functions)
     return [
         {
             "id": f"{FUNCTION_CALL_PREFIX}{token}_{number}",

@@ -63,10 +63,12 @@ first one broken is the error, in the real service's shape ({"error": {"message"
 What the model reads (the local model does not re-read old frames, except a compacted window's
 kept messages, which the service keeps in its context): the system prompt (`instructions` plus
 system and developer messages from the latest compaction on), the latest compaction's kept messages
-then the current turn (the user messages after the last item the model wrote, or all of them on a
-first turn) as messages, and its memory (the compaction summary, then the thought of every replayed
-reasoning item, in order); the text of the other user messages after the latest compaction is
-handed to it too, from which it takes only notes (a harness's summary), never an old frame's beacon.
+then the current turn (the user messages and function_call_outputs after the last item the model
+wrote, or all of them on a first turn; an output as `{"role": "tool", "content": <its text>}`, so a
+turn of outputs alone is a turn too) as messages, in order, and its memory (the compaction summary,
+then the thought of every replayed reasoning item, in order); the text of the other user messages
+after the latest compaction is handed to it too, from which it takes only notes (a harness's
+summary), never an old frame's beacon.
 
 Token estimate (billing and the context window): every item the model was sent, those before the
 latest compaction included, costs the per-message overhead plus its text at one token per four
@@ -437,6 +439,8 @@ def _current_turn(items: Sequence[Item]) -> tuple[Mapping[str, object], ...]:
     current = []
     for item in items[last_output + 1 :]:
         kind = item.get("type", "message")
-        if (kind == "message" and item.get("role") == "user") or kind == "function_call_output":
+        if kind == "message" and item.get("role") == "user":
             current.append({"role": "user", "content": item_text(item)})
+        elif kind == "function_call_output":
+            current.append({"role": "tool", "content": item_text(item)})
     return tuple(current)

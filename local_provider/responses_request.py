@@ -239,8 +239,8 @@ class CreateRequest:
     truncation: str
     echo: Mapping[str, object]
     """Settings the response object repeats (temperature, reasoning, text, ...), as the service does."""
-    functions: tuple[str, ...] = ()
-    """The names of the function tools offered, in order: what the model may call."""
+    functions: tuple[tuple[str, object], ...] = ()
+    """The function tools offered, in order, as (name, parameters' JSON Schema): what the model may call."""
 
 
 @dataclass(frozen=True)
@@ -303,7 +303,7 @@ def parse_create(body: Mapping[str, object]) -> CreateRequest:
         compaction=compaction,
         truncation=truncation,
         echo=_echo(body, reasoning),
-        functions=_function_names(body),
+        functions=_functions(body),
     )
 
 
@@ -431,11 +431,11 @@ def _check_tools(body: Mapping[str, object]) -> None:
             _optional_object(tool, "parameters", prefix=f"{param}.")
 
 
-def _function_names(body: Mapping[str, object]) -> tuple[str, ...]:
-    """The offered function tools' names (the tools passed _check_tools)."""
+def _functions(body: Mapping[str, object]) -> tuple[tuple[str, object], ...]:
+    """The offered function tools' names and parameters (the tools passed _check_tools)."""
     tools = body.get("tools")
     listed = tools if isinstance(tools, list) else []
-    return tuple(str(tool["name"]) for tool in listed if tool.get("type") == "function")
+    return tuple((str(tool["name"]), tool.get("parameters")) for tool in listed if tool.get("type") == "function")
 
 
 def _check_tool_choice(body: Mapping[str, object]) -> None:

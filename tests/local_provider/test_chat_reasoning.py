@@ -1,5 +1,5 @@
-"""The open-weight Chat Completions servers (`/open-weight/v1`, and DeepSeek's `/deepseek/v1`, whose
-model acts through a tool): reasoning strings returned, billed, streamed, and held to the replay rules
+"""The open-weight Chat Completions servers (`/open-weight/v1`, and DeepSeek's `/deepseek/v1`, here
+offered the game's actions as tools): reasoning strings returned, billed, streamed, and held to the replay rules
 of chat_reasoning.py, through the real openai SDK."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import pytest
 from turnstate.adapters.tokens import estimate_text_tokens
 from turnstate.local_provider.server import LocalProvider
 
+from .action_tools import chat_tool, game_tools
 from .test_messages import DARK, FORGOTTEN, REMEMBERED, SHOWN
 
 SYSTEM = {"role": "system", "content": "You play beacon_grid. Answer with one line ACTION: <action>."}
@@ -125,13 +126,7 @@ def test_openais_own_server_refuses_a_reasoning_field():
 
 # DeepSeek's thinking mode (`/deepseek/v1`): reasoning_content only, and actions as tool calls.
 
-TOOL = {
-    "type": "function",
-    "function": {
-        "name": "submit_action",
-        "parameters": {"type": "object", "properties": {"action": {"type": "string"}}, "required": ["action"]},
-    },
-}
+ACTIONS = game_tools(chat_tool)
 
 
 @pytest.fixture
@@ -140,36 +135,38 @@ def deepseek() -> Iterator[openai.OpenAI]:
         yield openai.OpenAI(base_url=f"{provider.base_url}/deepseek/v1", api_key="test-key", max_retries=0)
 
 
-def test_offered_one_function_the_model_acts_by_calling_it(deepseek):
-    reply = ask(deepseek, [user(SHOWN)], tools=[TOOL])
+def test_offered_the_actions_as_tools_the_model_acts_by_calling_the_one_its_action_line_names(deepseek):
+    said = ask(deepseek, [user(SHOWN)]).choices[0].message.content
+    reply = ask(deepseek, [user(SHOWN)], tools=ACTIONS)
     choice = reply.choices[0]
     (call,) = choice.message.tool_calls
-    assert choice.finish_reason == "tool_calls" and call.function.name == "submit_action"
-    assert json.loads(call.function.arguments)["action"].startswith("ACTION")
-    assert "ACTION:" not in choice.message.content and choice.message.model_extra == {"reasoning_content": THOUGHT}
+    assert choice.finish_reason == "tool_calls" and call.function.name == said.rsplit("ACTION: ", 1)[1]
+    assert json.loads(call.function.arguments) == {}
+    assert choice.message.content == said.rsplit("\nACTION: ", 1)[0]
+    assert choice.message.model_extra == {"reasoning_content": THOUGHT}
 
 
 def test_a_streamed_tool_call_arrives_in_pieces_that_add_up(deepseek):
-    whole = ask(deepseek, [user(SHOWN)], tools=[TOOL]).choices[0].message.tool_calls[0]
-    chunks = list(ask(deepseek, [user(SHOWN)], tools=[TOOL], stream=True))
+    whole = ask(deepseek, [user(SHOWN)], tools=ACTIONS).choices[0].message.tool_calls[0]
+    chunks = list(ask(deepseek, [user(SHOWN)], tools=ACTIONS, stream=True))
     pieces = [call for chunk in chunks if chunk.choices for call in chunk.choices[0].delta.tool_calls or []]
-    assert pieces[0].id.startswith("call_") and pieces[0].function.name == "submit_action"
+    assert pieces[0].id.startswith("call_") and pieces[0].function.name == whole.function.name
     assert "".join(piece.function.arguments or "" for piece in pieces) == whole.function.arguments
     assert [chunk.choices[0].finish_reason for chunk in chunks if chunk.choices][-1] == "tool_calls"
 
 
 def test_a_tool_call_must_be_answered_and_a_tool_result_must_answer_one(deepseek):
-    reply = ask(deepseek, [user(SHOWN)], tools=[TOOL]).choices[0].message
+    reply = ask(deepseek, [user(SHOWN)], tools=ACTIONS).choices[0].message
     answer = {"role": "assistant", "content": reply.content, "reasoning_content": THOUGHT}
     called = {**answer, "tool_calls": [call.model_dump() for call in reply.tool_calls]}
     result = {"role": "tool", "tool_call_id": reply.tool_calls[0].id, "content": "ok"}
     with pytest.raises(openai.BadRequestError) as unanswered:
-        ask(deepseek, [user(SHOWN), called, user(DARK)], tools=[TOOL])
+        ask(deepseek, [user(SHOWN), called, user(DARK)], tools=ACTIONS)
     assert "did not have response messages" in str(unanswered.value.message)
     with pytest.raises(openai.BadRequestError) as orphan:
-        ask(deepseek, [user(SHOWN), answer, result, user(DARK)], tools=[TOOL])
+        ask(deepseek, [user(SHOWN), answer, result, user(DARK)], tools=ACTIONS)
     assert "must be a response to a preceeding message with 'tool_calls'" in str(orphan.value.message)
-    later = ask(deepseek, [user(SHOWN), called, result, user(DARK)], tools=[TOOL])
+    later = ask(deepseek, [user(SHOWN), called, result, user(DARK)], tools=ACTIONS)
     assert "(beacon seen)" in later.choices[0].message.content  # the beacon came back with the reasoning
 
 
@@ -187,7 +184,7 @@ def test_deepseek_serves_a_plain_answer_without_its_reasoning_and_ignores_any_re
 
 def own_call(reasoning: dict[str, str]) -> list[dict[str, Any]]:
     """A tool call the client made itself (this provider never issued it), and its result."""
-    call = {"id": "auto_1", "type": "function", "function": {"name": "submit_action", "arguments": "{}"}}
+    call = {"id": "auto_1", "type": "function", "function": {"name": "ACTION6", "arguments": "{}"}}
     return [{"role": "assistant", "content": None, **reasoning, "tool_calls": [call]}, result_of("auto_1")]
 
 
@@ -200,7 +197,7 @@ def result_of(call_id: str) -> dict[str, Any]:
     ["the call issued here", "a call of the client's own", "the answer that closes the turn"],
 )
 def test_deepseek_refuses_a_tool_call_turn_without_reasoning_content_in_its_own_words(deepseek, missing):
-    reply = ask(deepseek, [user(SHOWN)], tools=[TOOL]).choices[0].message
+    reply = ask(deepseek, [user(SHOWN)], tools=ACTIONS).choices[0].message
     called = {
         "role": "assistant",
         "content": reply.content,
@@ -213,7 +210,7 @@ def test_deepseek_refuses_a_tool_call_turn_without_reasoning_content_in_its_own_
         "the answer that closes the turn": [kept, result_of(reply.tool_calls[0].id), assistant_text("Done.")],
     }[missing]
     with pytest.raises(openai.BadRequestError) as raised:
-        ask(deepseek, [user(SHOWN), *turn, user(DARK)], tools=[TOOL])
+        ask(deepseek, [user(SHOWN), *turn, user(DARK)], tools=ACTIONS)
     assert raised.value.body == {
         "message": "The `reasoning_content` in the thinking mode must be passed back to the API.",
         "type": "invalid_request_error",
@@ -228,12 +225,12 @@ def assistant_text(text: str) -> dict[str, Any]:
 
 def test_deepseek_takes_any_reasoning_string_on_a_call_of_the_clients_own(deepseek):
     # Recorded: a client-made call replayed with `reasoning_content: ''` was served.
-    later = ask(deepseek, [user(SHOWN), *own_call({"reasoning_content": ""}), user(DARK)], tools=[TOOL])
+    later = ask(deepseek, [user(SHOWN), *own_call({"reasoning_content": ""}), user(DARK)], tools=ACTIONS)
     assert later.choices[0].finish_reason in ("stop", "tool_calls")
 
 
 def test_deepseek_names_an_altered_reasoning_by_the_messages_own_index(deepseek):
-    reply = ask(deepseek, [user(SHOWN)], tools=[TOOL]).choices[0].message
+    reply = ask(deepseek, [user(SHOWN)], tools=ACTIONS).choices[0].message
     calls = [call.model_dump() for call in reply.tool_calls]
     altered = {
         "role": "assistant",
@@ -242,5 +239,5 @@ def test_deepseek_names_an_altered_reasoning_by_the_messages_own_index(deepseek)
         "tool_calls": calls,
     }
     with pytest.raises(openai.BadRequestError) as raised:
-        ask(deepseek, [user(SHOWN), altered, result_of(calls[0]["id"]), user(DARK)], tools=[TOOL])
+        ask(deepseek, [user(SHOWN), altered, result_of(calls[0]["id"]), user(DARK)], tools=ACTIONS)
     assert raised.value.param == "messages[2]" and "does not match the one issued" in raised.value.body["message"]

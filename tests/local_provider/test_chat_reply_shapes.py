@@ -13,18 +13,12 @@ import pytest
 from turnstate.local_provider.server import LocalProvider
 
 from ..recorded import interactions
+from .action_tools import chat_tool, game_tools
 from .test_messages import SHOWN
 
 OPENAI_CHAT = "test_openai_prompt_cache/test_openai_chat_prompt_cache_e2e.yaml"
 DEEPSEEK_ANSWER = "test_deepseek/test_deepseek_model_thinking_part.yaml"
 DEEPSEEK_TOOL_CALLS = "test_deepseek/test_deepseek_deferred_capability_with_thinking.yaml"
-TOOL = {
-    "type": "function",
-    "function": {
-        "name": "submit_action",
-        "parameters": {"type": "object", "properties": {"action": {"type": "string"}}, "required": ["action"]},
-    },
-}
 
 
 def recorded(cassette: str, side: str) -> list[dict[str, Any]]:
@@ -84,7 +78,7 @@ def test_a_deepseek_answer_has_the_fields_of_a_recorded_one_and_no_refusal(provi
 def test_a_deepseek_tool_call_has_the_fields_of_a_recorded_one(provider):
     called = [message for message in recorded_messages(DEEPSEEK_TOOL_CALLS) if "tool_calls" in message]
     recorded_calls = {tuple(sorted(call)) for message in called for call in message["tool_calls"]}
-    (choice,) = raw_reply(provider, "/deepseek/v1", tools=[TOOL])["choices"]
+    (choice,) = raw_reply(provider, "/deepseek/v1", tools=game_tools(chat_tool))["choices"]
     message = choice["message"]
     assert {tuple(sorted(message)) for message in called} == {tuple(sorted(message))}
     assert recorded_calls == {("function", "id", "index", "type")} == {tuple(sorted(message["tool_calls"][0]))}

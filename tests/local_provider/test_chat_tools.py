@@ -16,7 +16,7 @@ from turnstate.local_provider.chat_completions_request import TOOL_PAIRING
 from turnstate.local_provider.server import LocalProvider
 
 from ..recorded import interactions
-from .test_chat_reasoning import TOOL as SUBMIT_ACTION
+from .test_chat_reasoning import ACTIONS
 from .test_messages import SHOWN
 
 SYSTEM = {"role": "system", "content": "You answer with tools when asked."}
@@ -186,12 +186,10 @@ def test_the_recorded_deepseek_tool_conversation_is_accepted_and_refused_without
     assert str(messages[7]["tool_calls"][1]["id"]) in refused.value.body["message"]
 
 
-def test_deepseeks_action_call_bills_its_arguments_as_completion_tokens(provider):
-    reply = ask(
-        client_for(provider, "deepseek"), [user(SHOWN)], tools=[LOOK, SUBMIT_ACTION]
-    )  # found by name beside others
+def test_an_action_call_bills_its_arguments_as_completion_tokens(provider, server):
+    reply = ask(client_for(provider, server), [user(SHOWN)], tools=[LOOK, *ACTIONS])  # found by name beside others
     message = reply.choices[0].message
     (call,) = message.tool_calls
-    assert call.function.name == "submit_action"
+    assert call.function.name in {tool["function"]["name"] for tool in ACTIONS}
     written = estimate_text_tokens(message.content) + estimate_text_tokens(call.function.arguments)
     assert reply.usage.completion_tokens == written + reply.usage.completion_tokens_details.reasoning_tokens

@@ -21,7 +21,7 @@ from turnstate.harness.environments import GameState, make_environment
 from turnstate.local_provider.server import LocalProvider
 
 from .test_interactions import MODEL, SUMMARIES, SYSTEM, Step, accumulated, ask, client_for, replayed, text_of, user
-from .test_interactions_functions import SUBMIT, result
+from .test_interactions_functions import ACTIONS, result
 from .test_policy import LOST_MEMORY_SEEDS
 
 MAX_STEPS = 300
@@ -119,17 +119,18 @@ def play_stored(client: genai.Client, seed: int) -> GameState:
 
 
 def play_through_the_tool(client: genai.Client, seed: int) -> GameState:
-    """Play one game acting by the model's function calls: each next frame is the call's result."""
+    """Play one game acting by the model's calls of the actions offered as tools: each next frame is
+    the call's result."""
     env = make_environment("beacon_grid", seed)
     frame = env.reset()
     history: list[Step] = [user(frame.text)]
     for _ in range(MAX_STEPS):
         if frame.state is not GameState.NOT_FINISHED:
             break
-        reply = ask(client, history, tools=[SUBMIT])
+        reply = ask(client, history, tools=ACTIONS)
         assert reply.status == "requires_action", reply
         call = replayed(reply)[-1]
-        frame = env.step(call["arguments"]["action"])
+        frame = env.step(call["name"])
         history = [*history, *replayed(reply), result(call, frame.text)]
     return frame.state
 
@@ -139,5 +140,5 @@ def test_a_game_continued_by_previous_interaction_id_wins(client: genai.Client, 
     assert play_stored(client, seed) is GameState.WIN
 
 
-def test_a_game_played_through_a_function_tool_with_a_faithful_replay_wins(client: genai.Client) -> None:
+def test_a_game_played_through_the_actions_as_tools_with_a_faithful_replay_wins(client: genai.Client) -> None:
     assert play_through_the_tool(client, SEEDS[0]) is GameState.WIN

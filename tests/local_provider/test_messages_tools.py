@@ -1,7 +1,7 @@
 """Function tools on the local provider's Anthropic Messages wire, through the real anthropic SDK.
 
 The model calls the tools it is offered when the current turn asks ("call TOOL with ARGS", the tests'
-convention) or, offered `submit_action`, to act; the wire holds calls and results to Anthropic's
+convention) or, offered the game's actions as tools, to act; the wire holds calls and results to Anthropic's
 pairing rules with the service's own 400s (messages_conversation.py, rule 5).
 """
 
@@ -16,15 +16,12 @@ import pytest
 
 from turnstate.local_provider.server import LocalProvider
 
+from .action_tools import game_tools, messages_tool
 from .test_messages import DARK, SHOWN, Turn, ask, client_for, refused, replayed, user
 
 LOOK = {"name": "look", "description": "Look around.", "input_schema": {"type": "object"}}
 MOVE = {"name": "move", "description": "Move.", "input_schema": {"type": "object", "properties": {"to": {}}}}
-SUBMIT = {
-    "name": "submit_action",
-    "description": "Act.",
-    "input_schema": {"type": "object", "properties": {"action": {"type": "string"}}, "required": ["action"]},
-}
+ACTIONS = game_tools(messages_tool)
 ASK_TWO = 'call look with {"far": true} and call move with {"to": "door C"}'
 
 
@@ -64,18 +61,22 @@ def test_a_streamed_reply_accumulates_the_same_calls(client) -> None:
     assert calls_of(reply) == [("tool_use", "look", {"far": True}), ("tool_use", "move", {"to": "door C"})]
 
 
-def test_without_an_ask_or_an_offered_tool_the_model_answers_as_before(client) -> None:
-    assert ask(client, [user(SHOWN)], tools=[LOOK]).stop_reason == "end_turn"
-    assert ask(client, [user('call look with {"far": true}')]).stop_reason == "end_turn"  # nothing offered
-    assert ask(client, [user('call jump with {"far": true}')], tools=[LOOK]).stop_reason == "end_turn"
+def test_a_line_naming_no_offered_tool_stays_text_and_ends_the_turn(client) -> None:
+    assert ask(client, [user(SHOWN)], tools=[LOOK]).stop_reason == "end_turn"  # its ACTION line names no tool
+    for asked, tools in (('call look with {"far": true}', []), ('call jump with {"far": true}', [LOOK])):
+        reply = ask(client, [user(asked)], tools=tools)
+        assert reply.stop_reason == "end_turn" and not calls_of(reply)
+        assert [block.text for block in reply.content if block.type == "text"] == [
+            asked.replace("call ", "CALL: ").replace(" with ", " ")
+        ]
 
 
-def test_offered_submit_action_the_model_acts_by_calling_it(client) -> None:
-    reply = ask(client, [user(SHOWN)], tools=[SUBMIT])
+def test_offered_the_actions_as_tools_the_model_acts_by_calling_the_one_its_action_line_names(client) -> None:
+    said = "".join(block.text for block in ask(client, [user(SHOWN)]).content if block.type == "text")
+    reply = ask(client, [user(SHOWN)], tools=ACTIONS)
     assert reply.stop_reason == "tool_use"
-    ((_, name, arguments),) = calls_of(reply)
-    assert name == "submit_action" and arguments["action"].startswith("ACTION")
-    assert "ACTION:" not in "".join(block.text for block in reply.content if block.type == "text")
+    assert calls_of(reply) == [("tool_use", said.rsplit("ACTION: ", 1)[1], {})]
+    assert [block.text for block in reply.content if block.type == "text"] == [said.rsplit("\nACTION: ", 1)[0]]
 
 
 def calling(client: anthropic.Anthropic) -> tuple[list[Turn], list[str]]:

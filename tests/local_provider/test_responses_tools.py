@@ -1,6 +1,6 @@
 """Function tools on the local provider's Responses wire, through the real openai SDK: the model calls
-what the latest input asks for of the offered tools ("call TOOL with ARGS", policy.asked_tool_calls),
-as function_call items after its reasoning, and the wire holds the calls and their outputs to the
+what the latest input asks for of the offered tools ("call TOOL with ARGS", answered with CALL lines:
+policy.asked_calls, policy.offered_calls), as function_call items after its reasoning, and the wire holds the calls and their outputs to the
 pairing api.openai.com enforces (responses_conversation.py, rules 7 and 9)."""
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import openai
 import pytest
 from openai.types.responses import Response
 
-from turnstate.local_provider.policy import asked_tool_calls
 from turnstate.local_provider.server import LocalProvider
 
 from .test_responses import ENCRYPTED, MODEL, SYSTEM, client_for, refusal, replayable, user
@@ -66,16 +65,6 @@ def called(client: openai.OpenAI, asked: str = ONE_CALL) -> tuple[list[Item], li
     return opening + reply, [item for item in reply if item["type"] == "function_call"]
 
 
-def test_the_policy_reads_calls_only_of_offered_tools_in_the_order_asked() -> None:
-    assert asked_tool_calls(TWO_CALLS, ["lookup", "note"]) == [
-        ("lookup", {"key": "beacon"}),
-        ("note", {"key": "door", "text": "B"}),
-    ]
-    assert asked_tool_calls(TWO_CALLS, ["lookup"]) == []
-    assert asked_tool_calls("call lookup with {not json}", ["lookup"]) == []
-    assert asked_tool_calls("LEVEL 1/1 | STATE NOT_FINISHED", ["lookup"]) == []
-
-
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 def test_a_call_asked_for_is_a_function_call_item_after_the_reasoning_and_no_message(
     client: openai.OpenAI, stream: bool
@@ -98,9 +87,10 @@ def test_several_calls_in_one_reply_come_in_the_order_asked(client: openai.OpenA
     assert len({call["call_id"] for call in calls}) == 2
 
 
-def test_without_tools_offered_the_model_answers_as_before(client: openai.OpenAI) -> None:
+def test_without_tools_offered_the_asked_call_stays_a_line_of_the_message(client: openai.OpenAI) -> None:
     response = client.responses.create(model=MODEL, input=[user(ONE_CALL)], store=False, include=ENCRYPTED)
     assert [item.type for item in response.output] == ["reasoning", "message"]
+    assert response.output_text == 'CALL: lookup {"key": "beacon"}'
 
 
 def test_answered_calls_are_accepted_and_the_conversation_goes_on(client: openai.OpenAI) -> None:
