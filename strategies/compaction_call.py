@@ -3,10 +3,13 @@ Anthropic), with the guards and actions its rows name (`CompactionCall`, mixed i
 nests the machine).
 
 Rules
-1. Entering the machine asks for the compaction. The request holds only the settled accepted
-   history: the turn's fresh and buffered inputs are not compacted, nor is an unread last turn (tool
-   results no reply has read: strategies/state.py); they follow the compacted history verbatim in
-   the action request. It carries the compaction's own output cap.
+1. Entering the machine asks for the compaction. The request holds only the accepted history: the
+   turn's fresh and buffered inputs are not compacted; they follow the compacted history in the
+   action request. It carries the compaction's own output cap. An unread last turn (tool results no
+   reply has read: strategies/state.py) is compacted with the rest: a provider's compacted window
+   stands for everything it replaced, and no item from before it may follow it (the Responses
+   service refuses a reasoning item replayed after a compaction it preceded), so it is the
+   provider's summary that carries those results.
 2. Its failures are retried as an action request's (strategies/retry.py), from the same budget: the
    compaction and the action form one provisional turn.
 3. A compaction reply is held as the turn's provisional history (Compacted, final): the parent goes on
@@ -73,23 +76,12 @@ class CompactionCall(TurnTaking):
         self.compacted = None
         request = ModelRequest(
             self.system_prompt,
-            tuple(self.accepted.items[: self._settled_end]),
+            tuple(self.accepted.items),
             max_output_tokens=self.compaction.max_output_tokens,
             tools=self.tools,  # a history with tool calls is sent with the tools it called (Anthropic's rule)
         )
         self.emit(CallCompaction(request))
 
     def hold_compaction(self, event: CompactionReplied) -> None:
-        """Rule 3, with an unread last turn after the compacted history, a turn of its own."""
         items = self.transcript.reply_items(event.response)
-        spans = [TurnSpan(start=0, end=len(items))] if items else []
-        unread = self.accepted.items[self._settled_end :]
-        if unread:
-            spans.append(TurnSpan(start=len(items), end=len(items) + len(unread)))
-        self.compacted = HeldCompaction("call", [*items, *unread], spans)
-
-    @property
-    def _settled_end(self) -> int:
-        """Where the settled turns end in the accepted items (all of them when no turn is unread)."""
-        state = self.accepted
-        return state.turns[-1].start if state.unread_turn else state.item_count
+        self.compacted = HeldCompaction("call", items, [TurnSpan(start=0, end=len(items))] if items else [])

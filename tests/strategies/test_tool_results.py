@@ -190,27 +190,16 @@ def test_a_harness_summary_keeps_the_unread_turn_verbatim_after_the_bridge():
     assert list(action.request.items) == [*ITEMS.user_items([bridge_text("NOTES: x")]), *unread]
 
 
-def test_a_compaction_call_compacts_the_settled_turns_and_the_unread_turn_follows_it():
+def test_a_compaction_call_takes_the_unread_turn_with_the_rest():
+    """Against: keeping the unread turn after the compaction item (compaction_call rule 1)."""
     machine = cc.start(BY_CALL, ITEMS)
     machine.fire(ObservationArrived("f1"))
     machine.fire(ProviderReplied(native_reply("ACTION: ACTION1")))
     machine.fire(ActionAccepted("ACTION1"))
     called(machine, "f2")
     machine.fire(ToolsAnswered(RESULTS))
-    accepted = machine.model.accepted
     (compaction,) = machine.fire(ObservationArrived(""))
-    assert list(compaction.request.items) == accepted.items[: accepted.turns[-1].start]
-    item = {"type": "compaction", "encrypted_content": "sealed"}
-    (action,) = machine.fire(CompactionReplied(ModelResponse("", Usage(5, 0, 1), "completed", native_items=(item,))))
-    assert list(action.request.items) == [item, *accepted.items[accepted.turns[-1].start :]]
-    machine.fire(ProviderReplied(native_reply("ACTION: ACTION1")))
-    machine.fire(ActionAccepted("ACTION1"))
-    committed = machine.model.accepted
-    assert [(span.start, span.end) for span in committed.turns][:2] == [
-        (0, 1),
-        (1, 1 + len(accepted.items) - accepted.turns[-1].start),
-    ]
-    assert not committed.unread_turn
+    assert list(compaction.request.items) == machine.model.accepted.items
 
 
 def test_manual_rolling_never_trims_or_drops_the_unread_turn():
