@@ -1,4 +1,5 @@
-"""The deterministic "model" of the embedded local provider: it plays beacon_grid from text only.
+"""The deterministic "model" of the embedded local provider: it plays beacon_grid from text only
+(and catalog_hunt, whose play is catalog_policy.py's: a request about that game is answered there).
 
 It reads nothing but the request, as a real model would, so how well it plays measures what the
 harness kept in the window: a level's beacon letter appears only in that level's first frame, and
@@ -51,6 +52,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from turnstate.adapters.tokens import estimate_text_tokens
+from turnstate.local_provider.catalog_policy import catalog_reply, catalog_summary, catalog_think
 
 Cell = tuple[int, int]  # (row, column)
 
@@ -98,6 +100,9 @@ def reply(system: str, messages: Sequence[Mapping[str, object]]) -> str:
         return asked
     if asks_for_summary(messages):
         return summarize([message_text(message) for message in messages], summary_budget(messages))
+    catalog = catalog_reply(system, messages)
+    if catalog is not None:
+        return catalog
     frame = last_frame(messages)
     if frame is None:
         return NO_FRAME_REPLY
@@ -135,6 +140,9 @@ def think(
         budget = summary_budget(messages)
         left = None if budget is None else budget - estimate_text_tokens(SUMMARY_THOUGHT)
         return SUMMARY_THOUGHT, summarize(read, left)
+    catalog = catalog_think(system, messages, memory, context)
+    if catalog is not None:
+        return catalog
     frame = last_frame(messages)
     if frame is None:
         return "No game frame in this turn.", NO_FRAME_REPLY
@@ -159,7 +167,11 @@ def summarize(texts: Sequence[str], budget: int | None = None) -> str:
     """An honest summary of `texts` (a compaction's memory, or everything a summary request holds),
     of what is still needed: the latest beacon the texts give for the level being played, the highest
     any frame or note names, as one NOTES line (the levels below it are won). A beacon the texts do
-    not hold is not in the summary. Within `budget` tokens, if one is given, or empty."""
+    not hold is not in the summary. Within `budget` tokens, if one is given, or empty. Texts about
+    catalog_hunt are summarized as that game's (catalog_policy.py)."""
+    catalog = catalog_summary(texts, budget)
+    if catalog is not None:
+        return catalog
     beacons: dict[int, str] = {}
     playing = 0
     for text in texts:
