@@ -4,7 +4,7 @@ shape, calls read in order, results laid out as tool messages and accepted, the 
 OpenAI refuses it, and a request without tools sent as it always was.
 
 The local model calls a tool when the latest user message asks "call TOOL with {JSON}" (policy.
-asked_tool_calls), so each test knows the calls it will get.
+asked_calls), so each test knows the calls it will get.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from turnstate.adapters.contract import (
     UsageSeen,
     never_raising,
 )
-from turnstate.adapters.deepseek_chat import ACTION_TOOL, DeepSeekChatAdapter
+from turnstate.adapters.deepseek_chat import DeepSeekChatAdapter
 from turnstate.adapters.open_source_chat import OpenSourceChatAdapter
 from turnstate.local_provider.server import LocalProvider
 
@@ -107,7 +107,7 @@ def test_tools_are_offered_in_the_wires_function_shape(provider, kind):
         }
         for spec in TOOLS
     ]
-    assert body["tools"] == (offered + [ACTION_TOOL] if kind == "deepseek" else offered)
+    assert body["tools"] == offered  # DeepSeek's too: no adapter adds a tool of its own
 
 
 def test_a_single_call_is_read_with_its_id_name_and_arguments(provider, kind, stream):
@@ -214,7 +214,6 @@ def test_a_request_without_tools_is_byte_identical_to_before(provider, kind, str
         "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "hello"}],
         cap: 256,
         **({"stream": True, "stream_options": {"include_usage": True}} if stream else {}),
-        **({"tools": [ACTION_TOOL]} if kind == "deepseek" else {}),
     }
     assert sent == [json.dumps(before, separators=(",", ":")).encode()]
 

@@ -255,7 +255,7 @@ TOOLS = (
     ToolSpec("look", "Look at a cell of the grid.", {"type": "object", "properties": {"x": {"type": "integer"}}}),
     ToolSpec("note", "Keep a note.", {"type": "object", "properties": {"text": {"type": "string"}}}),
 )
-# The local model's convention for tool tests (local_provider/policy.py: asked_tool_calls).
+# The local model's convention for tool tests (local_provider/policy.py: asked_calls).
 ASK_TWO_CALLS = 'call look with {"x": 3} and call note with {"text": "beacon A"}'
 
 

@@ -1,7 +1,7 @@
 """Function tools on openai.responses.v1, through the real openai SDK against the local provider: the
 tools offered in the Responses shape, the calls read from function_call items (streamed and not),
 the results laid out as function_call_output items, and the provider's pairing refusals classified.
-The local model calls what the input asks for ("call TOOL with ARGS", policy.asked_tool_calls)."""
+The local model calls what the input asks for ("call TOOL with ARGS", policy.asked_calls)."""
 
 from __future__ import annotations
 
