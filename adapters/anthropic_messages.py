@@ -41,6 +41,13 @@ failed compaction); `stop_details` type and category strings or null; each strea
 `type`; every usage count a non-negative integer or absent. A compaction reply must moreover be
 exactly one compaction block with nonempty content and a signature (what replay needs), and an
 action reply may not compact inline: either is a malformed reply, retried.
+
+For the stale tool-result offload, `MessagesItems.tool_results` lists each tool_result block (one
+user message holds a block per call of the reply it answers), named by the tool_use block with its
+id, its error the block's `is_error` (the recorded answer spells out `is_error: false`), its text
+the content string or its text blocks (the SDK's BetaToolResultBlockParam takes either).
+`with_tool_result_text` rewrites that one block's content in a new content list whose other blocks
+are the very objects they were. Thinking, redacted thinking and compaction blocks are never read.
 """
 
 from __future__ import annotations
@@ -61,6 +68,7 @@ from turnstate.adapters.contract import (
     ModelRequest,
     ModelResponse,
     NativeCompaction,
+    NoSuchToolResult,
     OptionProblem,
     ProviderError,
     ReplyShape,
@@ -69,6 +77,7 @@ from turnstate.adapters.contract import (
     TokenCount,
     ToolCall,
     ToolResult,
+    ToolResultAt,
     Transcript,
     Usage,
     UsageSeen,
@@ -77,6 +86,7 @@ from turnstate.adapters.contract import (
     refused_options,
     retry_after_seconds,
     schema_problems,
+    text_content,
     token_count,
 )
 from turnstate.adapters.tokens import MESSAGE_OVERHEAD_TOKENS, estimate_text_tokens
@@ -191,6 +201,34 @@ class MessagesItems:
         ]
         return [{"role": "user", "content": blocks}]
 
+    def tool_results(self, items: Sequence[Item]) -> list[ToolResultAt]:
+        """Each tool_result block (a user message may hold several), named by the tool_use block with
+        its id, its error from the block's `is_error`. Only tool_use and tool_result blocks are read:
+        thinking, redacted thinking and compaction blocks are passed over by their type."""
+        names: dict[str, str] = {}
+        found = []
+        for index, item in enumerate(items):
+            for block in _blocks(item):
+                kind = block.get("type")
+                if kind == "tool_use":
+                    names[str(block.get("id"))] = str(block.get("name"))
+                elif kind == "tool_result":
+                    call_id = str(block.get("tool_use_id"))
+                    text = text_content(block.get("content"))
+                    found.append(
+                        ToolResultAt(index, call_id, names.get(call_id, ""), text, bool(block.get("is_error")))
+                    )
+        return found
+
+    def with_tool_result_text(self, item: Item, call_id: str, text: str) -> Item:
+        """The message with a new content list in which only the block answering `call_id` is new."""
+        blocks = _blocks(item)
+        for position, block in enumerate(blocks):
+            if block.get("type") == "tool_result" and block.get("tool_use_id") == call_id:
+                content = [*blocks[:position], {**block, "content": text}, *blocks[position + 1 :]]
+                return {**item, "content": content}
+        raise NoSuchToolResult(call_id)
+
     def estimate_tokens(self, items: Sequence[Item], system: str = "") -> int:
         head = MESSAGE_OVERHEAD_TOKENS + estimate_text_tokens(system) if system else 0
         return head + sum(
@@ -203,6 +241,12 @@ class MessagesItems:
     def latest_compaction(self, items: Sequence[Item]) -> int | None:
         found = [index for index, item in enumerate(items) if _first_block_type(item) == "compaction"]
         return found[-1] if found else None
+
+
+def _blocks(message: Item) -> list[Mapping[str, Any]]:
+    """A message's content blocks; a plain string content has none."""
+    content = message.get("content")
+    return content if isinstance(content, list) else []
 
 
 def _first_block_type(message: Item) -> str | None:

@@ -32,6 +32,13 @@ call (ChatMessages.tool_result_items). A request that breaks that pairing is Ope
 `invalid_request_error`, code null, naming the message (an unanswered call, a result that answers
 no call, or one answered twice): the harness's own bug, so FATAL, as every 400 that is not an
 overflow is.
+
+For the stale tool-result offload, `ChatMessages.tool_results` lists each tool message, named by the
+`tool_calls[].function.name` of the assistant message whose call it answers, its text its `content`
+(a string or text parts: the SDK's ChatCompletionToolMessageParam takes either), an error one whose
+text begins with ERROR_RESULT_PREFIX, as tool_result_items writes it (the wire has no flag).
+`with_tool_result_text` copies one tool message with a new `content` string; the recorded DeepSeek
+requests replay tool messages as {role, tool_call_id, content} and nothing else.
 """
 
 from __future__ import annotations
@@ -52,6 +59,7 @@ from turnstate.adapters.contract import (
     ModelRequest,
     ModelResponse,
     NativeCompaction,
+    NoSuchToolResult,
     OptionProblem,
     ProviderError,
     ReplyShape,
@@ -60,6 +68,7 @@ from turnstate.adapters.contract import (
     TokenCount,
     ToolCall,
     ToolResult,
+    ToolResultAt,
     ToolSpec,
     Transcript,
     Usage,
@@ -67,6 +76,7 @@ from turnstate.adapters.contract import (
     never_raising,
     no_compaction_call,
     reported_cost,
+    text_content,
     token_count,
 )
 from turnstate.adapters.json_bytes import json_bytes
@@ -180,6 +190,29 @@ class ChatMessages:
             }
             for result in results
         ]
+
+    def tool_results(self, items: Sequence[Item]) -> list[ToolResultAt]:
+        """Each tool message, named by the `tool_calls[].function.name` of the assistant message that
+        made its call; an error is a text behind ERROR_RESULT_PREFIX (the wire has no flag)."""
+        names: dict[str, str] = {}
+        found = []
+        for index, item in enumerate(items):
+            role = item.get("role")
+            if role == "assistant":
+                for call in item.get("tool_calls") or ():
+                    names[call["id"]] = call["function"]["name"]
+            elif role == "tool":
+                call_id = str(item.get("tool_call_id"))
+                text = text_content(item.get("content"))
+                found.append(
+                    ToolResultAt(index, call_id, names.get(call_id, ""), text, text.startswith(ERROR_RESULT_PREFIX))
+                )
+        return found
+
+    def with_tool_result_text(self, item: Item, call_id: str, text: str) -> Item:
+        if item.get("role") != "tool" or item.get("tool_call_id") != call_id:
+            raise NoSuchToolResult(call_id)
+        return {**item, "content": text}
 
     def estimate_tokens(self, items: Sequence[Item], system: str = "") -> int:
         head = [{"role": "system", "content": system}] if system else []

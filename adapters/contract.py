@@ -106,6 +106,39 @@ class ToolResult:
     is_error: bool = False
 
 
+@dataclass(frozen=True, slots=True)  # slotted: a request's projection lists every result of the history
+class ToolResultAt:
+    """One tool result found in a transcript's items (`Transcript.tool_results`): `index` the item
+    that holds it, the call it answers, the tool that call named (resolved from the call's own item;
+    "" when no item before it made that call), the text the model reads (an error prefix included
+    on a wire that has no flag), and whether it is an error result."""
+
+    index: int
+    call_id: str
+    name: str
+    text: str
+    is_error: bool
+
+
+def text_content(content: object) -> str:
+    """A content string, or the text of its `{"type": "text", "text"}` parts joined (images and
+    documents have no text): a tool result's content as the model reads it, on the wires that take
+    either (Chat Completions' tool message, Anthropic's tool_result block)."""
+    if isinstance(content, str):
+        return content
+    parts = content if isinstance(content, list) else []
+    return "".join(
+        str(part.get("text", "")) for part in parts if isinstance(part, Mapping) and part.get("type") == "text"
+    )
+
+
+class NoSuchToolResult(ValueError):
+    """`Transcript.with_tool_result_text` was handed an item that holds no result answering the call."""
+
+    def __init__(self, call_id: str) -> None:
+        super().__init__(f"the item holds no tool result answering call {call_id!r}")
+
+
 @dataclass(frozen=True)
 class ModelRequest:
     """One model request as a strategy built it: the system prompt and the adapter's native items to
@@ -360,6 +393,17 @@ class Transcript(Protocol):
         """The items that answer a reply's tool calls, in the provider's shape and in the calls'
         order: they follow the reply that made the calls and come before any other input, so a call
         and its result always travel together."""
+        ...
+
+    def tool_results(self, items: Sequence[Item]) -> list[ToolResultAt]:
+        """Every tool result `items` hold, in order, each with the name of the tool its call named
+        (read from the call's item before it). Opaque items are passed over, never read."""
+        ...
+
+    def with_tool_result_text(self, item: Item, call_id: str, text: str) -> Item:
+        """A new item equal to `item` (which holds the result answering `call_id`) except that this
+        result's content is `text`; any other result or block it holds is kept as it is, and `item`
+        itself is never changed. Raises ValueError when `item` holds no result answering `call_id`."""
         ...
 
     def estimate_tokens(self, items: Sequence[Item], system: str = "") -> int:

@@ -33,6 +33,11 @@ signature: the thought step before the calls carries it, and the calls replay ve
 they are the reply's tool calls, in order, and a reply is answered by `tool_result_items`. The
 service refuses an unpaired call or result with a 400 INVALID_ARGUMENT, classified as the harness's
 bug: fatal.
+
+For the stale tool-result offload, `InteractionSteps.tool_results` lists each function_result step,
+named by the function_call step whose id it answers (else by its own `name`), its error the step's
+`is_error`, its text as `readable` shows it; `with_tool_result_text` copies it with a new `result`
+string (FunctionResultStepParam takes a string). Thought steps and their signatures are never read.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ from turnstate.adapters.contract import (
     ModelRequest,
     ModelResponse,
     NativeCompaction,
+    NoSuchToolResult,
     OptionProblem,
     ProviderError,
     ReplyShape,
@@ -62,6 +68,7 @@ from turnstate.adapters.contract import (
     TokenCount,
     ToolCall,
     ToolResult,
+    ToolResultAt,
     Transcript,
     Usage,
     UsageSeen,
@@ -191,6 +198,26 @@ class InteractionSteps:
             for result in results
         ]
 
+    def tool_results(self, items: Sequence[Item]) -> list[ToolResultAt]:
+        """Each function_result step, named by the function_call step with its id (else by its own
+        `name`), its error from the step's `is_error`. Thought steps are passed over by their type."""
+        names: dict[str, str] = {}
+        found = []
+        for index, step in enumerate(items):
+            kind = step.get("type")
+            if kind == "function_call":
+                names[str(step.get("id"))] = str(step.get("name"))
+            elif kind == "function_result":
+                call_id = str(step.get("call_id"))
+                name = names.get(call_id) or str(step.get("name") or "")
+                found.append(ToolResultAt(index, call_id, name, _result_text(step), bool(step.get("is_error"))))
+        return found
+
+    def with_tool_result_text(self, item: Item, call_id: str, text: str) -> Item:
+        if item.get("type") != "function_result" or item.get("call_id") != call_id:
+            raise NoSuchToolResult(call_id)
+        return {**item, "result": text}
+
     def estimate_tokens(self, items: Sequence[Item], system: str = "") -> int:
         head = MESSAGE_OVERHEAD_TOKENS + estimate_text_tokens(system) if system else 0
         return head + sum(
@@ -219,14 +246,20 @@ def _texts(contents: object) -> list[str]:
     return [str(part.get("text", "")) for part in parts if isinstance(part, Mapping) and part.get("type") == "text"]
 
 
+def _result_text(step: Item) -> str:
+    """A function_result's text as the model reads it: the result string, its text contents, or the
+    result object as JSON (FunctionResultStepParam takes any of the three)."""
+    result = step.get("result")
+    return result if isinstance(result, str) else "\n".join(_texts(result)) or json.dumps(result)
+
+
 def _step_text(step: Item, *, opaque: bool) -> str:
     """A step's readable text (a user input's, an output's, a thought's summary, a call's name and
     arguments as JSON, a result's text); with `opaque`, a thought's signature too, as it is billed."""
     if step.get("type") == "function_call":
         return f"{step.get('name')}({json.dumps(step.get('arguments'))})"
     if step.get("type") == "function_result":
-        result = step.get("result")
-        return result if isinstance(result, str) else "\n".join(_texts(result)) or json.dumps(result)
+        return _result_text(step)
     texts = _texts(step.get("summary") if step.get("type") == "thought" else step.get("content"))
     if opaque and step.get("type") == "thought":
         texts.append(str(step.get("signature") or ""))

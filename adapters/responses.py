@@ -37,6 +37,12 @@ returned, beside the reasoning item that preceded them, which a store-false repl
 (responses_conversation.py, rule 7). Results are `function_call_output` input items (the recorded
 second request: {type, call_id, output}); refusals of the pairing (an unanswered call, an orphan or
 a duplicate output) are 400 invalid_request_error, fatal: the harness built the request wrong.
+
+For the stale tool-result offload, `ResponsesItems.tool_results` lists each function_call_output,
+named by the function_call item with its call_id (the recorded second request: message, reasoning,
+function_call, function_call_output), its text its `output` (a string or input_text parts, the
+SDK's FunctionCallOutput), an error one behind ERROR_PREFIX; `with_tool_result_text` copies it with
+a new `output` string. Reasoning and compaction items are passed over by their type, never read.
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ from turnstate.adapters.contract import (
     ModelRequest,
     ModelResponse,
     NativeCompaction,
+    NoSuchToolResult,
     OptionProblem,
     ProviderError,
     ReplyShape,
@@ -65,6 +72,7 @@ from turnstate.adapters.contract import (
     TokenCount,
     ToolCall,
     ToolResult,
+    ToolResultAt,
     ToolSpec,
     Transcript,
     Usage,
@@ -110,6 +118,27 @@ class ResponsesItems:
             }
             for result in results
         ]
+
+    def tool_results(self, items: Sequence[Item]) -> list[ToolResultAt]:
+        """Each function_call_output item, named by the function_call item with its call_id; its
+        output is a string or input_text parts (the SDK's FunctionCallOutput), an error one behind
+        ERROR_PREFIX. Reasoning and compaction items are passed over by their type."""
+        names: dict[str, str] = {}
+        found = []
+        for index, item in enumerate(items):
+            kind = item.get("type")
+            if kind == "function_call":
+                names[str(item.get("call_id"))] = str(item.get("name"))
+            elif kind == "function_call_output":
+                call_id = str(item.get("call_id"))
+                text = content_text(item.get("output"))
+                found.append(ToolResultAt(index, call_id, names.get(call_id, ""), text, text.startswith(ERROR_PREFIX)))
+        return found
+
+    def with_tool_result_text(self, item: Item, call_id: str, text: str) -> Item:
+        if item.get("type") != "function_call_output" or item.get("call_id") != call_id:
+            raise NoSuchToolResult(call_id)
+        return {**item, "output": text}
 
     def estimate_tokens(self, items: Sequence[Item], system: str = "") -> int:
         instructions = item_tokens({"type": "instructions", "text": system}) if system else 0
