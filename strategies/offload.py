@@ -122,4 +122,6 @@ def _replaceable(result: ToolResultAt, offload: Offload) -> bool:
     if result.is_error or not result.name or result.name == READ_TOOL_RESULT:
         return False
     chars = len(result.text)
+    if chars < offload.min_savings_chars:  # most results: no pointer to format
+        return False
     return chars - len(pointer(result.name, _SOME_REF, chars)) >= offload.min_savings_chars
