@@ -35,6 +35,7 @@ from turnstate.local_provider.faults import FaultKind, first_repeated_ordinal
 from turnstate.local_provider.server import DEFAULT_CONTEXT_WINDOW
 from turnstate.strategies import STRATEGIES
 from turnstate.strategies.compaction import Compaction, HarnessSummary, NativeByCall, NativeInline, NoCompaction
+from turnstate.strategies.offload import DEFAULT_KEEP_RECENT_PER_TOOL, DEFAULT_MIN_SAVINGS_CHARS, Offload
 from turnstate.strategies.strategy import Backoff, StrategySettings
 
 LOCAL = "local"
@@ -135,10 +136,19 @@ class CompactionConfig(_Section):
     fork: bool | None = None
 
 
+class ToolResultOffloadConfig(_Section):
+    """Seed 003's stale tool-result offload: present turns it on, each key its default when absent."""
+
+    keep_recent_per_tool: int = Field(default=DEFAULT_KEEP_RECENT_PER_TOOL, ge=1)
+    min_savings_chars: int = Field(default=DEFAULT_MIN_SAVINGS_CHARS, ge=0)
+
+
 class RuntimeConfig(_Section):
     adapter_id: str
     strategy: str
     compaction: CompactionConfig = CompactionConfig()
+    # Off unless given (strategies/offload.py): replace stale tool results in outgoing requests.
+    tool_result_offload: ToolResultOffloadConfig | None = None
 
 
 class FaultConfig(_Section):
@@ -266,6 +276,13 @@ class Profile(_Section):
             path, problem, fix = option_problems[0]
             raise _Contradiction(f"request.options.{path}", problem, fix)
         _check_compaction(self.runtime.compaction, adapter, descriptor.adapter_id)
+        if self.runtime.tool_result_offload is not None and record.name == "previous_response_id":
+            raise _Contradiction(
+                "runtime.tool_result_offload",
+                "previous_response_id keeps the conversation on the provider's server: there is no request "
+                "history to project",
+                "remove it, or use manual_rolling or continuous_conversation",
+            )
         if adapter.acts_through_tools and self.agent.action_mode != "tools":
             raise _Contradiction(
                 "agent.action_mode",
@@ -323,7 +340,13 @@ class Profile(_Section):
             compaction=self.compaction(),
             backoff=self.agent.backoff.settings(),
             tools=tools,
+            offload=self.offload(),
         )
+
+    def offload(self) -> Offload | None:
+        """The stale tool-result offload the strategy projects requests with, or None (off)."""
+        config = self.runtime.tool_result_offload
+        return None if config is None else Offload(config.keep_recent_per_tool, config.min_savings_chars)
 
     def compaction(self) -> Compaction:
         """The compaction the strategy runs with, typed, its defaults filled in: a trigger for a

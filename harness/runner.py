@@ -25,6 +25,7 @@ from turnstate.harness.environments import RESET, Environment, Frame, GameState,
 from turnstate.harness.environments.protocol import ToolEnvironment, ToolRefused
 from turnstate.harness.profile import Profile
 from turnstate.harness.session import FailedClosed, RunResult, Session, Turn, signals_deferred
+from turnstate.strategies.offload import READ_TOOL_RESULT
 
 __all__ = ["RunResult", "Runner", "StepProgress", "signals_deferred"]
 
@@ -89,6 +90,9 @@ class Runner:
                 return "failed_closed", failed.reason
             observation, results = "", list[ToolResult]()
             for call in turn.tool_calls:  # in the reply's order; the action's is stepped in its place
+                if call.name == READ_TOOL_RESULT:
+                    results.append(session.read_tool_result(call))
+                    continue
                 if call != turn.action_call:
                     results.append(_answered(environment, call))
                     continue

@@ -72,7 +72,9 @@ from turnstate.harness.artifacts import (
     summary_input,
 )
 from turnstate.harness.endpoint import open_endpoint
+from turnstate.harness.environments.protocol import ToolRefused
 from turnstate.harness.profile import Profile
+from turnstate.harness.tool_results import READ_TOOL_RESULT_SPEC, ToolResultStore
 from turnstate.machine.engine import Effect, Event, LiveMachine
 from turnstate.strategies import STRATEGIES
 from turnstate.strategies.events import (
@@ -224,6 +226,9 @@ class Session:
                 self._stack.callback(self._writer.close)
                 self.run_dir = self._writer.path
                 self._meta = self._meta_base(endpoint)
+            self.tool_results = ToolResultStore(self.run_dir)
+            if self.profile.offload() is not None:  # the offloaded results are read back with a tool
+                self.tools = (*self.tools, READ_TOOL_RESULT_SPEC)
             system = self._system_prompt or scaffold.system_prompt(self.actions, self.action_mode, self.tools)
             offered = (*(self.actions if self.action_mode == "tools" else ()), *self.tools)
             strategy = STRATEGIES[self.profile.runtime.strategy]
@@ -346,6 +351,14 @@ class Session:
         attempt.outcome, attempt.problem = "action_rejected", reason
         return self._drive(ActionRejected(reason))
 
+    def read_tool_result(self, call: ToolCall) -> ToolResult:
+        """The answer to a `read_tool_result` call (offered when the profile offloads stale tool
+        results): a page of the offloaded result its ref names, or an error result saying why not."""
+        try:
+            return ToolResult(call.id, call.name, self.tool_results.read(call.arguments))
+        except ToolRefused as refused:
+            return ToolResult(call.id, call.name, str(refused), is_error=True)
+
     def buffer(self, text: str) -> None:
         """An input that arrives without a model call (a GAME_OVER frame): it waits in the accepted
         state and opens the next turn, ahead of its observation."""
@@ -410,7 +423,9 @@ class Session:
         raise TypeError(f"session cannot perform effect {effect!r}")
 
     def _call_provider(self, effect: CallProvider, turn: _OpenTurn) -> Event:
-        """The action request."""
+        """The action request, once the full text of every result it offloads is stored."""
+        for ref, text in effect.offloaded:
+            self.tool_results.put(ref, text)
         return self._call(self.adapter.call, effect.request, "action", turn)
 
     def _call_compaction(self, effect: CallCompaction, turn: _OpenTurn) -> Event:

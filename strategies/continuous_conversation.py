@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import enum
 
-from turnstate.adapters.contract import Item, ModelRequest, Transcript
+from turnstate.adapters.contract import ModelRequest, Transcript
 from turnstate.machine.engine import Done, MachineSpec, Transition, when
 from turnstate.strategies import compaction_call, harness_summary
 from turnstate.strategies.compaction import KINDS, HarnessSummary, HeldCompaction, Kind, NativeByCall
@@ -189,8 +189,9 @@ class ContinuousConversation(compaction_call.CompactionCall, harness_summary.Har
         self.overflow_recoveries = 0
 
     def request_reply(self, event: object) -> None:
-        self.latest_request = self.build_request()
-        self.emit(CallProvider(self.latest_request))
+        asked = self.ask()
+        self.latest_request = asked.request
+        self.emit(asked)
 
     def take_overflow_lane(self, event: ContextOverflowed) -> None:
         """Rule 6: the summary Compacting asks for as it is entered is the overflow lane's."""
@@ -233,9 +234,10 @@ class ContinuousConversation(compaction_call.CompactionCall, harness_summary.Har
         kept = items[turn_start + found :]
         self.accepted = self.accepted.replace(payload={"items": kept}, turns=[TurnSpan(start=0, end=len(kept))])
 
-    def build_request(self) -> ModelRequest:
-        history: list[Item] = self.accepted.items if self.compacted is None else self.compacted.items
-        return ModelRequest(system=self.system_prompt, items=(*history, *self._turn.opening), tools=self.tools)
+    def ask(self) -> CallProvider:
+        if self.compacted is None:
+            return self.projected(self.accepted.items, list(self.accepted.turns), self._turn.opening)
+        return self.projected(self.compacted.items, self.compacted.spans, self._turn.opening)
 
     def _reported_context(self) -> int:
         usage = self._provisional.usage

@@ -98,7 +98,11 @@ def outcome_event(outcome: ModelResponse | ProviderError, *, compaction: bool = 
 
 @dataclass(frozen=True)
 class CallProvider(Effect):
+    """Send the action request. `offloaded` is the (ref, full text) of each stale tool result the
+    request carries as a pointer (strategies/offload.py): the runner stores them before it sends."""
+
     request: ModelRequest
+    offloaded: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

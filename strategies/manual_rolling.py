@@ -33,9 +33,15 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from turnstate.adapters.contract import Item, ModelRequest, Transcript
+from turnstate.adapters.contract import Item, Transcript
 from turnstate.machine.engine import Transition
-from turnstate.strategies.events import ActionAccepted, ContextOverflowed, ObservationArrived, ToolsAnswered
+from turnstate.strategies.events import (
+    ActionAccepted,
+    CallProvider,
+    ContextOverflowed,
+    ObservationArrived,
+    ToolsAnswered,
+)
 from turnstate.strategies.state import RuntimeState, TurnSpan
 from turnstate.strategies.strategy import StrategySettings
 from turnstate.strategies.turn import (
@@ -143,7 +149,7 @@ class ManualRolling(TurnTaking):
         added = self.transcript.estimate_tokens(self.accepted.payload["items"][before:])
         self._estimates = WindowEstimates(self.accepted, self._estimates.head, [*turns[:-1], turns[-1] + added])
 
-    def build_request(self) -> ModelRequest:
+    def ask(self) -> CallProvider:
         """System prompt, the accepted window less the oldest turns trimmed away, the new input.
 
         The turns left out are remembered, so an overflow drops the oldest turn this request
@@ -154,8 +160,8 @@ class ManualRolling(TurnTaking):
         if self.accepted.unread_turn:  # the next reply's input, like the opening: never trimmed
             tail_tokens += self._turn_tokens()[-1]
         self.skipped_turns += self._turns_to_trim(settled, tail_tokens)
-        items, _ = self._window()
-        return ModelRequest(system=self.system_prompt, items=(*items, *turn.opening), tools=self.tools)
+        items, spans = self._window()
+        return self.projected(items, spans, turn.opening)
 
     def _turns_to_trim(self, turn_tokens: list[int], tail_tokens: int) -> int:
         """How many oldest complete turns go: none while the prompt (window of `turn_tokens`, then a

@@ -23,6 +23,7 @@ from turnstate.adapters.contract import ModelRequest
 from turnstate.machine.engine import Transition
 from turnstate.strategies.events import (
     ActionAccepted,
+    CallProvider,
     ContextOverflowed,
     HandleExpired,
     ObservationArrived,
@@ -115,10 +116,10 @@ class PreviousResponseId(TurnTaking):
         )
         self.turn = None
 
-    def build_request(self) -> ModelRequest:
+    def ask(self) -> CallProvider:
         handle = self.accepted.payload.get(HANDLE)
         opening = tuple(self._turn.opening)
-        return ModelRequest(system=self.system_prompt, items=opening, previous_response_id=handle, tools=self.tools)
+        return CallProvider(ModelRequest(self.system_prompt, opening, previous_response_id=handle, tools=self.tools))
 
 
 DEFINITION = turn_strategy({"none": SPEC}, PreviousResponseId, {HANDLE: None})

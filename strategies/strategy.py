@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from turnstate.adapters.contract import ToolSpec, Transcript
 from turnstate.machine.engine import LiveMachine, MachineModel, MachineSpec
 from turnstate.strategies.compaction import Compaction, Kind, NoCompaction
+from turnstate.strategies.offload import Offload
 from turnstate.strategies.retry import Backoff
 from turnstate.strategies.state import RuntimeState
 
@@ -34,6 +35,7 @@ class StrategySettings:
     trim_low_water: float = 1.0
     compaction: Compaction = NoCompaction()  # how the strategy compacts (strategies/compaction.py)
     tools: tuple[ToolSpec, ...] = ()  # the function tools every request of the run offers
+    offload: Offload | None = None  # stale tool-result offload of outgoing requests (None: off)
     backoff: Backoff = Backoff()
     random_seed: int | None = None  # for the backoff's jitter; None draws a fresh seed
 

@@ -38,6 +38,7 @@ from turnstate.strategies.events import (
     ToolsAnswered,
     WaitBeforeRetry,
 )
+from turnstate.strategies.offload import project
 from turnstate.strategies.retry import RETRY_AFTER_WAIT, RETRY_AT_ONCE, TurnRetries
 from turnstate.strategies.state import RuntimeState, TurnSpan
 from turnstate.strategies.strategy import Strategy, StrategyModel, StrategySettings
@@ -111,6 +112,7 @@ class TurnTaking(StrategyModel):
         self.transcript = transcript
         self.system_prompt = settings.system_prompt
         self.tools = settings.tools
+        self.offload = settings.offload
         self.max_retries = settings.max_retries
         self.backoff = settings.backoff
         self.rng = random.Random(settings.random_seed)
@@ -147,7 +149,7 @@ class TurnTaking(StrategyModel):
         self.turn = OpenTurn(opening, TurnRetries(self.max_retries, self.backoff))
 
     def request_reply(self, event: object) -> None:
-        self.emit(CallProvider(self.build_request()))
+        self.emit(self.ask())
 
     def spend_retry(self, event: object) -> None:
         self._turn.retries.spend()
@@ -175,8 +177,18 @@ class TurnTaking(StrategyModel):
 
     # What each strategy writes itself.
 
-    def build_request(self) -> ModelRequest:
+    def ask(self) -> CallProvider:
+        """The action request of the open turn, as the strategy builds it."""
         raise NotImplementedError
+
+    def projected(self, history: list[Item], spans: list[TurnSpan], opening: list[Item]) -> CallProvider:
+        """The action request on `history` (accepted turns at `spans`) and the turn's `opening`, its
+        stale tool results offloaded when the offload is on (strategies/offload.py): a projection of
+        the request, never of the accepted state. The results of an unread last turn stay whole."""
+        unread = self.accepted.unread_turn and spans and spans[-1].end == len(history)
+        projection = project(history, self.transcript, self.offload, spans[-1].start if unread else None)
+        request = ModelRequest(self.system_prompt, (*projection.items, *opening), tools=self.tools)
+        return CallProvider(request, projection.offloaded)
 
     def _unanswered_calls(self) -> tuple[str, ...]:
         """The ids of the held reply's tool calls: what the commit leaves for the harness to answer."""

@@ -126,6 +126,12 @@ REJECTED = [
     ({"agent__backoff": {"base_second": 1}}, "agent.backoff.base_second", "allowed here: base_seconds, max_seconds, max_total_seconds"),
     # request.output_limit_param
     ({"request__output_limit_param": "max_output_tokens"}, "request.output_limit_param", "'max_tokens' or 'max_completion_tokens'"),
+    # runtime.tool_result_offload: whole numbers, a kept result per tool at least
+    ({"runtime__tool_result_offload": {"keep_recent_per_tool": 0}}, "runtime.tool_result_offload.keep_recent_per_tool", "raise the value"),
+    ({"runtime__tool_result_offload": {"keep_recent_per_tool": 2.5}}, "runtime.tool_result_offload.keep_recent_per_tool", "use a whole number"),
+    ({"runtime__tool_result_offload": {"min_savings_chars": -1}}, "runtime.tool_result_offload.min_savings_chars", "raise the value"),
+    ({"runtime__tool_result_offload": {"min_savings_chars": float("inf")}}, "runtime.tool_result_offload.min_savings_chars", "not a finite number"),
+    ({"runtime__tool_result_offload": {"keep_recent": 3}}, "runtime.tool_result_offload.keep_recent", "allowed here: keep_recent_per_tool, min_savings_chars"),
     # client.local.faults[].retry_after_seconds
     ({"client__local": {"faults": [{"at": 1, "kind": "server_error", "retry_after_seconds": 1}]}}, "client.local.faults.0.retry_after_seconds", "only a rate_limit fault sends Retry-After"),
     ({"client__local": {"faults": [{"at": 1, "kind": "rate_limit", "retry_after_seconds": 0}]}}, "client.local.faults.0.retry_after_seconds", "raise the value"),
@@ -171,6 +177,8 @@ PROVIDER_LIMITS = [
     ("local-xai-continuous", {"request__max_output_tokens": 8}, "request.max_output_tokens", "below the Responses API's floor of 16"),
     ("local-openai-continuous", {"request__options__context_management": [{"type": "compaction", "compact_threshold": 500}]}, "request.options.context_management.0.compact_threshold", "500 is below the Responses API's minimum of 1000; fix: make it at least 1000"),
     ("local-openai-continuous", {"request__options__context_management": [{"type": "compaction", "compact_threshold": 7900}]}, "request.options.context_management.0.compact_threshold", "7900 + request.max_output_tokens 256 = 8156 exceeds agent.max_context_length 8000, so a request just below it would not fit; fix: set it at most 7744"),
+    # the offload projects a request history the harness sends, which previous_response_id has not
+    ("local-openai-previous-response-id", {"runtime__tool_result_offload": {}}, "runtime.tool_result_offload", "previous_response_id keeps the conversation on the provider's server: there is no request history to project; fix: remove it, or use manual_rolling or continuous_conversation"),
     # DeepSeek acts through the action tools; a profile must say so, and the modes are named
     ("local-deepseek-continuous", {"agent__action_mode": "text"}, "agent.action_mode", "adapter 'deepseek.chat_completions.v1' acts only by calling the action tools (its reasoning is replayed only beside tool calls); fix: set agent.action_mode: tools"),
     ("local-manual-rolling", {"agent__action_mode": "tool"}, "agent.action_mode", "'text' or 'tools'"),
@@ -357,3 +365,9 @@ def test_a_native_compaction_call_takes_its_own_output_cap_and_the_policy_record
         trigger_tokens=anthropic["runtime"]["compaction"]["trigger_tokens"], max_output_tokens=512
     )
     assert profile.compaction_policy()["max_output_tokens"] == 512
+
+
+def test_the_offload_is_off_unless_given_and_its_defaults_are_the_seeds():
+    assert parse_profile(profile_text(), source="p.yaml").offload() is None
+    given = parse_profile(profile_text(runtime__tool_result_offload={}), source="p.yaml").offload()
+    assert (given.keep_recent_per_tool, given.min_savings_chars) == (3, 2000)

@@ -12,6 +12,8 @@ import pytest
 from turnstate import DEFAULT_PROFILE, Session, load_profile
 from turnstate.adapters.contract import ToolResult, ToolSpec
 from turnstate.harness.environments import make_environment
+from turnstate.harness.tool_results import READ_TOOL_RESULT_SPEC
+from turnstate.strategies.offload import ref_of
 
 from .test_run import with_changes
 
@@ -57,7 +59,9 @@ def test_results_must_answer_every_call_in_order_before_the_next_observation(clo
         turn = session.observe(f"{GAME.reset().text}\n\n{ASK}")
         session.accept()
         before = session.accepted_state
-        with pytest.raises(ValueError, match=r"tool calls are .+; pass one result for each, in that order \(got none\)"):
+        with pytest.raises(
+            ValueError, match=r"tool calls are .+; pass one result for each, in that order \(got none\)"
+        ):
             session.observe("the next frame")
         with pytest.raises(ValueError, match=r"\(got other\)"):
             session.observe(results=[ToolResult("other", "lookup", "?")])
@@ -90,6 +94,22 @@ def test_tool_rounds_past_the_profiles_bound_are_rejected(clock):
         turn = session.observe(f"{GAME.reset().text}\n\n{ASK}")
         session.accept()
         second = session.observe(ASK, results=answer(turn))
-        assert second.tool_calls and second.problem == "1 tool rounds in a row without an action (agent.max_tool_rounds)"
+        assert (
+            second.tool_calls and second.problem == "1 tool rounds in a row without an action (agent.max_tool_rounds)"
+        )
         with pytest.raises(ValueError, match="cannot be accepted"):
             session.accept()
+
+
+def test_with_offload_the_session_offers_read_tool_result_and_answers_it_from_its_store(clock):
+    profile = with_changes(PROFILE, runtime={"tool_result_offload": {}})
+    page = "CATALOG PAGE 1\n" + "entry " * 1000
+    with Session(profile, actions=GAME.actions, sleep=clock.sleep) as session:
+        assert READ_TOOL_RESULT_SPEC in session.tools
+        session.tool_results.put(ref_of(page), page)
+        ask = f'call read_tool_result with {{"ref": "{ref_of(page)}"}} and call read_tool_result with {{"ref": "tr-0"}}'
+        turn = session.observe(f"{GAME.reset().text}\n\n{ask}")
+        assert turn.is_tool_round
+        found, unknown = (session.read_tool_result(call) for call in turn.tool_calls)
+    assert found.content.startswith("CATALOG PAGE 1") and not found.is_error
+    assert unknown.is_error and "tr-0" in unknown.content

@@ -5,10 +5,13 @@ beacon_grid acting through its action tools."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from turnstate.harness.profile import PROFILES_DIR, Profile, load_profile
 from turnstate.harness.runner import Runner
+from turnstate.strategies.offload import pointer, ref_of
 
 from .test_run import read_steps, with_changes
 
@@ -46,3 +49,22 @@ def test_a_profile_of_each_adapter_family_wins_beacon_grid_acting_through_its_ac
     assert all(step["tool_calls"][0]["name"] == step["action"] for step in steps)
     system = steps[0]["messages_sent"][0]["content"]
     assert "calling exactly one of the action tools" in system and "ACTION:" not in system
+
+
+def test_with_offload_stale_pages_go_out_as_pointers_their_text_is_stored_and_the_game_is_still_won(tmp_path):
+    offload = {"keep_recent_per_tool": 1, "min_savings_chars": 1000}
+    profile = with_changes(
+        shipped("local-openai-harness-summary"),
+        environment={"name": "catalog_hunt", "seed": 2, "options": {"levels": 8}},
+        runtime={"tool_result_offload": offload},
+    )
+    result = Runner(profile, tmp_path).run()
+    assert (result.outcome, result.levels_won) == ("win", 8), result.failure
+    stored = {path.stem: path.read_text() for path in (result.artifacts / "tool_results").iterdir()}
+    assert stored and all(ref == ref_of(text) and text.startswith("CATALOG PAGE") for ref, text in stored.items())
+    sent = [message["content"] for step in read_steps(result.artifacts) for message in step["messages_sent"]]
+    assert all(
+        any(pointer("read_catalog", ref, len(text)) in content for content in sent) for ref, text in stored.items()
+    )
+    accepted = json.dumps(result.accepted_state.payload)
+    assert "tool result offloaded" not in accepted  # only requests are projected

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from turnstate.adapters.contract import Item, ModelResponse, ToolCall, ToolResult, Usage
+from turnstate.adapters.contract import Item, ModelResponse, ToolCall, ToolResult, ToolResultAt, Usage
 
 
 class NativeItems:
@@ -20,6 +20,17 @@ class NativeItems:
 
     def tool_result_items(self, results: Sequence[ToolResult]) -> list[Item]:
         return [{"type": "tool_result", "call_id": result.call_id, "text": result.content} for result in results]
+
+    def tool_results(self, items: Sequence[Item]) -> list[ToolResultAt]:
+        names = {item["call_id"]: item["text"] for item in items if item["type"] == "tool_call"}
+        return [
+            ToolResultAt(index, item["call_id"], names.get(item["call_id"], ""), item["text"], False)
+            for index, item in enumerate(items)
+            if item["type"] == "tool_result"
+        ]
+
+    def with_tool_result_text(self, item: Item, call_id: str, text: str) -> Item:
+        return {**item, "text": text}
 
     def estimate_tokens(self, items: Sequence[Item], system: str = "") -> int:
         return len(system) // 4 + sum(4 + len(str(item.get("text", ""))) // 4 for item in items)

@@ -5,6 +5,7 @@ an observation before they are answered, are refused."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -19,12 +20,14 @@ from turnstate.strategies.events import (
     ActionAccepted,
     ActionRejected,
     CallProvider,
+    CallSummary,
     CompactionReplied,
     ContextOverflowed,
     ObservationArrived,
     ProviderReplied,
     ToolsAnswered,
 )
+from turnstate.strategies.offload import Offload, pointer, ref_of
 from turnstate.strategies.state import TurnSpan
 from turnstate.strategies.strategy import StrategySettings
 from turnstate.strategies.summary import bridge_text
@@ -210,3 +213,58 @@ def test_manual_rolling_never_trims_or_drops_the_unread_turn():
     (ask,) = machine.fire(ObservationArrived(""))  # over the budget, but the unread turn is the input
     assert list(ask.request.items) == machine.model.accepted.items
     assert not machine.model.has_droppable_turn(OVERFLOW)
+
+
+# Stale tool-result offload (strategies/offload.py) in the requests the machines build.
+
+OFFLOAD = Offload(keep_recent_per_tool=1, min_savings_chars=100)
+PAGE = "p" * 1000
+
+
+def paged(machine: LiveMachine, pages: int, acted: Usage = Usage(10, 0, 3)) -> None:
+    """`pages` tool rounds, each a lookup answered with a large page, then an action (its reply's
+    usage `acted`) that read them all."""
+    for number in range(pages):
+        called(machine, f"f{number}", calls=(ToolCall(f"c{number}", "lookup", {"page": number}),))
+        machine.fire(ToolsAnswered((ToolResult(f"c{number}", "lookup", f"{number}{PAGE}"),)))
+    machine.fire(ObservationArrived(""))
+    machine.fire(ProviderReplied(replace(native_reply("ACTION: ACTION1"), usage=acted)))
+    machine.fire(ActionAccepted("ACTION1"))
+
+
+@pytest.mark.parametrize("strategy", ["manual_rolling", "continuous_conversation"])
+def test_stale_results_go_out_as_pointers_while_the_accepted_state_keeps_them_whole(strategy):
+    adapter = "openai.chat_completions.v1" if strategy == "manual_rolling" else "openai.responses.v1"
+    start = mr.start if strategy == "manual_rolling" else cc.start
+    machine = start(settings(adapter, offload=OFFLOAD), ITEMS)
+    paged(machine, 3)
+    (ask,) = machine.fire(ObservationArrived("f9"))
+    sent = [item["text"] for item in ask.request.items if item["type"] == "tool_result"]
+    refs = [ref_of(f"{number}{PAGE}") for number in range(2)]
+    assert sent == [pointer("lookup", refs[0], 1001), pointer("lookup", refs[1], 1001), f"2{PAGE}"]
+    assert ask.offloaded == ((refs[0], f"0{PAGE}"), (refs[1], f"1{PAGE}"))
+    kept = [item["text"] for item in machine.model.accepted.items if item["type"] == "tool_result"]
+    assert kept == [f"{number}{PAGE}" for number in range(3)]  # only the request is projected
+
+
+def test_an_unread_turns_results_are_never_offloaded_however_many_its_reply_made():
+    """Against: projecting the unread turn, whose results the model is about to read."""
+    machine = cc.start(settings("openai.responses.v1", offload=OFFLOAD), ITEMS)
+    calls = (ToolCall("a", "lookup", {"page": 1}), ToolCall("b", "lookup", {"page": 2}))
+    called(machine, calls=calls)
+    machine.fire(ToolsAnswered((ToolResult("a", "lookup", f"a{PAGE}"), ToolResult("b", "lookup", f"b{PAGE}"))))
+    (ask,) = machine.fire(ObservationArrived(""))
+    assert [item["text"] for item in ask.request.items if item["type"] == "tool_result"] == [f"a{PAGE}", f"b{PAGE}"]
+    assert ask.offloaded == ()
+
+
+@pytest.mark.parametrize(("offload", "form"), [(None, "fork"), (OFFLOAD, "independent")])
+def test_a_summary_forks_the_latest_request_only_when_it_was_not_made_lossy(offload, form):
+    """The fork guard: a fork of a projected request would summarize pointers instead of the results.
+    Either way the summary request holds the fact the model needs (page 1's text, whole)."""
+    summarizing = settings("openai.responses.v1", offload=offload, compaction=HarnessSummary(1000, 100, 0, fork=True))
+    machine = cc.start(summarizing, ITEMS)
+    paged(machine, 3, acted=Usage(2000, 0, 3))  # the action reached the trigger: the next turn summarizes first
+    (summary,) = machine.fire(ObservationArrived("f9"))
+    assert isinstance(summary, CallSummary) and summary.summary_pass.fork is (form == "fork")
+    assert f"1{PAGE}" in json.dumps(summary.request.items)
