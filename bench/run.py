@@ -8,11 +8,13 @@ scripts beside this one with --json:
     cache_share.py       cached share of input with trimming and compaction
     overflow_recovery.py summary requests in a forced deep recovery
     throughput.py        concurrent runs against one provider
+    tool_offload.py      input and cached share with the stale tool-result offload off and on, and
+                         the harness's time per turn with tools against without
 
     python bench/run.py [--quick]
 
 --quick runs shorter versions (300 instead of 1000 and 3000 turns) to check the script itself; its
-figures are not the ones the goals name. The whole run takes about ten minutes on 2 cores.
+figures are not the ones the goals name. The whole run takes about fourteen minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -203,6 +205,34 @@ def rows(quick: bool) -> list[Row]:
             f"{throughput['runs_per_minute']:.1f}; {throughput['provider_cpu_share']:.3f}",
             "provider not the bottleneck",
             throughput["provider_cpu_share"] < 0.5 and throughput["failed_runs"] == 0,
+        )
+    )
+
+    # 9. Tools: the stale tool-result offload over a long catalog_hunt run, and what tools cost.
+    tools = script("tool_offload.py", "--levels", 50 if quick else 150)
+    off, on = tools["offload_off"], tools["offload_on"]
+    table.append(
+        Row(
+            f"catalog_hunt, {on['turns']} turns: input tokens per turn, last 100, offload off / on",
+            f"{off['input_per_turn_last']:.0f} / {on['input_per_turn_last']:.0f} = {tools['input_cut_last']:.2f}x",
+            ">= 3x",
+            tools["input_cut_last"] >= 3,
+        )
+    )
+    table.append(
+        Row(
+            f"catalog_hunt, {on['turns']} turns, offload on: cached share, last 100 (whole run)",
+            f"{on['cached_share_last']:.3f} ({on['cached_share_all']:.3f}); off {off['cached_share_last']:.3f}",
+            ">= 0.85",
+            on["cached_share_last"] >= 0.85,
+        )
+    )
+    table.append(
+        Row(
+            "beacon_grid, manual_rolling: harness ms per turn, action tools / action lines, median of 3",
+            f"{tools['harness_ms_tools']:.2f} / {tools['harness_ms_text']:.2f} = {tools['tools_over_text']:.2f}x",
+            "<= 1.3x",
+            tools["tools_over_text"] <= 1.3,
         )
     )
     return table
