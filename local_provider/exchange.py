@@ -54,6 +54,28 @@ class Thinker(Protocol):
         ...
 
 
+def unread_input(carried: object) -> tuple[Mapping[str, object], ...]:
+    """The input no reply had read when a compaction was made, as the compaction carries it (the
+    `unread` list its wire sealed: the messages of the current turn it replaced, {role, content}
+    with text content).
+
+    A compaction stands for everything it replaced, and a summary made to let the conversation go on
+    carries the input it has not answered yet: tool results a client compacts with the rest. Until
+    the model writes after the compaction, that input opens its current turn, read as it was."""
+    if not isinstance(carried, list):
+        return ()
+    return tuple(
+        {"role": str(message.get("role")), "content": str(message.get("content"))}
+        for message in carried
+        if isinstance(message, dict)
+    )
+
+
+def carried_tokens(summary: str, unread: Sequence[Mapping[str, object]]) -> int:
+    """What writing a compaction costs in output tokens: its summary and the unread input it carries."""
+    return estimate_text_tokens(summary) + sum(estimate_text_tokens(str(message["content"])) for message in unread)
+
+
 SharedError = Literal[
     "missing_api_key",
     "invalid_api_key",

@@ -9,7 +9,14 @@ What a reply holds:
 - a compaction request (`compaction: {type: "summarize"}`, beta compact-2026-09-04): one compaction
   block {type, content, signature} and stop_reason "compaction". The content is a readable line; the
   signature seals the model's own summary of its memory, which a later request that replays the
-  block reads back. Nothing is sampled after it. `compaction.instructions` are accepted and ignored.
+  block reads back, and the input no reply has read (the request's current turn: the tool_result
+  blocks of a tool loop compacted with the rest, and any text beside them), as it was. The block
+  goes "first in messages, in place of the messages it summarizes" (the compaction overview), so it
+  stands for that input too: until the model writes after it, the input opens the model's current
+  turn (messages_conversation.py), and the model answers it rather than finding nothing to answer.
+  Nothing is sampled after it. `compaction.instructions` are accepted and ignored. A request that
+  ends with a tool loop's results holds its tool_use and tool_result blocks to the pairing rule
+  like any other (messages_conversation.py, rule 5): the results answer the calls before them.
 - otherwise, with thinking on: a thinking block {type, thinking, signature} first. `thinking` is a
   readable line (empty with `display: "omitted"`); the thought itself lives only sealed in the
   signature. Then one text block {type, text, citations: null} with the visible reply.
@@ -42,7 +49,8 @@ included, as in every recorded reply); output_tokens is the reply plus the thoug
 on; with the thinking-token-count-2026-05-13 beta, output_tokens_details.thinking_tokens is the
 thought; service_tier "standard" (this provider has no priority or batch capacity; recorded replies
 say "standard"). A compaction's usage has iterations [{type: compaction, the prompt's input and
-cache figures, output_tokens: the summary}, {type: message, all 0: nothing was sampled}], each with
+cache figures, output_tokens: the summary and the unread input it carries}, {type: message, all 0:
+nothing was sampled}], each with
 its own cache_creation and no service_tier (as recorded), and the top-level figures are those of the
 message iteration: a compaction entry is not added to them.
 
@@ -86,7 +94,7 @@ from dataclasses import dataclass
 from turnstate.adapters.tokens import estimate_text_tokens
 from turnstate.local_provider.anthropic_words import InvalidRequest, error_body
 from turnstate.local_provider.anthropic_words import error_reply as error_reply
-from turnstate.local_provider.exchange import Exchange, SseEvent
+from turnstate.local_provider.exchange import Exchange, SseEvent, carried_tokens
 from turnstate.local_provider.messages_conversation import (
     COMPACTION_KIND,
     THINKING_KIND,
@@ -227,10 +235,11 @@ def compaction_message(
     sealer: Sealer,
     prompt: Prompt,
 ) -> dict[str, object]:
-    """One signed compaction block: the model's summary of its memory, sealed; or, under a refusal,
-    truncation or pause fault, no block at all and that stop reason."""
+    """One signed compaction block: the model's summary of its memory and the input no reply has
+    read, sealed; or, under a refusal, truncation or pause fault, no block at all and that stop reason."""
     token = sealer.new_token()
     summary = exchange.summarize(conversation.memory)
+    unread = conversation.current
     failed = FAILED_COMPACTIONS.get(exchange.fault.kind) if exchange.fault is not None else None
     if failed is not None:
         return message_object(token, request, [], failed, {**usage_object(prompt, 0), "service_tier": SERVICE_TIER})
@@ -240,10 +249,11 @@ def compaction_message(
         "after": conversation.last_link,
         "depth": conversation.depth + 1,
         "summary": summary,
+        "unread": [dict(message) for message in unread],
         "shown": digest(COMPACTION_CONTENT),
     }
     block = {"type": "compaction", "content": COMPACTION_CONTENT, "signature": sealer.seal(sealed)}
-    compacting = {"type": "compaction", **usage_object(prompt, estimate_text_tokens(summary))}
+    compacting = {"type": "compaction", **usage_object(prompt, carried_tokens(summary, unread))}
     sampling = {"type": "message", **usage_object(Prompt(0, CacheUse()), 0)}
     usage = {
         **usage_object(Prompt(0, CacheUse()), 0),

@@ -9,8 +9,9 @@ Opaque state. Every reply of one request is built from one token T (sealed.py). 
 of the readable `thinking` text, a digest of the rest of its assistant turn (its text and tool_use
 blocks), `after`, the chain element it followed (the token of the previous thinking block or
 compaction the model had read, or None), and `depth`, that element's depth plus one (0 after none).
-A compaction block's `signature` seals {kind, token, after, depth, summary, shown}: the model's
-summary of its memory and a digest of the readable `content`.
+A compaction block's `signature` seals {kind, token, after, depth, summary, unread, shown}: the
+model's summary of its memory, the input no reply had read (messages.py) and a digest of the
+readable `content`.
 
 Rules, checked from the latest compaction on (turns before it are tolerated and not read):
 1. Compaction. A compaction block comes first in its assistant turn. The latest one whose content
@@ -59,7 +60,9 @@ Rules, checked from the latest compaction on (turns before it are tolerated and 
 What the model reads: the system prompt, the current turn (the user turn after the last assistant
 turn: each tool_result block as a message `{"role": "tool", "content": <its text>}`, its string
 content or the text of its text blocks, and each run of other blocks as one user message of their
-text, in the order sent; a turn of tool results alone is a turn too), and its memory: the latest
+text, in the order sent; a turn of tool results alone is a turn too; when the last assistant turn
+is the latest compaction's and holds that block alone, nothing written after it, the unread input
+the compaction carries comes first, then the turn after it, if any), and its memory: the latest
 compaction's summary, then the thought of every thinking block after it, in order. Never the text
 of older user turns.
 
@@ -97,7 +100,7 @@ from itertools import groupby
 
 from turnstate.adapters.tokens import MESSAGE_OVERHEAD_TOKENS, estimate_text_tokens
 from turnstate.local_provider.anthropic_words import MAX_BREAKPOINTS, MIN_CACHEABLE_TOKENS, InvalidRequest
-from turnstate.local_provider.exchange import Exchange
+from turnstate.local_provider.exchange import Exchange, unread_input
 from turnstate.local_provider.messages_request import Block, MessagesRequest, cache_ttl, text_of
 from turnstate.local_provider.sealed import Sealer, digest
 
@@ -232,10 +235,13 @@ def read_conversation(sealer: Sealer, request: MessagesRequest) -> Conversation:
     memory: list[str] = []
     link: str | None = None
     depth = -1
+    unread: tuple[Mapping[str, object], ...] = ()
     if start is not None:
         payload = _opened(sealer, turns[start], 0, COMPACTION_KIND)
         memory.append(str(payload.get("summary", "")))
         link, depth = str(payload["token"]), _depth(payload)
+        if len(turns[start].blocks) == 1 and not any(turn.role == "assistant" for turn in turns[start + 1 :]):
+            unread = unread_input(payload.get("unread"))  # nothing written since: still unread
     chained = link is not None
     opener = _tool_loop_opener(turns)
     for index in range(start or 0, len(turns)):
@@ -265,7 +271,7 @@ def read_conversation(sealer: Sealer, request: MessagesRequest) -> Conversation:
             )
     return Conversation(
         system="\n".join(str(block.get("text", "")) for block in request.system),
-        current=_current_turn(turns),
+        current=(*unread, *_current_turn(turns)),
         memory=tuple(memory),
         last_link=link,
         depth=depth,

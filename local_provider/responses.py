@@ -23,15 +23,21 @@ What a response holds, in this order:
   test's convention). A function_call_output reaches it as `{"role": "tool", "content": <output
   text>}` in the current turn (responses_conversation.py);
 - with `context_management: [{"type": "compaction", "compact_threshold": N}]`, when the context
-  (the prompt estimate plus this response's output) passes N: a compaction item {type, id cmp_T,
-  encrypted_content}, last. Recorded (compact_stateful_mode, streamed and not): the real service
-  answers first and compacts when the context crosses the threshold, putting the compaction item
-  after the message (output_index 1), with no `created_by`, and bills its summary as output. So the
-  compaction stands for the whole conversation, this response included: its sealed summary is the
-  model's own summary of its memory (the previous compaction's summary, the replaced reasoning's
-  thoughts, this response's thought, and a compacted window's kept messages), and a client that
-  keeps "the latest compaction item and everything after it" keeps the compaction item alone, then
-  appends the next input.
+  (the prompt estimate plus this response's output) passes N and the response is a message: a
+  compaction item {type, id cmp_T, encrypted_content}, last. Recorded (compact_stateful_mode,
+  streamed and not): the real service answers first and compacts when the context crosses the
+  threshold, putting the compaction item after the message (output_index 1), with no `created_by`,
+  and bills its summary as output. So the compaction stands for the whole conversation, this
+  response included: its sealed summary is the model's own summary of its memory (the previous
+  compaction's summary, the replaced reasoning's thoughts, this response's thought, and a compacted
+  window's kept messages), and a client that keeps "the latest compaction item and everything after
+  it" keeps the compaction item alone, then appends the next input. A response whose output is
+  function calls is never compacted inline, however large the context: reported of the real
+  service (openai/openai-python#3075, gpt-5.4 with store false: "a long request that returns only
+  `function_call`" gets no compaction item, turn after turn, until a turn answers with a message).
+  A compaction after the calls would stand for them too, and a client keeping only it would then
+  send their outputs without their calls, which the service refuses (rule 9 of
+  responses_conversation.py).
 
 Status: completed; incomplete with incomplete_details.reason max_output_tokens when the reply was
 cut by `max_output_tokens` (which bounds thought and reply together), or content_filter when the
@@ -204,7 +210,8 @@ class Produced:
 
 
 def produce(exchange: Exchange, request: CreateRequest, conversation: Conversation, sealer: Sealer) -> Produced:
-    """Think and answer, then compact if the context crossed the threshold; seal what must stay opaque."""
+    """Think and answer, then compact if the context crossed the threshold and the answer is a
+    message; seal what must stay opaque."""
     token = sealer.new_token()
     reasoning = exchange.reason(
         conversation.system,
@@ -248,7 +255,7 @@ def produce(exchange: Exchange, request: CreateRequest, conversation: Conversati
     compaction, summary_tokens = None, 0
     threshold = request.compaction.threshold if request.compaction is not None else None
     context = conversation.prompt_tokens + answer_tokens + reasoning.thought_tokens
-    if threshold is not None and context > threshold:
+    if threshold is not None and context > threshold and not calls:
         kept_texts = [str(kept["content"]) for kept in conversation.kept]
         summary = exchange.summarize((*kept_texts, *conversation.memory, reasoning.thought))
         compaction, summary_tokens = compaction_item(sealer, token, summary), estimate_text_tokens(summary)
@@ -282,12 +289,22 @@ def function_calls(token: str, request: CreateRequest, reply: str) -> list[dict[
 
 
 def compaction_item(
-    sealer: Sealer, token: str, summary: str, kept: Sequence[Mapping[str, object]] = ()
+    sealer: Sealer,
+    token: str,
+    summary: str,
+    kept: Sequence[Mapping[str, object]] = (),
+    unread: Sequence[Mapping[str, object]] = (),
 ) -> dict[str, object]:
     """A compaction item {type, id, encrypted_content}, as real output has it and input takes it: the
-    summary, and a digest of each message it keeps (responses_conversation.py, rule 4), sealed under
-    the provider's key."""
-    payload = {"kind": COMPACTION_KIND, "token": token, "summary": summary, "kept": [kept_digest(m) for m in kept]}
+    summary, a digest of each message it keeps, and the input no reply had read
+    (responses_conversation.py, rule 4), sealed under the provider's key."""
+    payload = {
+        "kind": COMPACTION_KIND,
+        "token": token,
+        "summary": summary,
+        "kept": [kept_digest(message) for message in kept],
+        "unread": [dict(message) for message in unread],
+    }
     return {"type": "compaction", "id": COMPACTION_PREFIX + token, "encrypted_content": sealer.seal(payload)}
 
 

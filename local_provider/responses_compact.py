@@ -17,14 +17,23 @@ encrypted_content}. Decisions and evidence:
   (`ItemField`: a Message has id, status, role and a content array), a string content given as one
   input_text part. A fresh id per message; replaying it unchanged is accepted (responses_request.py);
 - the compaction item without `created_by`: the recorded one has none;
-- the compaction stands for what it replaced (assistant messages, reasoning, tool calls, the
-  earlier compaction), not for the messages it keeps, which the next request reads back
+- the compaction stands for what it replaced (assistant messages, reasoning, tool calls and their
+  outputs, the earlier compaction), not for the messages it keeps, which the next request reads back
   (responses_conversation.py, rule 4): its sealed summary is the model's summary of its memory less
   what the kept messages already say (the lines of that summary which the model's summary of the
-  kept messages does not hold), and it seals a digest of each kept message.
+  kept messages does not hold), and it seals a digest of each kept message;
+- it also carries what it replaced of the input no reply has read (the function_call_outputs after
+  the last item the model wrote; a user message among them is kept, as every user message is), as
+  it was, which the model answers next (rule 4 there). A client compacting in a tool loop sends outputs not yet answered: Codex's
+  mid-turn compaction counts and sends the "trailing tool output" (openai/codex#10374) and installs
+  a history that ends with the compaction item, from which the model goes on; and the endpoint
+  refuses a call without its output ("No tool output found for function call",
+  openai/openai-agents-python#2317), so what it compacts in a tool loop ends with outputs. A summary
+  that dropped them would leave the model nothing to answer.
 
 It is not streamed. Usage: input_tokens is the prompt estimate, cached_tokens and cache_write_tokens
-follow OpenAI's rule (as on create), output_tokens is the summary's estimate (no reasoning tokens).
+follow OpenAI's rule (as on create), output_tokens is the estimate of the summary and the unread input
+it carries (no reasoning tokens).
 Faults: stream_cut closes the connection without a response; garbled cuts the JSON body in half;
 empty_choices answers with an empty `output` (no compaction item); null_message gives the compaction
 item `encrypted_content: null`; expire_handle forgets the stored responses first. The content faults
@@ -37,8 +46,8 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 
-from turnstate.adapters.tokens import estimate_text_tokens, item_text
-from turnstate.local_provider.exchange import Exchange
+from turnstate.adapters.tokens import item_text
+from turnstate.local_provider.exchange import Exchange, carried_tokens
 from turnstate.local_provider.openai_words import error_body
 from turnstate.local_provider.openai_words import error_reply as error_reply
 from turnstate.local_provider.responses import (
@@ -61,7 +70,8 @@ from turnstate.local_provider.sealed import Sealer
 
 
 def handle(exchange: Exchange) -> None:
-    """Answer one admitted compact request: an error, or the user messages plus one compaction item."""
+    """Answer one admitted compact request: an error, or the user messages plus one compaction item
+    (which carries the input no reply has read)."""
     try:
         request = parse_compact(exchange.body)
     except InvalidParam as invalid:
@@ -86,7 +96,8 @@ def handle(exchange: Exchange) -> None:
     token = state.sealer.new_token()
     kept = kept_user_messages(state.sealer, conversation.items)
     summary = summary_beyond(exchange, conversation.memory, [item_text(message) for message in kept])
-    compaction = compaction_item(state.sealer, token, summary, kept)
+    unread = [message for message in conversation.current if message["role"] == "tool"]  # the rest is kept
+    compaction = compaction_item(state.sealer, token, summary, kept, unread)
     output: list[Mapping[str, object]] = [*kept, compaction]
     if kind == "empty_choices":
         output = []
@@ -98,7 +109,7 @@ def handle(exchange: Exchange) -> None:
         "object": "response.compaction",
         "created_at": int(time.time()),
         "output": output,
-        "usage": usage_object(prompt_tokens, cached, written, estimate_text_tokens(summary), 0),
+        "usage": usage_object(prompt_tokens, cached, written, carried_tokens(summary, unread), 0),
     }
     exchange.send_reply(body)
 

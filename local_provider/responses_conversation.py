@@ -29,7 +29,10 @@ first one broken is the error, in the real service's shape ({"error": {"message"
    a single compaction item"). A client that replays the compacted window whole keeps all of it; one
    that drops the kept messages loses what only they held. An inline compaction (context_management)
    keeps no messages: it stands for everything before it (the compaction guide lets a client "drop
-   items that came before the most recent compaction item").
+   items that came before the most recent compaction item"). A compaction by `/responses/compact`
+   also seals the function_call_outputs no reply had read when it was made (a client compacting in
+   a tool loop, responses_compact.py); until the model writes after it, they open the current turn,
+   as they were, so the model answers them.
 5. Altered. A reasoning item whose encrypted_content does not open, belongs to another item, or
    whose summary differs from the one it was issued with is 400 invalid_encrypted_content (param
    input); so is an output message whose content differs from the one its reasoning item pins.
@@ -64,8 +67,9 @@ What the model reads (the local model does not re-read old frames, except a comp
 kept messages, which the service keeps in its context): the system prompt (`instructions` plus
 system and developer messages from the latest compaction on), the latest compaction's kept messages
 then the current turn (the user messages and function_call_outputs after the last item the model
-wrote, or all of them on a first turn; an output as `{"role": "tool", "content": <its text>}`, so a
-turn of outputs alone is a turn too) as messages, in order, and its memory (the compaction summary,
+wrote, or all of them on a first turn, after the unread input the latest compaction carries when it
+is that last item; an output as `{"role": "tool", "content": <its text>}`, so a turn of outputs
+alone is a turn too) as messages, in order, and its memory (the compaction summary,
 then the thought of every replayed reasoning item, in order); the text of the other user messages
 after the latest compaction is handed to it too, from which it takes only notes (a harness's
 summary), never an old frame's beacon.
@@ -87,7 +91,7 @@ from turnstate.adapters.tokens import (
     item_text,
     item_tokens,
 )
-from turnstate.local_provider.exchange import Exchange
+from turnstate.local_provider.exchange import Exchange, unread_input
 from turnstate.local_provider.responses_request import SYSTEM_ROLES, is_assistant_output
 from turnstate.local_provider.sealed import Sealer, digest
 from turnstate.local_provider.stored import ChainStore, StoredState, stored_state
@@ -201,12 +205,14 @@ def read_conversation(sealer: Sealer, items: Sequence[Item], instructions: str |
     memory: list[str] = []
     last_link: str | None = None
     kept: tuple[Mapping[str, object], ...] = ()
+    unread: tuple[Mapping[str, object], ...] = ()
     read_from = 0
     if start is not None:
         compaction = items[start]
         opened = _opened_compaction(sealer, compaction)
         memory.append(str(opened["summary"]))
         kept = _kept_messages(items[:start], opened.get("kept"))
+        unread = unread_input(opened.get("unread"))
         last_link = _compaction_id(sealer, compaction)
         read_from = start + 1
     chained = last_link is not None
@@ -223,7 +229,7 @@ def read_conversation(sealer: Sealer, items: Sequence[Item], instructions: str |
         items=tuple(items),
         instructions=instructions,
         system=_system_prompt(instructions, read),
-        current=_current_turn(read),
+        current=_current_turn(read, unread),
         kept=kept,
         memory=tuple(memory),
         last_link=last_link,
@@ -434,9 +440,13 @@ def _earlier_user_texts(items: Sequence[Item]) -> tuple[str, ...]:
     return tuple(item_text(item) for item in items[: last_output + 1] if is_user_message(item))
 
 
-def _current_turn(items: Sequence[Item]) -> tuple[Mapping[str, object], ...]:
+def _current_turn(
+    items: Sequence[Item], unread: Sequence[Mapping[str, object]] = ()
+) -> tuple[Mapping[str, object], ...]:
+    """The inputs after the last item the model wrote; when that item is the latest compaction
+    (`items` start with it), after the unread input it carries."""
     last_output = max((index for index, item in enumerate(items) if is_assistant_output(item)), default=-1)
-    current = []
+    current: list[Mapping[str, object]] = list(unread) if last_output == 0 else []
     for item in items[last_output + 1 :]:
         kind = item.get("type", "message")
         if kind == "message" and item.get("role") == "user":
