@@ -17,7 +17,7 @@ Rules it keeps:
   allowed; `reset()` starts a new game.
 - An action the state does not allow raises ValueError and changes nothing. Every applied action
   leaves a Receipt saying what it changed; `observe()` returns the current frame again, so it never
-  spends a beacon.
+  spends a beacon. (levels.py keeps these lifecycle rules for both built-in games.)
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from turnstate.harness.environments.protocol import RESET, EnvironmentConfigError, Frame, GameState, Receipt
+from turnstate.harness.environments.levels import IntOption, LevelGame, validate_options
+from turnstate.harness.environments.protocol import RESET, GameState
 
 Cell = tuple[int, int]  # (row, column)
 
@@ -50,12 +51,6 @@ ENTER = "ACTION5"
 WAIT = "ACTION6"
 NOTHING = "nothing"
 
-ALLOWED_ACTIONS: dict[GameState, frozenset[str]] = {
-    GameState.NOT_FINISHED: frozenset(ACTIONS),
-    GameState.GAME_OVER: frozenset({RESET}),
-    GameState.WIN: frozenset(),  # dead end: only reset() starts a new game
-}
-
 DOORS = ("A", "B", "C")
 WALL, FLOOR, PLAYER = "#", ".", "@"
 MIN_DOOR_DISTANCE = 5
@@ -70,38 +65,11 @@ ACTIONS_LINE = (
 )
 
 
-@dataclass(frozen=True)
-class IntOption:
-    default: int
-    low: int
-    high: int
-
-
 OPTIONS: dict[str, IntOption] = {
     "levels": IntOption(default=3, low=1, high=1000),  # up to 1000 levels: runs of thousands of turns
     "width": IntOption(default=9, low=7, high=15),
     "height": IntOption(default=7, low=5, high=11),
 }
-
-
-def validate_options(
-    options: Mapping[str, object], game: str = "beacon_grid", specs: Mapping[str, IntOption] = OPTIONS
-) -> dict[str, int]:
-    """Every option with its default filled in; a bad one is named before any play starts. `game` and
-    `specs` let another built-in game whose options are all integers (catalog_hunt) check its own."""
-    unknown = sorted(set(options) - set(specs))
-    if unknown:
-        allowed = ", ".join(sorted(specs))
-        raise EnvironmentConfigError(f"{game} has no option {unknown[0]!r}; allowed options: {allowed}")
-    values = {}
-    for name, spec in specs.items():
-        value = options.get(name, spec.default)
-        if not isinstance(value, int) or isinstance(value, bool) or not spec.low <= value <= spec.high:
-            raise EnvironmentConfigError(
-                f"{game} option {name!r} must be an integer from {spec.low} to {spec.high}, got {value!r}"
-            )
-        values[name] = value
-    return values
 
 
 @dataclass(frozen=True)
@@ -158,19 +126,13 @@ def draw_layout(seed: int, level: int, width: int, height: int) -> Layout:
     raise RuntimeError(f"beacon_grid: no layout found for seed {seed} level {level}")
 
 
-class BeaconGrid:
+class BeaconGrid(LevelGame[None]):
     """The game; one instance is one seeded game that `reset()` can restart from level 1."""
 
     name = "beacon_grid"
     actions = ACTIONS
 
-    # Set by reset(); step() and observe() refuse to run before it (no current frame yet).
-    _current: Frame | None = None
-    _receipts: list[Receipt]
-    _level: int
     _layout: Layout
-    _beacon_visible: bool
-    _state: GameState
     _player: Cell
     _wrong_door: str | None
 
@@ -182,56 +144,27 @@ class BeaconGrid:
 
     @classmethod
     def from_options(cls, seed: int, options: Mapping[str, object]) -> BeaconGrid:
-        return cls(seed, **validate_options(options))
+        return cls(seed, **validate_options(options, cls.name, OPTIONS))
 
-    def reset(self) -> Frame:
-        self._receipts = []
-        self._enter_level(1)
-        return self._frame()
-
-    def observe(self) -> Frame:
-        if self._current is None:
-            raise RuntimeError("beacon_grid: call reset() before observe()")
-        return self._current
-
-    def receipts(self, since: int = 0) -> tuple[Receipt, ...]:
-        if since < 0:
-            raise ValueError(f"since counts applied actions and cannot be negative, got {since}")
-        return tuple(self._receipts[since:]) if self._current is not None else ()
-
-    def step(self, action: str) -> Frame:
-        if self._current is None:
-            raise RuntimeError("beacon_grid: call reset() before step()")
+    def _parse(self, action: str) -> tuple[str, None]:
         if action not in ACTIONS:
             raise ValueError(f"unknown action {action!r}; allowed actions: {', '.join(ACTIONS)}")
-        allowed = ALLOWED_ACTIONS[self._state]
-        if action not in allowed:
-            allowed_text = ", ".join(a for a in ACTIONS if a in allowed) or "none (call reset())"
-            raise ValueError(
-                f"action {action!r} is not allowed in state {self._state.value}; allowed actions: {allowed_text}"
-            )
-        self._receipts.append(Receipt(len(self._receipts) + 1, action, self._apply(action)))
-        return self._frame()
+        return action, None
 
-    def _apply(self, action: str) -> str:
-        """Change the game by an allowed action; what changed, for its receipt."""
-        if action == RESET:
-            self._restart_level()
-            return f"level {self._level} restarted"
-        if action in MOVES:
-            return "player moved" if self._move(MOVES[action]) else NOTHING
-        if action == ENTER:
+    def _apply(self, name: str, argument: None) -> str:
+        if name == RESET:
+            return self._restart()
+        if name in MOVES:
+            return "player moved" if self._move(MOVES[name]) else NOTHING
+        if name == ENTER:
             return self._enter_door()
         return NOTHING  # WAIT
 
-    def _enter_level(self, level: int) -> None:
-        self._level = level
-        self._layout = draw_layout(self.seed, level, self.width, self.height)
-        self._beacon_visible = True
-        self._restart_level()
+    def _draw_level(self) -> None:
+        self._layout = draw_layout(self.seed, self._level, self.width, self.height)
 
     def _restart_level(self) -> None:
-        self._state = GameState.NOT_FINISHED
+        super()._restart_level()
         self._player = self._layout.start
         self._wrong_door = None
 
@@ -250,18 +183,11 @@ class BeaconGrid:
             self._state = GameState.GAME_OVER
             self._wrong_door = door
             return f"wrong door {door} entered: game over"
-        if self._level == self.levels:
-            self._state = GameState.WIN
-            return "game won"
-        self._enter_level(self._level + 1)
-        return f"level {self._level} reached"
+        return self._level_won()
 
-    def _frame(self) -> Frame:
-        """Render the current view, the model's text included (the environment renders; see
-        protocol.py); the beacon letter is spent by the first frame of a level, so it is made once per
-        reset or step and `observe()` returns it again."""
-        beacon = self._layout.beacon if self._beacon_visible else DARK
-        self._beacon_visible = False
+    def _render(self, first_frame_of_level: bool) -> str:
+        """The view, the model's text included (the environment renders; see protocol.py)."""
+        beacon = self._layout.beacon if first_frame_of_level else DARK
         door = self._layout.door_at(self._player)
         lines = [
             f"LEVEL {self._level}/{self.levels} | STATE {self._state.value}",
@@ -272,8 +198,7 @@ class BeaconGrid:
         if self._wrong_door is not None:
             lines.append(f"YOU ENTERED DOOR {self._wrong_door}: WRONG DOOR")
         lines += [LEGEND_LINE, ACTIONS_LINE]
-        self._current = Frame("\n".join(lines), self._state, self._level, self.levels)
-        return self._current
+        return "\n".join(lines)
 
     def _grid_rows(self) -> list[str]:
         rows = []

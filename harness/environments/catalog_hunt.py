@@ -21,7 +21,7 @@ Rules it keeps:
   as the protocol writes an action with arguments. Malformed text (`MARK`, `MARK a b`, `MARK 99 0`,
   `WAIT 1`) and an action the state does not allow raise ValueError naming the problem and change
   nothing. Every applied action leaves a Receipt; `observe()` returns the current frame again, so it
-  never spends a clue.
+  never spends a clue. (levels.py keeps these lifecycle rules for both built-in games.)
 - Frames start `CATALOG LEVEL n/m | STATE ...`, never `LEVEL n/m | STATE ...`, so no reader of
   beacon_grid frames mistakes one for the other.
 """
@@ -34,19 +34,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from turnstate.harness.environments.beacon_grid import IntOption, validate_options
-from turnstate.harness.environments.protocol import RESET, Frame, GameState, Receipt, ToolRefused, ToolSpec
+from turnstate.harness.environments.levels import IntOption, LevelGame, validate_options
+from turnstate.harness.environments.protocol import RESET, GameState, ToolRefused, ToolSpec
 
 Cell = tuple[int, int]  # (x, y): column, row
 
 WIDTH = HEIGHT = 8
 MARK, WAIT = "MARK", "WAIT"
 ACTIONS: tuple[str, ...] = (MARK, WAIT, RESET)
-ALLOWED_ACTIONS: dict[GameState, frozenset[str]] = {
-    GameState.NOT_FINISHED: frozenset(ACTIONS),
-    GameState.GAME_OVER: frozenset({RESET}),
-    GameState.WIN: frozenset(),  # dead end: only reset() starts a new game
-}
 READ_CATALOG = "read_catalog"
 PAGE_ARGUMENT = "page"
 NOTHING = "nothing"
@@ -163,19 +158,13 @@ def action_tools() -> tuple[ToolSpec, ...]:
     )
 
 
-class CatalogHunt:
+class CatalogHunt(LevelGame[Cell | None]):
     """The game; one instance is one seeded game that `reset()` can restart from level 1."""
 
     name = "catalog_hunt"
     actions = ACTIONS
 
-    # Set by reset(); step() and observe() refuse to run before it (no current frame yet).
-    _current: Frame | None = None
-    _receipts: list[Receipt]
-    _level: int
     _clue: Clue
-    _clue_visible: bool
-    _state: GameState
     _wrong_mark: Cell | None
 
     def __init__(self, seed: int, levels: int, pages: int) -> None:
@@ -195,34 +184,6 @@ class CatalogHunt:
     @classmethod
     def from_options(cls, seed: int, options: Mapping[str, object]) -> CatalogHunt:
         return cls(seed, **validate_options(options, cls.name, OPTIONS))
-
-    def reset(self) -> Frame:
-        self._receipts = []
-        self._enter_level(1)
-        return self._frame()
-
-    def observe(self) -> Frame:
-        if self._current is None:
-            raise RuntimeError("catalog_hunt: call reset() before observe()")
-        return self._current
-
-    def receipts(self, since: int = 0) -> tuple[Receipt, ...]:
-        if since < 0:
-            raise ValueError(f"since counts applied actions and cannot be negative, got {since}")
-        return tuple(self._receipts[since:]) if self._current is not None else ()
-
-    def step(self, action: str) -> Frame:
-        if self._current is None:
-            raise RuntimeError("catalog_hunt: call reset() before step()")
-        name, cell = parse_action(action)
-        allowed = ALLOWED_ACTIONS[self._state]
-        if name not in allowed:
-            allowed_text = ", ".join(a for a in ACTIONS if a in allowed) or "none (call reset())"
-            raise ValueError(
-                f"action {action!r} is not allowed in state {self._state.value}; allowed actions: {allowed_text}"
-            )
-        self._receipts.append(Receipt(len(self._receipts) + 1, action, self._apply(name, cell)))
-        return self._frame()
 
     def call_tool(self, name: str, arguments: Mapping[str, object]) -> str:
         if name != READ_CATALOG:
@@ -246,42 +207,33 @@ class CatalogHunt:
             raise ToolRefused(f"{wanted}; got {value!r}")
         return value
 
+    def _parse(self, action: str) -> tuple[str, Cell | None]:
+        return parse_action(action)
+
     def _apply(self, name: str, cell: Cell | None) -> str:
-        """Change the game by an allowed action; what changed, for its receipt."""
         if name == RESET:
-            self._restart_level()
-            return f"level {self._level} restarted"
+            return self._restart()
         if cell is None:
             return NOTHING  # WAIT
         if cell != self._target():
             self._state = GameState.GAME_OVER
             self._wrong_mark = cell
             return f"wrong cell x={cell[0]} y={cell[1]} marked: game over"
-        if self._level == self.levels:
-            self._state = GameState.WIN
-            return "game won"
-        self._enter_level(self._level + 1)
-        return f"level {self._level} reached"
+        return self._level_won()
 
     def _target(self) -> Cell:
         return draw_page(self.seed, self._clue.page).cells[self._clue.entry - 1]
 
-    def _enter_level(self, level: int) -> None:
-        self._level = level
-        self._clue = draw_clue(self.seed, level, self.pages)
-        self._clue_visible = True
-        self._restart_level()
+    def _draw_level(self) -> None:
+        self._clue = draw_clue(self.seed, self._level, self.pages)
 
     def _restart_level(self) -> None:
-        self._state = GameState.NOT_FINISHED
+        super()._restart_level()
         self._wrong_mark = None
 
-    def _frame(self) -> Frame:
-        """Render the current view (the environment renders; see protocol.py). The clue is spent by
-        the first frame of a level, so a frame is made once per reset or step and `observe()`
-        returns it again."""
-        clue = f"catalog page {self._clue.page} entry {self._clue.entry}" if self._clue_visible else DARK
-        self._clue_visible = False
+    def _render(self, first_frame_of_level: bool) -> str:
+        """The view (the environment renders; see protocol.py)."""
+        clue = f"catalog page {self._clue.page} entry {self._clue.entry}" if first_frame_of_level else DARK
         lines = [
             f"CATALOG LEVEL {self._level}/{self.levels} | STATE {self._state.value}",
             f"CLUE (level {self._level}): {clue}",
@@ -294,8 +246,7 @@ class CatalogHunt:
             f"TOOLS {READ_CATALOG} page: read catalog page 1-{self.pages} (read-only); "
             "the entry the clue names gives the level's cell",
         ]
-        self._current = Frame("\n".join(lines), self._state, self._level, self.levels)
-        return self._current
+        return "\n".join(lines)
 
 
 def parse_action(action: str) -> tuple[str, Cell | None]:
