@@ -29,6 +29,8 @@ from turnstate.adapters.contract import (
     RequestSettings,
 )
 from turnstate.adapters.registry import ADAPTERS
+from turnstate.harness.environments.beacon_grid import BeaconGrid
+from turnstate.harness.scaffold import action_tools
 from turnstate.local_provider.server import LocalProvider
 
 from ..hostile_server import DELETE, HostileServer, Hostility, Retype, elapsed
@@ -72,10 +74,11 @@ class Case:
 
     def request(self, provider: LocalProvider) -> ModelRequest:
         """The request, built through the adapter's own transcript; a compaction compacts one real turn."""
-        transcript = ADAPTERS[self.adapter_id].load().transcript
+        adapter = ADAPTERS[self.adapter_id].load()
+        transcript = adapter.transcript
         opening = tuple(transcript.user_items([FRAME]))
-        if self.kind == "call":
-            return ModelRequest(SYSTEM, opening)
+        if self.kind == "call":  # an adapter that acts through tools is offered the game's, and calls one
+            return ModelRequest(SYSTEM, opening, tools=ACTION_TOOLS if adapter.acts_through_tools else ())
         reply = self.connect(provider.base_url).call(ModelRequest(SYSTEM, opening))
         assert isinstance(reply, ModelResponse), reply
         return ModelRequest(SYSTEM, (*opening, *transcript.reply_items(reply)))
@@ -83,6 +86,8 @@ class Case:
     def send(self, adapter: ProviderAdapter, request: ModelRequest) -> ModelResponse | ProviderError:
         return adapter.call(request) if self.kind == "call" else adapter.compact(request)
 
+
+ACTION_TOOLS = action_tools(BeaconGrid.actions)
 
 CASES = [Case(adapter_id, stream, "call") for adapter_id in ADAPTERS for stream in (False, True)] + [
     Case(adapter_id, stream, "compact")

@@ -297,6 +297,7 @@ def step_of(attempts: list[Attempt], summary: tuple[int, ReportSummary] | None =
         3,
         {"after_step": 2},
         "ACTION1",
+        (),
         attempts,
         usage=usage,
         history=(6, 2),
