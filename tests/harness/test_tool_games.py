@@ -20,6 +20,7 @@ LOCAL_PROFILES = sorted(path.stem for path in PROFILES_DIR.glob("local-*.yaml"))
 FAMILIES = {
     "chat_completions": "local-manual-rolling",
     "responses": "local-openai-harness-summary",
+    "anthropic_messages": "local-anthropic-continuous",
     "gemini_interactions": "local-gemini-harness-summary",
     "deepseek": "local-deepseek-continuous",
 }
