@@ -724,7 +724,17 @@ def _reply_lines(record: dict[str, Any]) -> list[str]:
     lines += ["  response:", *_indented(record.get("response_text"))]
     if record.get("cut"):
         lines.append(f"  cut to fit the record: {_inline(record['cut'])}")
-    lines.append(f"  action: {_inline(record.get('action'))}")
+    for call in record.get("tool_calls") or []:
+        if isinstance(call, dict):
+            lines.append(
+                f"  tool call {_inline(call.get('id'))}: {_inline(call.get('name'))}({_inline(call.get('arguments'))})"
+            )
+    action = record.get("action")
+    lines.append(
+        f"  action: {_inline(action)}"
+        if action is not None
+        else "  action: none, a tool round (the results of its calls open the next step)"
+    )
     lines.append(f"  {_tokens(record.get('usage'), record.get('cost_estimate'))}")
     return lines
 

@@ -430,3 +430,19 @@ def test_the_run_summary_table_names_the_run_folder(tmp_path):
     (run_dir,) = tmp_path.iterdir()
     (row,) = [line for line in done.stdout.splitlines() if "run folder" in line]
     assert row.split("│")[2].strip() == str(run_dir)
+
+
+def test_show_prints_a_tool_rounds_calls_and_the_step_that_read_their_results(tmp_path):
+    from turnstate.harness.profile import DEFAULT_PROFILE, Profile
+    from turnstate.harness.runner import Runner
+
+    data = load_profile(DEFAULT_PROFILE).model_dump()
+    data["environment"] = {"name": "catalog_hunt", "seed": 1, "options": {"levels": 1}}
+    result = Runner(Profile.model_validate(data), tmp_path).run()
+    shown = invoke("show", str(result.artifacts), "--step", "1")
+    assert shown.exit_code == 0, shown.stderr
+    call = read_step(result.artifacts, 1)["tool_calls"][0]
+    assert f'tool call {call["id"]}: read_catalog({{"page":' in shown.stdout
+    assert "action: none, a tool round (the results of its calls open the next step)" in shown.stdout
+    after = invoke("show", str(result.artifacts), "--step", "2")
+    assert "CATALOG PAGE" in after.stdout and "action: MARK " in after.stdout

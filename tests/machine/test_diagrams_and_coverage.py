@@ -163,7 +163,12 @@ def test_rows_from_the_compound_state_leave_its_border_and_done_reads_as_complet
 
 def test_a_row_back_to_its_own_state_is_listed_inside_the_state():
     drawn = edges(to_dot({"manual_rolling": MACHINES["manual_rolling"]}))
-    assert drawn[("Accepted", "Accepted")] == ["InputBuffered /", "    buffer_input"]
+    assert drawn[("Accepted", "Accepted")] == [
+        "InputBuffered /",
+        "    buffer_input",
+        "ToolsAnswered /",
+        "    answer_tool_calls",
+    ]
 
 
 def test_the_full_machine_draws_each_nested_machine_and_names_what_only_some_configurations_have():
@@ -397,7 +402,7 @@ def _pytest(tmp_path: Path, *options: str) -> subprocess.CompletedProcess:
 def test_the_gate_fails_a_session_naming_each_unfired_transition(tmp_path):
     done = _pytest(tmp_path, "--transition-gate=on")
     assert done.returncode == 1, done.stdout
-    assert "transition coverage: manual_rolling fired 1/12, asserted 0/12" in done.stdout
+    assert "transition coverage: manual_rolling fired 1/13, asserted 0/13" in done.stdout
     never_fired = (
         "never fired: manual_rolling: Provisional --ActionRejected--> FailedClosed / discard_provisional, fail_closed"
     )
@@ -413,7 +418,7 @@ def test_the_gate_fails_a_session_naming_each_unfired_transition(tmp_path):
 def test_a_subset_run_reports_coverage_without_failing(tmp_path):
     done = _pytest(tmp_path)
     assert done.returncode == 0, done.stdout
-    assert "transition coverage: manual_rolling fired 1/12, asserted 0/12" in done.stdout
+    assert "transition coverage: manual_rolling fired 1/13, asserted 0/13" in done.stdout
 
 
 LAMP_TESTS = textwrap.dedent(
@@ -474,7 +479,7 @@ def test_the_coverage_table_names_each_rows_tests_and_every_row_no_test_asserts(
     first, second = coverage.row_label(rows[0]), coverage.row_label(rows[1])
     committed = {"manual_rolling": {first: ["tests/t.py::test_buffers"], "Gone --Went--> Away / no action": ["x"]}}
     lines = coverage.table({"manual_rolling": spec}, committed)
-    assert lines[:3] == ["manual_rolling: 12 transitions", f"  {first}", "      tests/t.py::test_buffers"]
+    assert lines[:3] == ["manual_rolling: 13 transitions", f"  {first}", "      tests/t.py::test_buffers"]
     assert lines[3:5] == [f"  {second}", "      (no test asserts what this row does)"]
     assert f"asserted by no test: manual_rolling: {second}" in lines
     assert lines[-1].endswith("manual_rolling: Gone --Went--> Away / no action")
@@ -483,6 +488,6 @@ def test_the_coverage_table_names_each_rows_tests_and_every_row_no_test_asserts(
 def test_turnstate_coverage_prints_the_committed_map():
     done = subprocess.run([*CLI, "coverage"], capture_output=True, text=True, cwd=REPO)
     assert done.returncode == 0, done.stderr
-    assert "continuous_conversation: 33 transitions" in done.stdout
+    assert "continuous_conversation: 35 transitions" in done.stdout
     assert "asserted by no test" not in done.stdout  # the gate keeps every row asserted
     assert "tests/strategies/test_harness_summary.py::test_table[" in done.stdout
