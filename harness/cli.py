@@ -1,4 +1,4 @@
-"""The `turnstate` command line: run, validate, list, schema, show, diagrams, coverage, serve.
+"""The `turnstate` command line: run, validate, list, schema, show, events, diagrams, coverage, serve.
 
 A profile is named by its path or, from any folder, by the name of a shipped one. Whatever a command
 prints for a person has a `--json` twin for scripts where a script needs it (run, validate, list,
@@ -14,11 +14,12 @@ import re
 import signal
 import sys
 import traceback
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import Any, NoReturn
+from typing import Any, NoReturn, get_args
 
 import click
 import graphviz
@@ -44,6 +45,18 @@ from turnstate.harness.artifacts import (
     step_name,
 )
 from turnstate.harness.endpoint import RunSetupError
+from turnstate.harness.events import (
+    EVENTS,
+    AnyEvent,
+    AssistantMessageEvent,
+    CheckpointEvent,
+    Status,
+    ToolCallEvent,
+    ToolResultEvent,
+    UserInputEvent,
+    audit,
+    read_events,
+)
 from turnstate.harness.profile import (
     DEFAULT_PROFILE,
     MIN_CONTEXT_TOKENS,
@@ -778,6 +791,79 @@ _UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u20
 
 def _printable(text: str) -> str:
     return _UNPRINTABLE.sub(lambda match: f"\\u{ord(match[0]):04x}", text)
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--check",
+    is_flag=True,
+    help="verify the log instead of printing it: exit 1 naming each problem's line, else print a one-line summary",
+)
+def events(run_dir: Path, check: bool) -> None:
+    """Print RUN_DIR's normalized event log (events.jsonl) as a person reads it, or, with --check,
+    verify it: each tool call answered once by a result with its id, causal order, rejected attempts
+    never accepted history, approvals and refusals visible."""
+    path = run_dir / EVENTS
+    if not path.is_file():
+        fix = "fix: pass a run folder that `turnstate run` wrote"
+        _fail(f"{path}: missing; {fix}" if run_dir.is_dir() else f"{run_dir}: not a folder; {fix}")
+    read = audit(path) if check else read_events(path)
+    for note in read.notes:
+        click.echo(f"warning: {note}", err=True)
+    if not check:
+        redactor = _show_redactor(_optional_json(run_dir / "run_meta.json"))
+        made_by = {event.seq: event for _, event in read.events if isinstance(event, AssistantMessageEvent)}
+        lines = [line for _, event in read.events for line in _event_lines(event, made_by)]
+        if lines:
+            click.echo(_printable(redactor.text("\n".join(lines))))
+    for problem in read.problems:
+        click.echo(problem, err=True)
+    if read.problems:
+        what = "breaks the log's rules" if check else "has lines that are not events"
+        _fail(
+            f"{path} {what} ({len(read.problems)} problems above); fix: restore the file as the run wrote it, "
+            "or report the run that wrote it with the file"
+        )
+    if check:
+        click.echo(_events_summary(path, [event for _, event in read.events]))
+
+
+def _event_lines(event: AnyEvent, made_by: Mapping[int, AssistantMessageEvent]) -> list[str]:
+    """One event as `events` prints it: a heading line (its number, turn, step and facts), its text below."""
+    head = f"#{event.seq} turn {event.turn} step {event.step} · {event.kind}"
+    match event:
+        case UserInputEvent():
+            return [f"{head} ({event.source})", *_indented(event.text)]
+        case AssistantMessageEvent():
+            verdict = event.status if event.reason is None else f"{event.status}: {event.reason}"
+            if event.status == "accepted":
+                verdict += f", action {event.action}" if event.action is not None else ", a tool round"
+            raw = f" · raw in {event.raw.file}, attempt {event.raw.attempt}" if event.raw else ""
+            return [f"{head} attempt {event.attempt} · {verdict}{raw}", *_indented(event.text)]
+        case ToolCallEvent():
+            message = made_by.get(event.message)
+            status = message.status if message else "unknown"
+            return [
+                f"{head} {event.call_id}: {event.name}({_inline(event.arguments)}) · of #{event.message} ({status})"
+            ]
+        case ToolResultEvent():
+            return [f"{head} {event.call_id}{' · error' if event.is_error else ''}", *_indented(event.content)]
+        case CheckpointEvent():
+            return [f"{head} {event.checkpoint_id}"]
+
+
+def _events_summary(path: Path, logged: list[AnyEvent]) -> str:
+    """The one line `events --check` prints for a sound log: how many events of each kind."""
+    counts = Counter(event.kind for event in logged)
+    statuses = Counter(event.status for event in logged if isinstance(event, AssistantMessageEvent))
+    turns = len({event.turn for event in logged})
+    verdicts = ", ".join(f"{statuses[status]} {status}" for status in get_args(Status) if statuses[status])
+    return (
+        f"{path}: sound, {len(logged)} events over {turns} turns: {counts['user_input']} user inputs, "
+        f"{counts['assistant_message']} assistant messages{f' ({verdicts})' if verdicts else ''}, "
+        f"{counts['tool_call']} tool calls, {counts['tool_result']} tool results, {counts['checkpoint']} checkpoints"
+    )
 
 
 @main.command()
