@@ -43,6 +43,7 @@ from typing import Any
 
 from turnstate.adapters.contract import (
     Endpoint,
+    ErrorKind,
     ModelRequest,
     ModelResponse,
     ProviderAdapter,
@@ -68,11 +69,13 @@ from turnstate.harness.artifacts import (
     new_run_id,
     request_delta,
     run_totals,
+    step_name,
     step_record,
     summary_input,
 )
 from turnstate.harness.endpoint import open_endpoint
 from turnstate.harness.environments.protocol import ToolRefused
+from turnstate.harness.events import EVENTS, EventLog, Status
 from turnstate.harness.profile import Profile
 from turnstate.harness.tool_results import READ_TOOL_RESULT_SPEC, ToolResultStore
 from turnstate.machine.engine import Effect, Event, LiveMachine
@@ -196,6 +199,7 @@ class Session:
         self.run_dir: Path | None = None  # the session's artifacts folder, once it is made
         self._stack = ExitStack()
         self._writer: ArtifactWriter | None = None
+        self.events: EventLog | None = None  # events.jsonl, when the session writes artifacts
         self._turn: _OpenTurn | None = None
         self._finished: tuple[str, str | None, int] | None = None
         self._started = time.perf_counter()
@@ -225,6 +229,7 @@ class Session:
                 self._writer = ArtifactWriter(self._out_dir, new_run_id(self.profile.id), self.redactor)
                 self._stack.callback(self._writer.close)
                 self.run_dir = self._writer.path
+                self.events = self._stack.enter_context(EventLog(self.run_dir / EVENTS, redact=self.redactor.text))
                 self._meta = self._meta_base(endpoint)
             self.tool_results = ToolResultStore(self.run_dir)
             if self.profile.offload() is not None:  # the offloaded results are read back with a tool
@@ -316,6 +321,11 @@ class Session:
         if not observation and not results:
             raise ValueError("nothing to observe: pass an observation, or the results of the last reply's calls")
         self.turns += 1
+        if self.events is not None:
+            for result in results:
+                self.events.tool_result(turn=self.turns, step=self.steps + 1, result=result)
+            if observation:
+                self.events.user_input(turn=self.turns, step=self.steps + 1, text=observation, source="observation")
         if results:
             self._fire(ToolsAnswered(results))
         self.machine.take_fired()  # between turns (a buffered input): in the transition log, not in a step
@@ -338,6 +348,7 @@ class Session:
             self.accepted_actions += chosen is not None
             self.tool_rounds = 0 if chosen is not None else self.tool_rounds + 1
             self._write_step(self.steps, chosen, held.tool_calls, turn)
+            self._log_reply(held, "accepted", action=chosen, record=step_name(self.steps))
         self.failed_attempts += sum(attempt.failed for attempt in turn.attempts)
         self._turn = None
 
@@ -349,6 +360,8 @@ class Session:
         reason = reason or (held.problem if held else None) or "rejected by the caller"
         attempt = turn.attempts[-1]
         attempt.outcome, attempt.problem = "action_rejected", reason
+        if held is not None:
+            self._log_reply(held, "rejected", reason=reason)
         return self._drive(ActionRejected(reason))
 
     def read_tool_result(self, call: ToolCall) -> ToolResult:
@@ -364,7 +377,21 @@ class Session:
         state and opens the next turn, ahead of its observation."""
         if self._turn is not None:
             raise RuntimeError("a turn is open: accept or reject its reply before buffering an input")
+        if self.events is not None:  # it opens the next turn
+            self.events.user_input(turn=self.turns + 1, step=self.steps + 1, text=text, source="buffered")
         self._fire(InputBuffered(text))
+
+    def _log_reply(self, held: Turn, status: Status, **verdict: str | None) -> None:
+        """The held reply, with its verdict, and the calls it made, in events.jsonl: an accepted one
+        as the step it just committed, a rejected one as the step its turn would commit."""
+        if self.events is None:
+            return
+        step = self.steps if status == "accepted" else self.steps + 1
+        message = self.events.assistant_message(
+            turn=self.turns, step=step, text=held.text, status=status, attempt=held.attempt, **verdict
+        )
+        for call in held.tool_calls:
+            self.events.tool_call(message, call)
 
     # The effects.
 
@@ -463,6 +490,15 @@ class Session:
             attempt.compaction_items = _compaction_items(self.adapter, outcome)
         else:
             attempt = Attempt(kind, request, outcome.kind.value, outcome.usage, diagnostics=dict(outcome.diagnostics))
+            if self.events is not None and kind == "action" and outcome.kind is ErrorKind.REFUSAL:
+                self.events.assistant_message(
+                    turn=self.turns,
+                    step=self.steps + 1,
+                    text="",
+                    status="refused",
+                    attempt=len(turn.attempts) + 1,
+                    reason="the provider refused to answer",
+                )
         attempt.summarized_items, attempt.summary_input = summarized_items, disclosed
         turn.attempts.append(attempt)
         return outcome_event(outcome, compaction=kind != "action")
@@ -546,6 +582,17 @@ class Session:
         self.failed_attempts += sum(attempt.failed for attempt in turn.attempts)
         self._turn = None
         self.failed_turn, self.failure = FAILED_TURN, turn.failure
+        if self.events is not None:
+            reason = turn.failure or "the machine stopped"
+            self.events.assistant_message(
+                turn=self.turns,
+                step=self.steps + 1,
+                text="",
+                status="failed",
+                attempt=len(turn.attempts),
+                reason=reason,
+                record=FAILED_TURN,
+            )
         if self._writer is None:
             return
         self._writer.sync_transitions()

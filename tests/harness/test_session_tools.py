@@ -12,6 +12,7 @@ import pytest
 from turnstate import DEFAULT_PROFILE, Session, load_profile
 from turnstate.adapters.contract import ToolResult, ToolSpec
 from turnstate.harness.environments import make_environment
+from turnstate.harness.events import EVENTS, check_events, read_events
 from turnstate.harness.tool_results import READ_TOOL_RESULT_SPEC
 from turnstate.strategies.offload import ref_of
 
@@ -113,3 +114,22 @@ def test_with_offload_the_session_offers_read_tool_result_and_answers_it_from_it
         found, unknown = (session.read_tool_result(call) for call in turn.tool_calls)
     assert found.content.startswith("CATALOG PAGE 1") and not found.is_error
     assert unknown.is_error and "tr-0" in unknown.content
+
+
+def test_the_event_log_keeps_refusals_rejections_and_each_call_paired_with_its_result(tmp_path, clock):
+    profile = with_changes(PROFILE, client={"local": {"faults": [{"at": 1, "kind": "refusal"}]}})
+    with Session(profile, actions=GAME.actions, tools=(LOOKUP,), out_dir=tmp_path, sleep=clock.sleep) as session:
+        first = session.observe(f"{GAME.reset().text}\n\n{ASK}")  # refused once, then a tool round
+        again = session.reject("not yet")
+        session.accept()
+        acted = session.observe(results=answer(again))
+        session.accept()
+    log = session.run_dir / EVENTS
+    assert check_events(log) == []
+    events = [event for _, event in read_events(log).events]
+    verdicts = [(event.status, event.attempt) for event in events if event.kind == "assistant_message"]
+    assert verdicts == [("refused", 1), ("rejected", first.attempt), ("accepted", again.attempt), ("accepted", 1)]
+    calls = [event.call_id for event in events if event.kind == "tool_call"]
+    results = [event.call_id for event in events if event.kind == "tool_result"]
+    assert calls == [first.tool_calls[0].id, again.tool_calls[0].id] and results == [again.tool_calls[0].id]
+    assert acted.action is not None

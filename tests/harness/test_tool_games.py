@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from turnstate.harness.events import EVENTS, check_events
 from turnstate.harness.profile import PROFILES_DIR, Profile, load_profile
 from turnstate.harness.runner import Runner
 from turnstate.strategies.offload import pointer, ref_of
@@ -39,6 +40,7 @@ def test_every_local_profile_wins_catalog_hunt_reading_the_page_each_clue_names(
     rounds = [step for step in steps if step["action"] is None]  # a page read again after a compaction too
     assert len(rounds) >= 3 and all(call["name"] == "read_catalog" for step in rounds for call in step["tool_calls"])
     assert [step["action"].split()[0] for step in steps if step["action"]] == ["MARK"] * result.accepted_actions
+    assert check_events(result.artifacts / EVENTS) == []  # every call answered once, by id, in order
 
 
 @pytest.mark.parametrize("name", FAMILIES.values(), ids=FAMILIES.keys())
