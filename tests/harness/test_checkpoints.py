@@ -1,0 +1,694 @@
+"""The checkpoint store (harness/checkpoints.py): four layers kept apart, the continuation as deltas
+and snapshots rebuilt exactly, meta compatibility, encryption at rest, owner-only files, kills inside
+a transaction, corrupt and foreign files, one writer, retention."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from turnstate import Session, load_profile
+from turnstate.harness.checkpoints import (
+    CHECKPOINT_FILE,
+    KEY_VARIABLE,
+    Checkpoint,
+    CheckpointError,
+    CheckpointMeta,
+    CheckpointStore,
+    SQLiteCheckpointStore,
+    prune,
+)
+from turnstate.harness.environments import make_environment
+from turnstate.harness.profile import PROFILES_DIR
+from turnstate.strategies.state import RuntimeState, TurnSpan
+
+META = CheckpointMeta("openai.responses.v1", "1.0.0", "continuous_conversation", "digest-1")
+KEY = "a-test-key-of-enough-characters"
+SECRET = "OPAQUE-REASONING-7f3a"  # only ever in the continuation layer
+
+
+@pytest.fixture(autouse=True)
+def no_key(monkeypatch):
+    monkeypatch.delenv(KEY_VARIABLE, raising=False)
+
+
+@pytest.fixture
+def folder(tmp_path) -> Path:
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    return run
+
+
+def empty_state(meta: CheckpointMeta = META) -> RuntimeState:
+    return RuntimeState(adapter_id=meta.adapter_id, strategy=meta.strategy, payload={"items": []})
+
+
+def grown(state: RuntimeState, turn: int, items: int = 2) -> RuntimeState:
+    """`state` with one more accepted turn of `items` items, as an adapter's commit appends them."""
+    new = [{"role": "user", "content": f"observation {turn}"}, {"type": "reasoning", "encrypted_content": SECRET}]
+    new += [{"role": "assistant", "content": f"reply {turn}"}] * (items - 2)
+    old = state.payload["items"]
+    return state.replace(
+        payload={**state.payload, "items": old + new},
+        turns=(*state.turns, TurnSpan(start=len(old), end=len(old) + items)),
+        completed_context_tokens=100 + turn,
+    )
+
+
+def trimmed(state: RuntimeState, turns: int) -> RuntimeState:
+    """`state` without its oldest `turns` turns, as manual_rolling's trim drops them."""
+    cut = state.turns[turns].start
+    return state.replace(
+        payload={**state.payload, "items": state.payload["items"][cut:]},
+        turns=tuple(TurnSpan(start=span.start - cut, end=span.end - cut) for span in state.turns[turns:]),
+    )
+
+
+def checkpoint(state: RuntimeState, step: int) -> Checkpoint:
+    return Checkpoint(
+        cursor={"step": step, "level": 1, "usage": {"input_tokens": 10 * step}},
+        state=state,
+        facts=[{"kind": "action", "step": step, "action": "ACTION1"}],
+        events=[{"kind": "user_input", "step": step}, {"kind": "assistant_message", "step": step}],
+    )
+
+
+def reopened(path: Path, **options: Any) -> Any:
+    with SQLiteCheckpointStore(path, **options) as store:
+        return store.latest()
+
+
+def continuation_rows(path: Path) -> list[tuple[int, int]]:
+    """(snapshot, bytes) per continuation record, in order."""
+    with sqlite3.connect(path) as database:
+        return database.execute("SELECT snapshot, length(body) FROM continuation ORDER BY seq").fetchall()
+
+
+# -- the four layers, rebuilt ------------------------------------------------------------------------
+
+
+def test_the_sqlite_store_is_a_checkpoint_store(folder):
+    store: CheckpointStore = SQLiteCheckpointStore(folder / CHECKPOINT_FILE, META)
+    store.close()
+
+
+def test_latest_gives_the_newest_cursor_and_every_fact_and_event_in_commit_order(folder):
+    path = folder / CHECKPOINT_FILE
+    state = empty_state()
+    with SQLiteCheckpointStore(path, META) as store:
+        assert store.latest() is None
+        for step in range(1, 4):
+            state = grown(state, step)
+            assert store.commit(checkpoint(state, step)) == step
+    restored = reopened(path)
+    assert restored.sequence == 3
+    assert restored.meta == META
+    assert restored.cursor == {"step": 3, "level": 1, "usage": {"input_tokens": 30}}
+    assert [fact["step"] for fact in restored.facts] == [1, 2, 3]
+    assert [(event["kind"], event["step"]) for event in restored.events] == [
+        (kind, step) for step in (1, 2, 3) for kind in ("user_input", "assistant_message")
+    ]
+
+
+def test_the_layers_are_tables_of_their_own(folder):
+    path = folder / CHECKPOINT_FILE
+    with SQLiteCheckpointStore(path, META) as store:
+        store.commit(checkpoint(grown(empty_state(), 1), 1))
+    with sqlite3.connect(path) as database:
+        tables = {name for (name,) in database.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        facts = [json.loads(body) for (body,) in database.execute("SELECT body FROM facts")]
+    assert {"facts", "checkpoints", "events", "continuation"} <= tables
+    assert facts == [{"kind": "action", "step": 1, "action": "ACTION1"}]
+
+
+OPERATIONS = st.sampled_from(["grow", "grow", "grow", "trim", "compact", "pending", "tools", "set_key", "drop_key"])
+
+
+def apply(state: RuntimeState, operation: str, turn: int) -> RuntimeState:
+    """One change of the kinds strategies make: a turn, a trim, a compaction, an input buffered, a tool
+    round's envelope, a payload value set or dropped."""
+    if operation == "trim" and len(state.turns) > 1:
+        return trimmed(state, 1)
+    if operation == "compact":
+        return state.replace(
+            payload={**state.payload, "items": [{"type": "compaction", "encrypted_content": f"{SECRET}-{turn}"}]},
+            turns=(TurnSpan(start=0, end=1),),
+        )
+    if operation == "pending":
+        return state.with_pending(f"frame {turn}")
+    if operation == "tools":
+        return state.replace(unanswered=(f"call_{turn}",), unread_turn=not state.unread_turn)
+    if operation == "set_key":
+        return state.replace(payload={"cursor": {"turn": turn}, **state.payload})  # a new key, first
+    if operation == "drop_key":
+        return state.replace(payload={"items": state.payload["items"]})
+    return grown(state, turn, items=2 + turn % 3)
+
+
+@settings(derandomize=True, max_examples=40, deadline=None)
+@given(st.lists(OPERATIONS, min_size=1, max_size=40))
+def test_every_state_a_walk_of_grows_trims_compactions_and_envelope_changes_commits_comes_back_exactly(
+    tmp_path_factory, operations
+):
+    folder = tmp_path_factory.mktemp("walk")
+    folder.chmod(0o700)
+    path = folder / CHECKPOINT_FILE
+    state = empty_state()
+    with SQLiteCheckpointStore(path, META) as store:
+        for turn, operation in enumerate(operations, start=1):
+            state = apply(state, operation, turn)
+            store.commit(checkpoint(state, turn))
+            if turn % 7 == 0:  # a resume in the middle: the next commit extends the rebuilt state
+                store.close()
+                store = SQLiteCheckpointStore(path, META)
+                rebuilt = store.latest().state
+                assert rebuilt == state and rebuilt.to_json() == state.to_json()
+                state = rebuilt
+    rebuilt = reopened(path).state
+    assert rebuilt == state
+    assert rebuilt.to_json() == state.to_json()
+
+
+def test_a_growing_state_is_one_snapshot_then_deltas_of_what_each_turn_appended(folder):
+    path = folder / CHECKPOINT_FILE
+    state = empty_state()
+    with SQLiteCheckpointStore(path, META) as store:
+        for turn in range(1, 601):
+            state = grown(state, turn)
+            store.commit(checkpoint(state, turn))
+    rows = continuation_rows(path)
+    assert [snapshot for snapshot, _ in rows] == [1] + [0] * 599
+    first, last = sum(size for _, size in rows[1:201]), sum(size for _, size in rows[-200:])
+    assert last <= 1.2 * first  # the 600th turn's delta is no larger than the 2nd's: bytes grow linearly
+    assert len(state.to_json()) > 100 * rows[-1][1]
+
+
+def test_a_trim_or_a_compaction_writes_a_snapshot_and_the_next_turn_a_delta_again(folder):
+    path = folder / CHECKPOINT_FILE
+    state = empty_state()
+    with SQLiteCheckpointStore(path, META) as store:
+        for turn in range(1, 5):
+            state = grown(state, turn)
+            store.commit(checkpoint(state, turn))
+        store.commit(checkpoint(trimmed(state, 2), 5))
+        store.commit(checkpoint(grown(trimmed(state, 2), 6), 6))
+        store.commit(checkpoint(apply(state, "compact", 7), 7))
+        store.commit(checkpoint(grown(apply(state, "compact", 7), 8), 8))
+    assert [snapshot for snapshot, _ in continuation_rows(path)] == [1, 0, 0, 0, 1, 0, 1, 0]
+
+
+def test_a_chain_that_rewrites_more_than_it_grows_gets_a_snapshot_so_a_rebuild_reads_at_most_twice_the_state(folder):
+    path = folder / CHECKPOINT_FILE
+    state = empty_state().replace(payload={"items": [], "note": "x" * 500})
+    with SQLiteCheckpointStore(path, META) as store:
+        for turn in range(1, 41):
+            state = state.replace(payload={**state.payload, "note": f"{turn:03d}" + "x" * 497})
+            store.commit(checkpoint(state, turn))
+    rows = continuation_rows(path)
+    snapshots = [index for index, (snapshot, _) in enumerate(rows) if snapshot]
+    assert len(snapshots) >= 10  # the note, rewritten whole every turn, is soon larger than the state
+    assert all(later - earlier <= 3 for earlier, later in zip(snapshots, snapshots[1:], strict=False))
+    assert reopened(path).state == state
+
+
+def test_committing_the_same_state_again_adds_no_continuation_record(folder):
+    path = folder / CHECKPOINT_FILE
+    state = grown(empty_state(), 1)
+    with SQLiteCheckpointStore(path, META) as store:
+        store.commit(checkpoint(state, 1))
+        store.commit(Checkpoint({"step": 1, "receipt": True}, state, facts=[{"kind": "receipt", "step": 1}]))
+    assert len(continuation_rows(path)) == 1
+    restored = reopened(path)
+    assert restored.cursor == {"step": 1, "receipt": True}
+    assert restored.state == state
+    assert [fact["kind"] for fact in restored.facts] == ["action", "receipt"]
+
+
+def test_integers_past_64_bits_and_lone_surrogates_in_a_state_come_back_exactly(folder):
+    path = folder / CHECKPOINT_FILE
+    state = grown(empty_state(), 1)
+    odd_item = {"n": 2**80, "text": "a\ud800b"}
+    odd = state.replace(
+        payload={"items": [*state.payload["items"], odd_item]}, turns=(*state.turns, TurnSpan(start=2, end=3))
+    )
+    with SQLiteCheckpointStore(path, META) as store:
+        store.commit(checkpoint(state, 1))
+        store.commit(checkpoint(odd, 2))  # a delta with them
+        assert reopened(path).state == odd
+        store.commit(
+            checkpoint(state.replace(payload={"items": [{"n": -(2**70)}]}, turns=(TurnSpan(start=0, end=1),)), 3)
+        )
+    with SQLiteCheckpointStore(path, META) as store:
+        store.commit(checkpoint(odd, 4))  # a snapshot with them
+    restored = reopened(path)
+    assert [snapshot for snapshot, _ in continuation_rows(path)] == [1, 0, 1, 1]
+    assert restored.state == odd
+    assert restored.state.payload["items"][-1] == odd_item
+
+
+@pytest.mark.parametrize(
+    "profile_name", ["local-openai-continuous", "local-manual-rolling", "local-anthropic-continuous"]
+)
+def test_the_states_a_real_session_accepts_come_back_exactly_from_the_store(folder, profile_name):
+    """A local profile's own states (its adapter's items, opaque reasoning, its trims and compactions),
+    through the real SDK against the local provider."""
+    profile = load_profile(PROFILES_DIR / f"{profile_name}.yaml")
+    game = make_environment(profile.environment.name, profile.environment.seed, profile.environment.options)
+    meta = CheckpointMeta(profile.runtime.adapter_id, "1", profile.runtime.strategy, profile.id)
+    path = folder / CHECKPOINT_FILE
+    frame = game.reset()
+    with Session(profile, actions=game.actions) as session, SQLiteCheckpointStore(path, meta) as store:
+        for step in range(1, 61):
+            turn = session.observe(frame.text)
+            while turn.problem is not None:
+                turn = session.reject(turn.problem)
+            session.accept(turn.action)
+            store.commit(checkpoint(session.accepted_state, step))
+            frame = game.step(turn.action)
+            if frame.state == "WIN":
+                break
+            if frame.state == "GAME_OVER":
+                session.buffer(frame.text)
+                frame = game.step("RESET")
+        accepted = session.accepted_state
+    rows = continuation_rows(path)
+    assert sum(1 - snapshot for snapshot, _ in rows) > 0  # deltas were written
+    restored = reopened(path)
+    assert restored.state == accepted
+    assert restored.state.to_json() == accepted.to_json()
+
+
+# -- bad input ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("changes", "named"),
+    [
+        ({"facts": ["not an object"]}, "fact 0 must be a JSON object"),
+        ({"events": [{}, {"at": {1, 2}}]}, "event 1 is not JSON"),
+        ({"cursor": {"when": object()}}, "the cursor is not JSON"),
+    ],
+)
+def test_an_input_the_store_cannot_hold_raises_naming_it_and_writes_nothing(folder, changes, named):
+    path = folder / CHECKPOINT_FILE
+    state = grown(empty_state(), 1)
+    with SQLiteCheckpointStore(path, META) as store:
+        store.commit(checkpoint(state, 1))
+        bad = {**checkpoint(grown(state, 2), 2).__dict__, **changes}
+        with pytest.raises(CheckpointError, match=named):
+            store.commit(Checkpoint(**bad))
+        assert store.sequence == 1
+        store.commit(checkpoint(grown(state, 2), 2))  # and the store goes on from the state it holds
+    assert reopened(path).state == grown(state, 2)
+
+
+def test_a_state_of_another_adapter_than_the_stores_is_refused(folder):
+    other = CheckpointMeta("anthropic.messages.v1", "1.0.0", "continuous_conversation", "digest-1")
+    with SQLiteCheckpointStore(folder / CHECKPOINT_FILE, META) as store:
+        with pytest.raises(CheckpointError, match="belongs to adapter anthropic.messages.v1"):
+            store.commit(checkpoint(empty_state(other), 1))
+
+
+def test_a_store_opened_to_read_cannot_commit(folder):
+    path = folder / CHECKPOINT_FILE
+    SQLiteCheckpointStore(path, META).close()
+    with SQLiteCheckpointStore(path) as store, pytest.raises(CheckpointError, match="opened to read"):
+        store.commit(checkpoint(empty_state(), 1))
+
+
+# -- meta --------------------------------------------------------------------------------------------
+
+
+def test_opening_with_another_adapter_is_refused_naming_exactly_what_differs(folder):
+    path = folder / CHECKPOINT_FILE
+    SQLiteCheckpointStore(path, META).close()
+    other = CheckpointMeta("anthropic.messages.v1", "1.0.0", "continuous_conversation", "digest-2")
+    with pytest.raises(CheckpointError) as refused:
+        SQLiteCheckpointStore(path, other)
+    message = str(refused.value)
+    assert str(path) in message
+    assert "adapter_id: was openai.responses.v1, now anthropic.messages.v1" in message
+    assert "profile_digest: was digest-1, now digest-2" in message
+    assert "strategy" not in message and "adapter_version" not in message
+
+
+def test_an_accepted_switch_is_recorded_with_the_next_commit_which_is_a_snapshot(folder):
+    path = folder / CHECKPOINT_FILE
+    state = grown(empty_state(), 1)
+    with SQLiteCheckpointStore(path, META) as store:
+        store.commit(checkpoint(state, 1))
+    other = CheckpointMeta("anthropic.messages.v1", "2.0.0", "continuous_conversation", "digest-2")
+    accept = {"adapter_id", "adapter_version", "profile_digest"}
+    with SQLiteCheckpointStore(path, other, accept=accept) as store:
+        assert store.switched_from == META
+        assert store.latest().meta == META  # the newest checkpoint is still the old adapter's
+        switched = grown(empty_state(other), 2)
+        store.commit(checkpoint(switched, 2))
+        assert store.switched_from is None
+    assert reopened(path).meta == other
+    assert reopened(path).state == switched
+    assert [snapshot for snapshot, _ in continuation_rows(path)] == [1, 1]
+    SQLiteCheckpointStore(path, other).close()  # the switched store now opens as the new adapter's
+    with pytest.raises(CheckpointError, match="adapter_id: was anthropic.messages.v1, now openai.responses.v1"):
+        SQLiteCheckpointStore(path, META)
+
+
+def test_a_switch_opened_but_never_committed_leaves_the_store_the_old_adapters(folder):
+    path = folder / CHECKPOINT_FILE
+    with SQLiteCheckpointStore(path, META) as store:
+        store.commit(checkpoint(grown(empty_state(), 1), 1))
+    other = CheckpointMeta("anthropic.messages.v1", "1.0.0", "continuous_conversation", "digest-1")
+    SQLiteCheckpointStore(path, other, accept={"adapter_id"}).close()
+    SQLiteCheckpointStore(path, META).close()
+
+
+def test_a_resume_cannot_accept_another_schema_version(folder):
+    with pytest.raises(ValueError, match="schema_version"):
+        SQLiteCheckpointStore(folder / CHECKPOINT_FILE, META, accept={"schema_version"})
+
+
+def test_a_store_of_another_layout_is_refused_naming_both(folder):
+    path = folder / CHECKPOINT_FILE
+    SQLiteCheckpointStore(path, META).close()
+    with sqlite3.connect(path) as database:
+        database.execute("PRAGMA user_version = 9")
+    with pytest.raises(CheckpointError, match="layout 9, and this turnstate reads layout 1"):
+        SQLiteCheckpointStore(path, META)
+
+
+# -- encryption --------------------------------------------------------------------------------------
+
+
+def encrypted_store_with_two_turns(path: Path, monkeypatch) -> RuntimeState:
+    monkeypatch.setenv(KEY_VARIABLE, KEY)
+    state = grown(empty_state(), 1)
+    with SQLiteCheckpointStore(path, META) as store:
+        store.commit(checkpoint(state, 1))
+        state = grown(state, 2)
+        store.commit(checkpoint(state, 2))
+    return state
+
+
+def test_an_encrypted_continuation_comes_back_exactly_and_is_never_on_disk_in_the_clear(folder, monkeypatch):
+    path = folder / CHECKPOINT_FILE
+    state = encrypted_store_with_two_turns(path, monkeypatch)
+    assert SECRET.encode() not in b"".join(file.read_bytes() for file in folder.iterdir())
+    assert reopened(path).state == state
+    with sqlite3.connect(path) as database:  # the other layers are plain
+        assert database.execute("SELECT count(*) FROM facts").fetchone() == (2,)
+
+
+def test_an_encrypted_store_opened_without_the_key_names_the_variable(folder, monkeypatch):
+    path = folder / CHECKPOINT_FILE
+    encrypted_store_with_two_turns(path, monkeypatch)
+    monkeypatch.delenv(KEY_VARIABLE)
+    for options in ({"meta": META}, {}):
+        with pytest.raises(CheckpointError, match=f"encrypted; set {KEY_VARIABLE} to the key the run was started"):
+            SQLiteCheckpointStore(path, **options)
+
+
+def test_an_encrypted_store_opened_with_another_key_is_refused_at_open(folder, monkeypatch):
+    path = folder / CHECKPOINT_FILE
+    encrypted_store_with_two_turns(path, monkeypatch)
+    monkeypatch.setenv(KEY_VARIABLE, KEY + "-but-another")
+    with pytest.raises(CheckpointError, match=f"{KEY_VARIABLE} does not hold the key this store was written with"):
+        SQLiteCheckpointStore(path, META)
+
+
+def test_the_same_key_gives_each_store_its_own_salt(tmp_path, monkeypatch):
+    salts = []
+    for name in ("one", "two"):
+        folder = tmp_path / name
+        folder.mkdir(mode=0o700)
+        encrypted_store_with_two_turns(folder / CHECKPOINT_FILE, monkeypatch)
+        with sqlite3.connect(folder / CHECKPOINT_FILE) as database:
+            salts.append(database.execute("SELECT value FROM store WHERE name = 'salt'").fetchone())
+    assert salts[0] != salts[1]
+
+
+@pytest.mark.parametrize("damage", ["flip a byte", "swap two records"])
+def test_an_altered_continuation_record_fails_authentication(folder, monkeypatch, damage):
+    path = folder / CHECKPOINT_FILE
+    encrypted_store_with_two_turns(path, monkeypatch)
+    with sqlite3.connect(path) as database:
+        rows = database.execute("SELECT seq, body FROM continuation ORDER BY seq").fetchall()
+        if damage == "flip a byte":
+            body = bytearray(rows[-1][1])
+            body[-5] ^= 0x01
+            database.execute("UPDATE continuation SET body = ? WHERE seq = ?", (bytes(body), rows[-1][0]))
+        else:  # a valid record of this store, moved to the other's place
+            database.execute("UPDATE continuation SET body = ?, snapshot = 0 WHERE seq = ?", (rows[0][1], rows[1][0]))
+    with pytest.raises(CheckpointError, match="fails authentication"):
+        reopened(path)
+
+
+def test_a_plain_store_is_refused_to_a_writer_when_the_key_is_set(folder, monkeypatch):
+    path = folder / CHECKPOINT_FILE
+    SQLiteCheckpointStore(path, META).close()
+    monkeypatch.setenv(KEY_VARIABLE, KEY)
+    with pytest.raises(CheckpointError, match=f"written without encryption, but {KEY_VARIABLE} is set"):
+        SQLiteCheckpointStore(path, META)
+    SQLiteCheckpointStore(path).close()  # reading it is harmless
+
+
+@pytest.mark.parametrize("key", ["", "short"])
+def test_a_key_too_short_is_refused_with_how_to_make_one(folder, monkeypatch, key):
+    monkeypatch.setenv(KEY_VARIABLE, key)
+    with pytest.raises(CheckpointError, match="at least 16 characters.*secrets.token_urlsafe"):
+        SQLiteCheckpointStore(folder / CHECKPOINT_FILE, META)
+
+
+# -- permissions -------------------------------------------------------------------------------------
+
+
+def test_the_database_and_its_wal_files_are_owner_only_under_a_permissive_umask(folder):
+    path = folder / CHECKPOINT_FILE
+    previous = os.umask(0)
+    try:
+        with SQLiteCheckpointStore(path, META) as store:
+            store.commit(checkpoint(grown(empty_state(), 1), 1))
+            files = sorted(folder.iterdir())
+            modes = {file.name: file.stat().st_mode & 0o777 for file in files}
+    finally:
+        os.umask(previous)
+    assert modes == {CHECKPOINT_FILE: 0o600, f"{CHECKPOINT_FILE}-wal": 0o600, f"{CHECKPOINT_FILE}-shm": 0o600}
+
+
+def test_a_folder_others_may_enter_is_refused_with_the_fix(folder):
+    folder.chmod(0o755)
+    with pytest.raises(CheckpointError, match=f"must be owner-only \\(0700\\), and it is 0755.*chmod 700 {folder}"):
+        SQLiteCheckpointStore(folder / CHECKPOINT_FILE, META)
+    assert not (folder / CHECKPOINT_FILE).exists()
+
+
+def test_a_database_others_may_read_is_refused_with_the_fix(folder):
+    path = folder / CHECKPOINT_FILE
+    SQLiteCheckpointStore(path, META).close()
+    path.chmod(0o644)
+    with pytest.raises(CheckpointError, match=f"must be owner-only \\(0600\\).*chmod 600 {path}"):
+        SQLiteCheckpointStore(path, META)
+
+
+def test_a_link_in_the_databases_place_is_refused(folder, tmp_path):
+    target = tmp_path / "elsewhere.sqlite3"
+    target.write_bytes(b"")
+    (folder / CHECKPOINT_FILE).symlink_to(target)
+    with pytest.raises(CheckpointError, match="not a regular file"):
+        SQLiteCheckpointStore(folder / CHECKPOINT_FILE, META)
+
+
+# -- robustness --------------------------------------------------------------------------------------
+
+CHILD = textwrap.dedent(
+    """
+    import os, signal, sys
+    from pathlib import Path
+    from turnstate.harness.checkpoints import Checkpoint, CheckpointMeta, SQLiteCheckpointStore
+    from turnstate.strategies.state import RuntimeState, TurnSpan
+
+    path, where, size = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+    meta = CheckpointMeta("openai.responses.v1", "1.0.0", "continuous_conversation", "digest-1")
+    store = SQLiteCheckpointStore(path, meta)
+    state = RuntimeState(adapter_id=meta.adapter_id, strategy=meta.strategy, payload={"items": []})
+
+    def grown(state, turn):
+        items = [*state.payload["items"], {"role": "user", "content": f"{turn}:" + "x" * size}]
+        return state.replace(payload={"items": items}, turns=(*state.turns, TurnSpan(start=turn, end=turn + 1)))
+
+    for turn in range(5):
+        state = grown(state, turn)
+        store.commit(Checkpoint({"step": turn + 1}, state, facts=[{"step": turn + 1}]))
+    (path.parent / "committed.json").write_text(state.to_json())
+    if where == "inside the transaction":
+        write = SQLiteCheckpointStore._write
+        def killed(self, *arguments):
+            write(self, *arguments)
+            os.kill(os.getpid(), signal.SIGKILL)
+        SQLiteCheckpointStore._write = killed
+        store.commit(Checkpoint({"step": 6}, grown(state, 5).replace(payload={"items": [{"big": "y" * size * 50}]}, turns=()), facts=[{"step": 6}]))
+    else:
+        os.kill(os.getpid(), signal.SIGKILL)
+    """
+)
+
+
+@pytest.mark.parametrize("size", [100, 200_000], ids=["small", "spilled to the WAL"])
+def test_a_kill_inside_a_transaction_leaves_the_previous_checkpoint_intact(folder, size):
+    """The large commit is past SQLite's page cache (2 MB), so its pages reach the WAL uncommitted."""
+    path = folder / CHECKPOINT_FILE
+    child = subprocess.run([sys.executable, "-c", CHILD, str(path), "inside the transaction", str(size)], timeout=60)
+    assert child.returncode == -signal.SIGKILL
+    restored = reopened(path, meta=META)
+    assert restored.sequence == 5
+    assert restored.cursor == {"step": 5}
+    assert [fact["step"] for fact in restored.facts] == [1, 2, 3, 4, 5]
+    assert restored.state.to_json() == (folder / "committed.json").read_text()
+
+
+def test_a_commit_that_returned_survives_a_kill_of_the_process(folder):
+    path = folder / CHECKPOINT_FILE
+    child = subprocess.run([sys.executable, "-c", CHILD, str(path), "after the commit", "100"], timeout=60)
+    assert child.returncode == -signal.SIGKILL
+    assert (folder / f"{CHECKPOINT_FILE}-wal").exists()  # the commits are in the WAL, not folded back
+    restored = reopened(path)
+    assert restored.sequence == 5
+    assert restored.state.to_json() == (folder / "committed.json").read_text()
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"not a database at all, " * 200, b"SQLite format 3\x00" + b"\xff" * 4000],
+    ids=["text", "a damaged header"],
+)
+def test_a_corrupt_file_is_a_checkpoint_error_naming_it(folder, content):
+    path = folder / CHECKPOINT_FILE
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    path.write_bytes(content)
+    for options in ({"meta": META}, {}):
+        with pytest.raises(CheckpointError, match=str(path)):
+            SQLiteCheckpointStore(path, **options)
+
+
+def test_a_truncated_store_is_a_checkpoint_error_naming_it(folder):
+    path = folder / CHECKPOINT_FILE
+    state = empty_state()
+    with SQLiteCheckpointStore(path, META) as store:
+        for turn in range(1, 200):
+            state = grown(state, turn)
+            store.commit(checkpoint(state, turn))
+    content = path.read_bytes()
+    path.write_bytes(content[: len(content) // 2])
+    with pytest.raises(CheckpointError, match=str(path)):
+        reopened(path)
+
+
+def test_a_foreign_sqlite_database_is_refused_as_not_a_checkpoint_store(folder):
+    path = folder / CHECKPOINT_FILE
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    with sqlite3.connect(path) as database:
+        database.execute("CREATE TABLE notes (text TEXT)")
+    with pytest.raises(CheckpointError, match=f"{path}: this is an SQLite database, but not a turnstate checkpoint"):
+        SQLiteCheckpointStore(path, META)
+
+
+def test_an_empty_file_left_by_a_killed_creation_is_initialized_by_the_next_writer(folder):
+    path = folder / CHECKPOINT_FILE
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    with pytest.raises(CheckpointError, match="never initialized"):
+        SQLiteCheckpointStore(path)
+    with SQLiteCheckpointStore(path, META) as store:
+        assert store.latest() is None
+        store.commit(checkpoint(grown(empty_state(), 1), 1))
+    assert reopened(path).sequence == 1
+
+
+def test_a_missing_store_is_an_error_to_a_reader_and_to_a_writer_that_may_not_create_it(folder):
+    for options in ({}, {"meta": META, "create": False}):
+        with pytest.raises(CheckpointError, match="there is no checkpoint store here"):
+            SQLiteCheckpointStore(folder / CHECKPOINT_FILE, **options)
+
+
+def test_a_second_writer_is_refused_while_the_first_holds_the_store_and_a_reader_is_not(folder):
+    path = folder / CHECKPOINT_FILE
+    with SQLiteCheckpointStore(path, META) as store:
+        store.commit(checkpoint(grown(empty_state(), 1), 1))
+        with pytest.raises(CheckpointError, match="another process has this checkpoint store open to write"):
+            SQLiteCheckpointStore(path, META)
+        assert reopened(path).sequence == 1
+    SQLiteCheckpointStore(path, META).close()
+
+
+# -- retention ---------------------------------------------------------------------------------------
+
+
+def run_with_store(runs: Path, name: str, age: timedelta) -> Path:
+    folder = runs / name
+    folder.mkdir(mode=0o700)
+    (folder / "run_meta.json").write_text("{}")
+    path = folder / CHECKPOINT_FILE
+    with SQLiteCheckpointStore(path, META) as store:
+        store.commit(checkpoint(grown(empty_state(), 1), 1))
+    then = time.time() - age.total_seconds()
+    os.utime(path, (then, then))
+    return path
+
+
+def test_prune_deletes_the_stores_of_runs_older_than_the_limit_and_nothing_else(tmp_path):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    old = run_with_store(runs, "old", timedelta(days=40))
+    recent = run_with_store(runs, "recent", timedelta(days=2))
+    foreign = runs / "foreign" / CHECKPOINT_FILE
+    foreign.parent.mkdir()
+    foreign.write_text("someone else's file of that name")
+    os.utime(foreign, (0, 0))
+    (runs / "loose-file").write_text("")
+    assert prune(runs, timedelta(days=30)) == [old]
+    assert not old.exists() and (old.parent / "run_meta.json").exists()
+    assert recent.exists() and foreign.exists()
+
+
+def test_prune_deletes_a_killed_runs_wal_and_shm_files_with_its_database(tmp_path):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    folder = runs / "killed"
+    folder.mkdir(mode=0o700)
+    child = subprocess.run([sys.executable, "-c", CHILD, str(folder / CHECKPOINT_FILE), "after", "100"], timeout=60)
+    assert child.returncode == -signal.SIGKILL
+    files = [folder / f"{CHECKPOINT_FILE}{suffix}" for suffix in ("-wal", "-shm", "")]
+    for file in files:
+        os.utime(file, (0, 0))
+    assert prune(runs, timedelta(days=1)) == files
+    assert sorted(path.name for path in folder.iterdir()) == ["committed.json"]
+
+
+def test_prune_leaves_a_store_another_process_holds_open(tmp_path):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    path = run_with_store(runs, "live", timedelta(days=40))
+    with SQLiteCheckpointStore(path, META):
+        os.utime(path, (0, 0))
+        os.utime(f"{path}-wal", (0, 0))
+        os.utime(f"{path}-shm", (0, 0))
+        assert prune(runs, timedelta(days=1)) == []
+    assert path.exists()
+
+
+def test_prune_refuses_a_missing_folder_and_a_limit_that_is_not_positive(tmp_path):
+    with pytest.raises(CheckpointError, match="no folder of runs here"):
+        prune(tmp_path / "missing", timedelta(days=1))
+    with pytest.raises(ValueError, match="positive"):
+        prune(tmp_path, timedelta(0))
