@@ -221,7 +221,10 @@ OFFLOAD = Offload(keep_recent_per_tool=1, min_savings_chars=100)
 PAGE = "p" * 1000
 
 
-def paged(machine: LiveMachine, pages: int, acted: Usage = Usage(10, 0, 3)) -> None:
+PLAIN_USAGE = Usage(10, 0, 3)  # a plain reply's, as native_reply makes it
+
+
+def paged(machine: LiveMachine, pages: int, acted: Usage = PLAIN_USAGE) -> None:
     """`pages` tool rounds, each a lookup answered with a large page, then an action (its reply's
     usage `acted`) that read them all."""
     for number in range(pages):
