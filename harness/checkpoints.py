@@ -10,8 +10,10 @@ Rules:
    receipts, user constraints: append-only JSON objects the caller gives and the store never
    interprets), the workflow cursor (one JSON object per checkpoint, written whole, so the caller keeps
    it small and puts what grows in the facts or the events), the conversation projection (append-only
-   normalized events) and the model-specific continuation (the RuntimeState). Each layer is a table of
-   its own.
+   normalized events) and the model-specific continuation (the RuntimeState). Each is kept apart: the
+   continuation in a table of its own, the other three in columns of one row per checkpoint (its
+   cursor, and the facts and the events it added, each a JSON array), so that a commit writes two
+   rows, not one per record: each table a commit touches is another page written to the WAL.
 2. One transaction per `commit`: a checkpoint is in the store whole or not at all. Everything a commit
    writes is encoded before the transaction begins, so a bad input raises with nothing written.
 3. Continuation deltas. The RuntimeState is stored as a delta from the previous checkpoint's state
@@ -104,9 +106,7 @@ _IDENTITY: Final = ("schema_version", "adapter_id", "strategy")  # a change of o
 _TABLES: Final = """
 CREATE TABLE store (name TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
 CREATE TABLE meta (since INTEGER PRIMARY KEY, body BLOB NOT NULL);
-CREATE TABLE checkpoints (seq INTEGER PRIMARY KEY, at REAL NOT NULL, cursor BLOB NOT NULL);
-CREATE TABLE facts (id INTEGER PRIMARY KEY, seq INTEGER NOT NULL, body BLOB NOT NULL);
-CREATE TABLE events (id INTEGER PRIMARY KEY, seq INTEGER NOT NULL, body BLOB NOT NULL);
+CREATE TABLE checkpoints (seq INTEGER PRIMARY KEY, at REAL NOT NULL, cursor BLOB NOT NULL, facts BLOB, events BLOB);
 CREATE TABLE continuation (
     seq INTEGER PRIMARY KEY, snapshot INTEGER NOT NULL, grown INTEGER NOT NULL, body BLOB NOT NULL
 );
@@ -302,8 +302,7 @@ class SQLiteCheckpointStore:
             )
         sequence = self.sequence + 1
         cursor = _encoded_object(checkpoint.cursor, "the cursor")
-        facts = [(sequence, _encoded_object(fact, f"fact {index}")) for index, fact in enumerate(checkpoint.facts)]
-        events = [(sequence, _encoded_object(event, f"event {index}")) for index, event in enumerate(checkpoint.events)]
+        facts, events = _encoded_records(checkpoint.facts, "fact"), _encoded_records(checkpoint.events, "event")
         row, plain_size = (None, 0) if state is self._previous else self._continuation_row(sequence, state)
         try:
             with _transaction(connection):
@@ -327,8 +326,11 @@ class SQLiteCheckpointStore:
             return None
         try:
             (cursor,) = connection.execute("SELECT cursor FROM checkpoints WHERE seq = ?", (sequence,)).fetchone()
-            facts = tuple(self._decoded(body, "facts") for (body,) in connection.execute(_ALL_FACTS))
-            events = tuple(self._decoded(body, "events") for (body,) in connection.execute(_ALL_EVENTS))
+            facts: list[dict[str, Any]] = []
+            events: list[dict[str, Any]] = []
+            for added_facts, added_events in connection.execute(_ADDED_RECORDS):
+                facts.extend(self._decoded(added_facts, "facts") if added_facts else ())
+                events.extend(self._decoded(added_events, "events") if added_events else ())
             state, chain = self._rebuilt_state(connection)
         except sqlite3.DatabaseError as error:
             raise CheckpointError(f"{self.path}: the checkpoints cannot be read: {error}") from None
@@ -337,8 +339,8 @@ class SQLiteCheckpointStore:
             meta=[meta for since, meta in self._metas if since <= sequence][-1],
             cursor=self._decoded(cursor, "cursor"),
             state=state,
-            facts=facts,
-            events=events,
+            facts=tuple(facts),
+            events=tuple(events),
         )
         if self._writer and self._pending_meta is None:
             self._previous, self._chain = state, chain
@@ -366,18 +368,16 @@ class SQLiteCheckpointStore:
         connection: sqlite3.Connection,
         sequence: int,
         cursor: bytes,
-        facts: list[tuple[int, bytes]],
-        events: list[tuple[int, bytes]],
+        facts: bytes | None,
+        events: bytes | None,
         continuation: tuple[int, int, int, bytes] | None,
     ) -> None:
         """One checkpoint's rows, inside its transaction."""
         if self._pending_meta is not None:
             connection.execute("INSERT INTO meta VALUES (?, ?)", (sequence, orjson.dumps(asdict(self._pending_meta))))
-        connection.execute("INSERT INTO checkpoints VALUES (?, ?, ?)", (sequence, time.time(), cursor))
-        if facts:
-            connection.executemany("INSERT INTO facts (seq, body) VALUES (?, ?)", facts)
-        if events:
-            connection.executemany("INSERT INTO events (seq, body) VALUES (?, ?)", events)
+        connection.execute(
+            "INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?)", (sequence, time.time(), cursor, facts, events)
+        )
         if continuation is not None:
             connection.execute("INSERT INTO continuation VALUES (?, ?, ?, ?)", continuation)
 
@@ -550,8 +550,9 @@ class SQLiteCheckpointStore:
         return self._connection
 
 
-_ALL_FACTS: Final = "SELECT body FROM facts ORDER BY id"
-_ALL_EVENTS: Final = "SELECT body FROM events ORDER BY id"
+_ADDED_RECORDS: Final = (
+    "SELECT facts, events FROM checkpoints WHERE facts IS NOT NULL OR events IS NOT NULL ORDER BY seq"
+)
 _CIPHER: Final = "aes-256-gcm"
 _MISSING: Final = object()
 
@@ -664,13 +665,32 @@ def _decode(blob: bytes) -> Any:
     return json.loads(blob) if blob[:1] == b" " else orjson.loads(blob)
 
 
-def _encoded_object(value: Any, what: str) -> bytes:
-    if not isinstance(value, Mapping):
-        raise CheckpointError(f"{what} must be a JSON object, not {type(value).__name__}")
+def _encoded_records(records: Sequence[Mapping[str, Any]], what: str) -> bytes | None:
+    """A commit's facts or events as one JSON array, None when there are none."""
+    if not records:
+        return None
+    objects = [_json_object(record, f"{what} {index}") for index, record in enumerate(records)]
     try:
-        return _encode(value if isinstance(value, dict) else dict(value))
+        return _encode(objects)
+    except (TypeError, ValueError):
+        for index, record in enumerate(objects):
+            _encoded_object(record, f"{what} {index}")  # raises, naming the record
+        raise
+
+
+def _encoded_object(value: Any, what: str) -> bytes:
+    try:
+        return _encode(_json_object(value, what))
     except (TypeError, ValueError) as error:
         raise CheckpointError(f"{what} is not JSON: {error}") from None
+
+
+def _json_object(value: Any, what: str) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise CheckpointError(f"{what} must be a JSON object, not {type(value).__name__}")
 
 
 def _record_place(sequence: int, snapshot: bool) -> bytes:
