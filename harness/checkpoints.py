@@ -49,7 +49,8 @@ Rules:
    96-bit nonce, and its associated data binds it to its store, its checkpoint and its kind, so a
    record moved to another row fails as a tampered one. A check record written at creation tells a
    wrong key at open. An encrypted store opened without the key, or with another, and a plain store
-   opened with the variable set, are CheckpointErrors saying what to do. The facts, the cursor and
+   opened to write with the variable set (its user expects encryption), are CheckpointErrors saying
+   what to do. The facts, the cursor and
    the projection are plain, like the run's artifacts, under the same owner-only permissions.
 7. Permissions. The database is created owner-only (0600) with O_CREAT | O_EXCL before SQLite opens
    it, so there is no moment it is readable by others; SQLite gives its -wal and -shm files the
@@ -59,8 +60,10 @@ Rules:
 8. Durability: WAL with synchronous=NORMAL. A commit has reached the WAL file in the operating
    system's cache when `commit` returns, so it survives a kill of the process at any point; a power
    loss or an operating system crash may lose the commits since the last WAL checkpoint (SQLite syncs
-   at each one, every 1000 pages by default) but never corrupts the store or leaves half a commit.
-   `synchronous="FULL"` syncs every commit, for power-loss durability, at the disk's sync cost.
+   at each one, every 1000 pages by default, a few hundred commits) but never corrupts the store or
+   leaves half a commit: the store comes back at an earlier checkpoint, and a side effect performed
+   after a lost commit has lost its intent too. Where that matters (real money, real mail),
+   `synchronous="FULL"` syncs every commit (bench/checkpoints.py measures what it costs).
 9. One writer. A store opened to write (with a meta) holds an exclusive advisory lock on its database
    until `close`: a second run or resume of the same run is refused rather than allowed to interleave
    its turns. A store opened to read (no meta) takes no lock and cannot commit.
@@ -285,7 +288,8 @@ class SQLiteCheckpointStore:
 
     @property
     def sequence(self) -> int:
-        """How many checkpoints the store holds: the newest one's number."""
+        """The newest checkpoint's number: as of the open, or of this store's last commit (a reader's
+        `latest()` reads the newest there is)."""
         return int(self._sequence)
 
     def commit(self, checkpoint: Checkpoint) -> int:
@@ -319,24 +323,27 @@ class SQLiteCheckpointStore:
 
     def latest(self) -> RestoredCheckpoint | None:
         """The newest checkpoint, rebuilt (rule 4); None when the store holds none. After it, a commit
-        of a state that extends the rebuilt one writes a delta."""
+        of a state that extends the rebuilt one writes a delta. Its reads are one read transaction: a
+        reader sees the newest checkpoint whole while a writer goes on committing."""
         connection = self._open_connection()
-        sequence = self.sequence
-        if sequence == 0:
-            return None
+        facts: list[dict[str, Any]] = []
+        events: list[dict[str, Any]] = []
         try:
-            (cursor,) = connection.execute("SELECT cursor FROM checkpoints WHERE seq = ?", (sequence,)).fetchone()
-            facts: list[dict[str, Any]] = []
-            events: list[dict[str, Any]] = []
-            for added_facts, added_events in connection.execute(_ADDED_RECORDS):
-                facts.extend(self._decoded(added_facts, "facts") if added_facts else ())
-                events.extend(self._decoded(added_events, "events") if added_events else ())
-            state, chain = self._rebuilt_state(connection)
+            with _transaction(connection, "BEGIN"):
+                (sequence,) = connection.execute("SELECT coalesce(max(seq), 0) FROM checkpoints").fetchone()
+                if sequence == 0:
+                    return None
+                (cursor,) = connection.execute("SELECT cursor FROM checkpoints WHERE seq = ?", (sequence,)).fetchone()
+                for added_facts, added_events in connection.execute(_ADDED_RECORDS, (sequence,)):
+                    facts.extend(self._decoded(added_facts, "facts") if added_facts else ())
+                    events.extend(self._decoded(added_events, "events") if added_events else ())
+                state, chain = self._rebuilt_state(connection, sequence)
+                metas = self._read_metas()
         except sqlite3.DatabaseError as error:
             raise CheckpointError(f"{self.path}: the checkpoints cannot be read: {error}") from None
         restored = RestoredCheckpoint(
             sequence=sequence,
-            meta=[meta for since, meta in self._metas if since <= sequence][-1],
+            meta=[meta for since, meta in metas if since <= sequence][-1],
             cursor=self._decoded(cursor, "cursor"),
             state=state,
             facts=tuple(facts),
@@ -398,11 +405,15 @@ class SQLiteCheckpointStore:
 
     # -- reading ------------------------------------------------------------------------------------
 
-    def _rebuilt_state(self, connection: sqlite3.Connection) -> tuple[RuntimeState, _Chain]:
-        """The newest state, from the last snapshot and the deltas after it, and that chain's sizes."""
-        (start,) = connection.execute("SELECT max(seq) FROM continuation WHERE snapshot = 1").fetchone()
+    def _rebuilt_state(self, connection: sqlite3.Connection, newest: int) -> tuple[RuntimeState, _Chain]:
+        """The state of checkpoint `newest`, from the last snapshot up to it and the deltas after that
+        snapshot, and that chain's sizes."""
+        (start,) = connection.execute(
+            "SELECT max(seq) FROM continuation WHERE snapshot = 1 AND seq <= ?", (newest,)
+        ).fetchone()
         rows = connection.execute(
-            "SELECT seq, snapshot, grown, body FROM continuation WHERE seq >= ? ORDER BY seq", (start or 0,)
+            "SELECT seq, snapshot, grown, body FROM continuation WHERE seq BETWEEN ? AND ? ORDER BY seq",
+            (start or 0, newest),
         ).fetchall()
         if not rows or not rows[0][1]:
             raise CheckpointError(f"{self.path}: the continuation does not start at a snapshot: the store is corrupt")
@@ -551,7 +562,7 @@ class SQLiteCheckpointStore:
 
 
 _ADDED_RECORDS: Final = (
-    "SELECT facts, events FROM checkpoints WHERE facts IS NOT NULL OR events IS NOT NULL ORDER BY seq"
+    "SELECT facts, events FROM checkpoints WHERE seq <= ? AND (facts IS NOT NULL OR events IS NOT NULL) ORDER BY seq"
 )
 _CIPHER: Final = "aes-256-gcm"
 _MISSING: Final = object()
@@ -758,8 +769,9 @@ def _locked(path: Path) -> int:
 
 
 @contextmanager
-def _transaction(connection: sqlite3.Connection) -> Iterator[None]:
-    connection.execute("BEGIN IMMEDIATE")
+def _transaction(connection: sqlite3.Connection, begin: str = "BEGIN IMMEDIATE") -> Iterator[None]:
+    """A transaction: IMMEDIATE takes the write lock at once (a commit), a plain BEGIN reads."""
+    connection.execute(begin)
     try:
         yield
     except BaseException:

@@ -637,6 +637,19 @@ def test_a_second_writer_is_refused_while_the_first_holds_the_store_and_a_reader
     SQLiteCheckpointStore(path, META).close()
 
 
+def test_a_reader_open_beside_the_writer_rebuilds_the_newest_checkpoint_whole(folder):
+    path = folder / CHECKPOINT_FILE
+    state = grown(empty_state(), 1)
+    with SQLiteCheckpointStore(path, META) as writer:
+        writer.commit(checkpoint(state, 1))
+        with SQLiteCheckpointStore(path) as reader:
+            assert reader.latest().sequence == 1
+            state = grown(state, 2)
+            writer.commit(checkpoint(state, 2))
+            restored = reader.latest()
+    assert (restored.sequence, restored.state, len(restored.facts)) == (2, state, 2)
+
+
 # -- retention ---------------------------------------------------------------------------------------
 
 
