@@ -249,6 +249,8 @@ class SQLiteCheckpointStore:
         self._chain = _Chain()
         self._pending_meta: CheckpointMeta | None = None  # a switch, recorded with the next commit
         key = os.environ.get(KEY_VARIABLE) if key is None else key
+        if key is not None:
+            _checked_key(key)  # before anything is made
         try:
             _check_folder(self.path.parent)
             self._connection = self._connect(meta is not None and create)

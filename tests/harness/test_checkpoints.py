@@ -473,6 +473,7 @@ def test_a_key_too_short_is_refused_with_how_to_make_one(folder, monkeypatch, ke
     monkeypatch.setenv(KEY_VARIABLE, key)
     with pytest.raises(CheckpointError, match="at least 16 characters.*secrets.token_urlsafe"):
         SQLiteCheckpointStore(folder / CHECKPOINT_FILE, META)
+    assert not (folder / CHECKPOINT_FILE).exists()
 
 
 # -- permissions -------------------------------------------------------------------------------------
