@@ -40,6 +40,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from turnstate.adapters.tokens import estimate_text_tokens
+from turnstate.local_provider.recall import recall_thought
 
 # A game frame's header: beacon_grid's (policy.FRAME_HEADER) or, prefixed, catalog_hunt's.
 GAME_HEADER = re.compile(r"^(CATALOG )?LEVEL (\d+)/(\d+) \| STATE (\w+)[ \t]*$", re.MULTILINE)
@@ -110,14 +111,9 @@ def catalog_think(
     in_context = known_clue(kept, frame.level)
     noted = known_clue(memory, frame.level, notes_only=True)
     clue = seen or in_context or noted
-    if seen:
-        thought = notes_line(frame.level, seen)
-    elif in_context:
-        thought = f"{level_name(frame)}: following the clue the kept messages show."
-    elif noted:
-        thought = f"{level_name(frame)}: following the clue I noted."
-    else:
-        thought = f"{level_name(frame)}: no clue noted, guessing cell x={GUESS[0]} y={GUESS[1]}."
+    shown = notes_line(frame.level, seen) if seen else None
+    guess = f"guessing cell x={GUESS[0]} y={GUESS[1]}"
+    thought = recall_thought(level_name(frame), "clue", shown, bool(in_context), bool(noted), guess)
     if frame.state == WIN:
         return thought, won_reply(frame)
     return thought, "\n".join(decision_lines(frame, clue, [*kept, *current]))

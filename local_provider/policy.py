@@ -53,6 +53,7 @@ from dataclasses import dataclass
 
 from turnstate.adapters.tokens import estimate_text_tokens
 from turnstate.local_provider.catalog_policy import catalog_reply, catalog_summary, catalog_think
+from turnstate.local_provider.recall import recall_thought
 
 Cell = tuple[int, int]  # (row, column)
 
@@ -150,14 +151,10 @@ def think(
     kept = known_beacon(context, frame.level)
     noted = noted_beacon(memory, frame.level)
     beacon = seen or kept or noted
-    if seen:
-        thought = notes_line(frame.level, seen)
-    elif kept:
-        thought = f"Level {frame.level}: following the beacon the kept messages show."
-    elif noted:
-        thought = f"Level {frame.level}: following the beacon I noted."
-    else:
-        thought = f"Level {frame.level}: no beacon noted, guessing door {GUESS_DOOR}."
+    shown = notes_line(frame.level, seen) if seen else None
+    thought = recall_thought(
+        f"Level {frame.level}", "beacon", shown, bool(kept), bool(noted), f"guessing door {GUESS_DOOR}"
+    )
     if frame.state == "WIN":
         return thought, won_reply(frame)
     return thought, "\n".join(decision_lines(frame, beacon))
