@@ -596,7 +596,8 @@ class ArtifactWriter:
 
     def __init__(self, root: Path, run_id: str, redactor: Redactor | None = None) -> None:
         self.path = Path(root) / run_id
-        self.path.mkdir(parents=True, exist_ok=False)
+        # Owner-only: it holds the checkpoint store, whose continuation may hold opaque provider state.
+        self.path.mkdir(mode=0o700, parents=True, exist_ok=False)
         self.redactor = redactor or Redactor()
         self._transitions = (self.path / "transitions.jsonl").open("ab")
         self._steps = ThreadPoolExecutor(max_workers=1, thread_name_prefix="turnstate-steps")  # in order

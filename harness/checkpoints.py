@@ -151,7 +151,7 @@ class Checkpoint:
     recorded since the previous commit (not all of them: those layers are append-only)."""
 
     cursor: Mapping[str, Any]
-    state: RuntimeState
+    state: RuntimeState | None  # None: the continuation is not kept (the caller's policy)
     facts: Sequence[Mapping[str, Any]] = ()
     events: Sequence[Mapping[str, Any]] = ()
 
@@ -163,7 +163,7 @@ class RestoredCheckpoint:
     sequence: int  # the newest checkpoint's number, from 1
     meta: CheckpointMeta  # the meta its state belongs to
     cursor: dict[str, Any]
-    state: RuntimeState
+    state: RuntimeState | None  # None: no checkpoint up to it kept a continuation
     facts: tuple[dict[str, Any], ...]
     events: tuple[dict[str, Any], ...]
 
@@ -289,6 +289,11 @@ class SQLiteCheckpointStore:
         return self._metas[-1][1] if self._pending_meta is not None else None
 
     @property
+    def encrypts_continuation(self) -> bool:
+        """Whether the continuation layer is sealed at rest (the store was made with a key)."""
+        return self._cipher is not None
+
+    @property
     def sequence(self) -> int:
         """The newest checkpoint's number: as of the open, or of this store's last commit (a reader's
         `latest()` reads the newest there is)."""
@@ -301,7 +306,7 @@ class SQLiteCheckpointStore:
         if not self._writer:
             raise CheckpointError(f"{self.path}: opened to read (no meta given); open it with a meta to commit")
         state, meta = checkpoint.state, self.meta
-        if (state.adapter_id, state.strategy) != (meta.adapter_id, meta.strategy):
+        if state is not None and (state.adapter_id, state.strategy) != (meta.adapter_id, meta.strategy):
             raise CheckpointError(
                 f"{self.path}: the state belongs to adapter {state.adapter_id} with strategy {state.strategy}, "
                 f"the store's checkpoints to {meta.adapter_id} with {meta.strategy}"
@@ -309,7 +314,11 @@ class SQLiteCheckpointStore:
         sequence = self.sequence + 1
         cursor = _encoded_object(checkpoint.cursor, "the cursor")
         facts, events = _encoded_records(checkpoint.facts, "fact"), _encoded_records(checkpoint.events, "event")
-        row, plain_size = (None, 0) if state is self._previous else self._continuation_row(sequence, state)
+        row, plain_size = (
+            (None, 0)  # nothing to add to the continuation
+            if state is None or state is self._previous
+            else self._continuation_row(sequence, state)
+        )
         try:
             with _transaction(connection):
                 self._write(connection, sequence, cursor, facts, events, row)
@@ -320,7 +329,9 @@ class SQLiteCheckpointStore:
             self._pending_meta = None
         if row is not None:
             self._chain.add(bool(row[1]), row[2], plain_size)
-        self._sequence, self._previous = sequence, state
+        self._sequence = sequence
+        if state is not None:
+            self._previous = state
         return sequence
 
     def latest(self) -> RestoredCheckpoint | None:
@@ -407,12 +418,15 @@ class SQLiteCheckpointStore:
 
     # -- reading ------------------------------------------------------------------------------------
 
-    def _rebuilt_state(self, connection: sqlite3.Connection, newest: int) -> tuple[RuntimeState, _Chain]:
+    def _rebuilt_state(self, connection: sqlite3.Connection, newest: int) -> tuple[RuntimeState | None, _Chain]:
         """The state of checkpoint `newest`, from the last snapshot up to it and the deltas after that
-        snapshot, and that chain's sizes."""
+        snapshot, and that chain's sizes; None when no checkpoint up to it kept a continuation."""
         (start,) = connection.execute(
             "SELECT max(seq) FROM continuation WHERE snapshot = 1 AND seq <= ?", (newest,)
         ).fetchone()
+        (kept,) = connection.execute("SELECT count(*) FROM continuation WHERE seq <= ?", (newest,)).fetchone()
+        if not kept:
+            return None, _Chain()
         rows = connection.execute(
             "SELECT seq, snapshot, grown, body FROM continuation WHERE seq BETWEEN ? AND ? ORDER BY seq",
             (start or 0, newest),

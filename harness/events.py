@@ -187,6 +187,7 @@ class EventLog:
         self.notes: list[str] = []  # what opening the log repaired (a torn last line cut off)
         self.last_seq = self._last_seq()  # the last event's number: the next one's is the one after
         self._file = self.path.open("ab")
+        self._untaken: list[Event] = []  # written since the last `take`
 
     def user_input(self, *, turn: int, step: int, text: str, source: Source) -> UserInputEvent:
         return self._write(
@@ -249,6 +250,11 @@ class EventLog:
     def checkpoint(self, *, turn: int, step: int, checkpoint_id: str) -> CheckpointEvent:
         return self._write(CheckpointEvent(seq=self.last_seq + 1, turn=turn, step=step, checkpoint_id=checkpoint_id))
 
+    def take(self) -> list[Event]:
+        """The events written since the last call, in order: what a checkpoint adds to its projection."""
+        taken, self._untaken = self._untaken, []
+        return taken
+
     def sync(self) -> None:
         """Every event written so far on disk, not only handed to the OS."""
         self._file.flush()
@@ -273,6 +279,7 @@ class EventLog:
         self._file.write(_json_line(event))  # one write: a kill tears at most this line
         self._file.flush()
         self.last_seq = event.seq
+        self._untaken.append(event)
         return event
 
     def _last_seq(self) -> int:

@@ -11,6 +11,7 @@ holds, reading it is bounded in time and memory (_ProfileLoader), and every prob
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Callable, Iterator
@@ -342,6 +343,11 @@ class Profile(_Section):
             tools=tools,
             offload=self.offload(),
         )
+
+    def digest(self) -> str:
+        """The SHA-256 of the validated profile (its defaults filled in): what a checkpoint records, so a
+        resume can tell the profile it continues under from the one it was written with."""
+        return hashlib.sha256(self.model_dump_json().encode("utf-8")).hexdigest()
 
     def offload(self) -> Offload | None:
         """The stale tool-result offload the strategy projects requests with, or None (off)."""

@@ -36,7 +36,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -73,6 +73,7 @@ from turnstate.harness.artifacts import (
     step_record,
     summary_input,
 )
+from turnstate.harness.checkpoints import CHECKPOINT_FILE, Checkpoint, CheckpointMeta, SQLiteCheckpointStore
 from turnstate.harness.endpoint import open_endpoint
 from turnstate.harness.environments.protocol import ToolRefused
 from turnstate.harness.events import EVENTS, EventLog, Status
@@ -200,6 +201,7 @@ class Session:
         self._stack = ExitStack()
         self._writer: ArtifactWriter | None = None
         self.events: EventLog | None = None  # events.jsonl, when the session writes artifacts
+        self.checkpoints: SQLiteCheckpointStore | None = None  # checkpoints.sqlite3, likewise
         self._turn: _OpenTurn | None = None
         self._finished: tuple[str, str | None, int] | None = None
         self._started = time.perf_counter()
@@ -240,6 +242,8 @@ class Session:
             self.machine: LiveMachine[StrategyModel] = strategy.start(
                 self.profile.strategy_settings(system, offered), self.adapter.transcript, None
             )
+            if self.run_dir is not None:
+                self.checkpoints = self._open_checkpoints(self.run_dir)
         except BaseException:
             self._stack.close()
             raise
@@ -349,6 +353,7 @@ class Session:
             self.tool_rounds = 0 if chosen is not None else self.tool_rounds + 1
             self._write_step(self.steps, chosen, held.tool_calls, turn)
             self._log_reply(held, "accepted", action=chosen, record=step_name(self.steps))
+            self._checkpoint(chosen, held.tool_calls)
         self.failed_attempts += sum(attempt.failed for attempt in turn.attempts)
         self._turn = None
 
@@ -380,6 +385,48 @@ class Session:
         if self.events is not None:  # it opens the next turn
             self.events.user_input(turn=self.turns + 1, step=self.steps + 1, text=text, source="buffered")
         self._fire(InputBuffered(text))
+
+    def _open_checkpoints(self, run_dir: Path) -> SQLiteCheckpointStore:
+        descriptor, state = self.descriptor, self.accepted_state
+        meta = CheckpointMeta(descriptor.adapter_id, descriptor.version, state.strategy, self.profile.digest())
+        store = SQLiteCheckpointStore(run_dir / CHECKPOINT_FILE, meta)
+        self._stack.callback(store.close)
+        return store
+
+    def _checkpoint(self, action: str | None, calls: Sequence[ToolCall]) -> None:
+        """The accepted turn made durable before the caller performs its action or answers its calls
+        (harness/checkpoints.py): the accepted reply as a durable fact, the cursor, the events logged
+        since the last checkpoint, and, with TURNSTATE_CHECKPOINT_KEY set, the accepted state sealed;
+        then the checkpoint's own event."""
+        if self.checkpoints is None or self.events is None:
+            return
+        fact = {
+            "step": self.steps,
+            "action": action,
+            "tool_calls": [{"id": call.id, "name": call.name, "arguments": dict(call.arguments)} for call in calls],
+        }
+        events = [asdict(event) for event in self.events.take()]
+        # The provider's opaque state (encrypted reasoning, signatures) is kept only sealed: never in
+        # plain text in the run folder, like every artifact; a resume then rebuilds from the projection.
+        state = self.accepted_state if self.checkpoints.encrypts_continuation else None
+        number = self.checkpoints.commit(Checkpoint(self._cursor(), state, [fact], events))
+        self.events.checkpoint(turn=self.turns, step=self.steps, checkpoint_id=str(number))
+
+    def _cursor(self) -> dict[str, Any]:
+        """Where the run is, as a checkpoint's cursor: small, written whole with every checkpoint."""
+        return {
+            "step": self.steps,
+            "turn": self.turns,
+            "accepted_actions": self.accepted_actions,
+            "failed_attempts": self.failed_attempts,
+            "tool_rounds": self.tool_rounds,
+            "levels_won": self.levels_won,
+            "summaries": self.summaries,
+            "compactions": self.compactions,
+            "machine_state": self.machine.path,
+            "usage": self.ledger.total.to_dict(),
+            "provider_calls": self.ledger.calls,
+        }
 
     def _log_reply(self, held: Turn, status: Status, **verdict: str | None) -> None:
         """The held reply, with its verdict, and the calls it made, in events.jsonl: an accepted one

@@ -251,8 +251,8 @@ def test_a_remote_endpoint_reads_its_key_from_the_environment_and_never_writes_i
         )
         result = Runner(profile, tmp_path).run()
     assert result.accepted_actions == 5
-    for path in result.artifacts.iterdir():
-        assert secret not in path.read_text(), path.name
+    for name, text in artifact_texts(result.artifacts).items():
+        assert secret not in text, name
     assert "Authorization: Bearer [redacted]" in read_steps(result.artifacts)[1]["response_text"]
     assert read_meta(result.artifacts)["settings"]["client"]["api_key_env"] == "TURNSTATE_TEST_KEY"
 
@@ -364,7 +364,13 @@ GEMINI = load_profile(PROFILES_DIR / "local-gemini-harness-summary.yaml")
 
 
 def artifact_texts(run_dir: Path) -> dict[str, str]:
-    return {path.name: path.read_text() for path in run_dir.iterdir()}
+    """Every file of a run folder as text, the checkpoint store's binary pages included (what any
+    secret or opaque value, all ASCII, would show as there), and the files of its subfolders."""
+    return {
+        str(path.relative_to(run_dir)): path.read_bytes().decode("utf-8", "replace")
+        for path in run_dir.rglob("*")
+        if path.is_file()
+    }
 
 
 @pytest.mark.parametrize(
