@@ -84,7 +84,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 import orjson
 from cryptography.exceptions import InvalidTag
@@ -168,6 +168,7 @@ class RestoredCheckpoint:
     events: tuple[dict[str, Any], ...]
 
 
+@runtime_checkable
 class CheckpointStore(Protocol):
     """Where a run's checkpoints are kept. SQLite in the run folder is the one backend; a server
     database for runs spread over many machines would implement the same four calls (PostgreSQL: a

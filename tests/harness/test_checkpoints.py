@@ -100,9 +100,9 @@ def continuation_rows(path: Path) -> list[tuple[int, int]]:
 # -- the four layers, rebuilt ------------------------------------------------------------------------
 
 
-def test_the_sqlite_store_is_a_checkpoint_store(folder):
-    store: CheckpointStore = SQLiteCheckpointStore(folder / CHECKPOINT_FILE, META)
-    store.close()
+def test_the_sqlite_store_implements_the_store_protocol(folder):
+    with SQLiteCheckpointStore(folder / CHECKPOINT_FILE, META) as store:
+        assert isinstance(store, CheckpointStore)
 
 
 def test_latest_gives_the_newest_cursor_and_every_fact_and_event_in_commit_order(folder):
