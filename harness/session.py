@@ -100,6 +100,7 @@ from turnstate.strategies.events import (
 )
 from turnstate.strategies.state import RuntimeState
 from turnstate.strategies.strategy import StrategyModel
+from turnstate.strategies.turn import check_answers
 
 
 @dataclass(frozen=True)
@@ -315,13 +316,7 @@ class Session:
         if self._turn is not None:
             raise RuntimeError("a turn is open: accept or reject its reply before the next observation")
         results = tuple(results)
-        waiting = self.accepted_state.unanswered
-        given = tuple(result.call_id for result in results)
-        if given != waiting:
-            raise ValueError(
-                f"the last accepted reply's tool calls are {', '.join(waiting) or 'none'}; "
-                f"pass one result for each, in that order (got {', '.join(given) or 'none'})"
-            )
+        check_answers(self.accepted_state, results)  # before anything fires or is counted
         if not observation and not results:
             raise ValueError("nothing to observe: pass an observation, or the results of the last reply's calls")
         self.turns += 1

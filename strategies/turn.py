@@ -224,12 +224,13 @@ class TurnTaking(StrategyModel):
 
 
 def check_answers(state: RuntimeState, results: tuple[ToolResult, ...]) -> None:
-    """Raise ValueError unless `results` answer exactly the state's unanswered calls, in their order."""
+    """Raise ValueError unless `results` answer exactly the state's unanswered calls, in their order:
+    the one check of the pairing, which the session makes before it fires anything."""
     given = tuple(result.call_id for result in results)
     if given != state.unanswered:
-        expected = ", ".join(state.unanswered) or "none"
         raise ValueError(
-            f"tool results must answer the calls {expected}, in that order; got {', '.join(given) or 'none'}"
+            f"the last accepted reply's tool calls are {', '.join(state.unanswered) or 'none'}; "
+            f"pass one result for each, in that order (got {', '.join(given) or 'none'})"
         )
 
 
