@@ -48,6 +48,20 @@ id, its error the block's `is_error` (the recorded answer spells out `is_error: 
 the content string or its text blocks (the SDK's BetaToolResultBlockParam takes either).
 `with_tool_result_text` rewrites that one block's content in a new content list whose other blocks
 are the very objects they were. Thinking, redacted thinking and compaction blocks are never read.
+
+A reply known only by its projection (a resume without the continuation, a model switch:
+`MessagesItems.projected_reply_items`) replays as one assistant message: a text block {type, text}
+unless the text is empty (the service refuses one: "messages: text content blocks must be
+non-empty", anthropics/claude-code#59812), then a tool_use block {type, id, name, input} per call
+(BetaTextBlockParam, BetaToolUseBlockParam; the id is the call's, which its tool_result names); no
+thinking block, signature or message id. Recorded: test_anthropic_model_thinking_part_from_other_model
+sends claude-sonnet-4, thinking on, another model's reply as an assistant message of text blocks
+only, answered 200. But with thinking on, the first assistant turn of a tool loop still open at the
+end of the request must start with a thinking block, which a projection has none of: the service
+refuses it ("Expected `thinking` or `redacted_thinking`, but found `tool_use`. When `thinking` is
+enabled, a final `assistant` message must start with a thinking block", the extended-thinking docs;
+local_provider/messages_conversation.py rule 4). So a rebuilt history whose last reply made calls
+goes on with thinking on only once a later reply closes that loop.
 """
 
 from __future__ import annotations
@@ -183,6 +197,16 @@ class MessagesItems:
 
     def reply_items(self, response: ModelResponse) -> list[Item]:
         return [dict(item) for item in response.native_items]
+
+    def projected_reply_items(self, text: str, tool_calls: Sequence[ToolCall]) -> list[Item]:
+        """One assistant message: a text block (none when the text is empty: the service refuses an
+        empty one), then a tool_use block {type, id, name, input} per call; no thinking block, no
+        signature, no message id (see the module docstring for the evidence)."""
+        blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+        blocks += [
+            {"type": "tool_use", "id": call.id, "name": call.name, "input": dict(call.arguments)} for call in tool_calls
+        ]
+        return [{"role": "assistant", "content": blocks}] if blocks else []
 
     def tool_result_items(self, results: Sequence[ToolResult]) -> list[Item]:
         """One user message whose content is a tool_result block per result, in the calls' order, with

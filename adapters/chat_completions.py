@@ -39,6 +39,13 @@ For the stale tool-result offload, `ChatMessages.tool_results` lists each tool m
 text begins with ERROR_RESULT_PREFIX, as tool_result_items writes it (the wire has no flag).
 `with_tool_result_text` copies one tool message with a new `content` string; the recorded DeepSeek
 requests replay tool messages as {role, tool_call_id, content} and nothing else.
+
+A reply known only by its projection (a resume without the continuation, a model switch:
+`ChatMessages.projected_reply_items`) replays as one assistant message {role, content} with its
+calls as `tool_calls`, each {id, type: "function", function: {name, arguments: a JSON string}}, and
+no reasoning string: the SDK's ChatCompletionAssistantMessageParam, whose `content` is "Required
+unless `tool_calls` ... is specified", so a reply that only called tools has content null, as the
+recorded DeepSeek request sends a client-made call (deferred_capability_with_thinking, answered 200).
 """
 
 from __future__ import annotations
@@ -174,6 +181,22 @@ class ChatMessages:
 
     def reply_items(self, response: ModelResponse) -> list[Item]:
         return [dict(item) for item in response.native_items]
+
+    def projected_reply_items(self, text: str, tool_calls: Sequence[ToolCall]) -> list[Item]:
+        """One assistant message: its text as `content` (null when it only called tools), and its
+        calls as `tool_calls` [{id, type: "function", function: {name, arguments}}], the arguments a
+        JSON string; no reasoning string (see the module docstring for the evidence)."""
+        if not tool_calls:
+            return [{"role": "assistant", "content": text}] if text else []
+        calls = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": json.dumps(dict(call.arguments))},
+            }
+            for call in tool_calls
+        ]
+        return [{"role": "assistant", "content": text or None, "tool_calls": calls}]
 
     def tool_result_items(self, results: Sequence[ToolResult]) -> list[Item]:
         """One `{"role": "tool", "tool_call_id", "content"}` message per result, in the calls' order,

@@ -389,6 +389,16 @@ class Transcript(Protocol):
         """The native items an accepted reply appends to its turn, exactly as they must replay."""
         ...
 
+    def projected_reply_items(self, text: str, tool_calls: Sequence[ToolCall]) -> list[Item]:
+        """The items a past accepted reply replays as when only its projection is known (its text and
+        its calls, no reasoning, signatures or ids the provider minted for the message itself): what
+        a resume without the continuation, or a model switch, rebuilds the conversation from. They
+        are what the provider takes as an assistant turn in a request's input, hold no opaque field,
+        and keep each call's id, which pairs it with its result (`tool_result_items` follow them).
+        Either part may be empty (a reply that only called tools has no text); a projection with
+        neither is no items, since some wires refuse an empty assistant turn and nothing is lost."""
+        ...
+
     def tool_result_items(self, results: Sequence[ToolResult]) -> list[Item]:
         """The items that answer a reply's tool calls, in the provider's shape and in the calls'
         order: they follow the reply that made the calls and come before any other input, so a call

@@ -8,27 +8,54 @@ tools`), and an accepted turn keeps, exactly as returned, the assistant message 
 next frame) inside the same turn, so a harness summary or an overflow recovery never separates a
 call from its result. Harness summaries can continue from it.
 
+A projected reply (a resume without the continuation, a model switch) is Chat's assistant message
+with `reasoning_content: ""`: in a turn that called a tool, thinking mode refuses an assistant
+message without one ("The `reasoning_content` in the thinking mode must be passed back to the
+API."), the real API keeps nothing to check the string against, and the recorded request served a
+client-made call as {content: null, reasoning_content: '', tool_calls} (test_deepseek_deferred_
+capability_with_thinking, 200). An empty string says what the projection knows of that reasoning:
+nothing. In any other turn it is ignored (the thinking-mode guide), so every projected message
+carries it.
+
 On the embedded local provider it speaks to the DeepSeek-like server at `/deepseek/v1`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from turnstate.adapters import openai_sdk
-from turnstate.adapters.chat_completions import ChatCompletionsAdapter
+from turnstate.adapters.chat_completions import ChatCompletionsAdapter, ChatMessages
 from turnstate.adapters.contract import (
     Endpoint,
+    Item,
     OptionProblem,
     RequestSettings,
     SummaryCompaction,
+    ToolCall,
+    Transcript,
 )
 
 LOCAL_PREFIX = "/deepseek/v1"
+NO_REASONING = ""  # what a projected reply says its reasoning was: nothing known
+
+
+class DeepSeekMessages(ChatMessages):
+    """The Chat Completions transcript, whose projected replies carry an empty `reasoning_content`."""
+
+    def projected_reply_items(self, text: str, tool_calls: Sequence[ToolCall]) -> list[Item]:
+        """Chat's projected assistant message with `reasoning_content: ""`: thinking mode refuses an
+        assistant message without one in a turn that called a tool, and a projection cannot know
+        which turn it will stand in (see the module docstring for the evidence)."""
+        return [
+            {**message, "reasoning_content": NO_REASONING}
+            for message in super().projected_reply_items(text, tool_calls)
+        ]
 
 
 class DeepSeekChatAdapter(ChatCompletionsAdapter):
+    transcript: ClassVar[Transcript] = DeepSeekMessages()
     summary_compaction: ClassVar[SummaryCompaction | None] = SummaryCompaction()
     acts_through_tools: ClassVar[bool] = True
     reasoning_aliases = ("reasoning_content",)

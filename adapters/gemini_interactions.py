@@ -38,6 +38,16 @@ For the stale tool-result offload, `InteractionSteps.tool_results` lists each fu
 named by the function_call step whose id it answers (else by its own `name`), its error the step's
 `is_error`, its text as `readable` shows it; `with_tool_result_text` copies it with a new `result`
 string (FunctionResultStepParam takes a string). Thought steps and their signatures are never read.
+
+A reply known only by its projection (a resume without the continuation, a model switch:
+`InteractionSteps.projected_reply_items`) replays as a model_output step {type, content: [{type:
+text, text}]} (none when the text is empty), then a function_call step {type, id, name, arguments}
+per call (google-genai 3.6 ModelOutputStepParam and FunctionCallStepParam, which require nothing
+more); no thought step and no signature, which only the service can mint. Gemini 3 strictly
+validates the signatures of the current turn's function calls only (the "Thought signatures" docs),
+so the projected calls of an earlier turn are taken. The local Interactions wire is stricter for a
+model output: it refuses one without its thought step in any turn
+(local_provider/interactions_conversation.py rule 3), so a projected text is not taken there.
 """
 
 from __future__ import annotations
@@ -178,6 +188,17 @@ class InteractionSteps:
 
     def reply_items(self, response: ModelResponse) -> list[Item]:
         return [dict(item) for item in response.native_items]
+
+    def projected_reply_items(self, text: str, tool_calls: Sequence[ToolCall]) -> list[Item]:
+        """A model_output step {type, content: [one text part]} (none when the text is empty), then a
+        function_call step {type, id, name, arguments} per call; no thought step and no signature (see
+        the module docstring for the evidence)."""
+        output = [{"type": "model_output", "content": [{"type": "text", "text": text}]}] if text else []
+        calls = [
+            {"type": "function_call", "id": call.id, "name": call.name, "arguments": dict(call.arguments)}
+            for call in tool_calls
+        ]
+        return [*output, *calls]
 
     def tool_result_items(self, results: Sequence[ToolResult]) -> list[Item]:
         """One function_result step per result, in the calls' order, right after the reply's calls:

@@ -10,6 +10,13 @@ tools are offered, and an answer that calls them keeps its reasoning beside the 
 asks for usage in its last chunk, which accounting and usage-triggered compaction need. Harness
 summaries can continue from it.
 
+A projected reply (a resume without the continuation, a model switch) is Chat's plain assistant
+message, with no reasoning under any alias (none is known): these servers keep no state to check
+one against, and this adapter replays none whenever `reasoning_field` is unset. The local open-weight
+wire is stricter: it refuses, as a dropped reasoning, an assistant message without one whose text it
+issued itself (local_provider/chat_reasoning.py rule 1), so there only a reply another model wrote
+(a switch) is taken as a projection, not one of its own (a resume without the continuation).
+
 On the embedded local provider it speaks to the open-weight server at `/open-weight/v1`.
 """
 

@@ -43,6 +43,18 @@ named by the function_call item with its call_id (the recorded second request: m
 function_call, function_call_output), its text its `output` (a string or input_text parts, the
 SDK's FunctionCallOutput), an error one behind ERROR_PREFIX; `with_tool_result_text` copies it with
 a new `output` string. Reasoning and compaction items are passed over by their type, never read.
+
+A reply known only by its projection (a resume without the continuation, a model switch:
+`ResponsesItems.projected_reply_items`) replays as a short-form assistant message {role, content:
+its text} (none when the text is empty), then a `function_call` item {type, call_id, name,
+arguments: a JSON string} per call, and nothing else. Not the output form of a message: the SDK's
+ResponseOutputMessageParam requires the `id` the service minted, and a message or call replayed by
+its id without the reasoning item it came with is refused ("Item 'msg_...' of type 'message' was
+provided without its required 'reasoning' item", local_provider/responses_conversation.py rule 7).
+The short form (EasyInputMessageParam: role assistant, content a string, "can also contain previous
+assistant responses") is what the real service answered 200 in the recorded
+thinking_with_modified_history third request: assistant messages of string content, no reasoning,
+no id. ResponseFunctionToolCallParam requires only type, call_id, name and arguments.
 """
 
 from __future__ import annotations
@@ -104,6 +116,22 @@ class ResponsesItems:
 
     def reply_items(self, response: ModelResponse) -> list[Item]:
         return [dict(item) for item in response.native_items]
+
+    def projected_reply_items(self, text: str, tool_calls: Sequence[ToolCall]) -> list[Item]:
+        """The text as one short-form assistant message {role, content} (omitted when empty), then one
+        `function_call` item {type, call_id, name, arguments} per call, its arguments a JSON string:
+        no item id, reasoning or status (see the module docstring for the evidence)."""
+        message = [{"role": "assistant", "content": text}] if text else []
+        calls = [
+            {
+                "type": "function_call",
+                "call_id": call.id,
+                "name": call.name,
+                "arguments": json.dumps(dict(call.arguments)),
+            }
+            for call in tool_calls
+        ]
+        return [*message, *calls]
 
     def tool_result_items(self, results: Sequence[ToolResult]) -> list[Item]:
         """One `function_call_output` item {type, call_id, output} per result, in the calls' order,

@@ -5,8 +5,9 @@ response-only fields dropped, the same reply rules), with xAI's own request rule
 compaction: a separate POST /responses/compact call that the strategy makes when the accepted
 history passes runtime.compaction.trigger_tokens, never OpenAI's inline context_management.
 Function tools, calls and results are OpenAI's, inherited unchanged (function tools, function_call
-items by call_id, function_call_output results); no recorded xAI tool traffic is on hand to hold
-them to, so they are tested against the local provider's OpenAI wire only.
+items by call_id, function_call_output results), and so are projected replies (a short-form assistant
+message and function_call items without ids); no recorded xAI tool traffic is on hand to hold them
+to, so they are tested against the local provider's OpenAI wire only.
 """
 
 from __future__ import annotations

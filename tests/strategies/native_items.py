@@ -18,6 +18,11 @@ class NativeItems:
     def reply_items(self, response: ModelResponse) -> list[Item]:
         return [dict(item) for item in response.native_items]
 
+    def projected_reply_items(self, text: str, tool_calls: Sequence[ToolCall]) -> list[Item]:
+        """The reply's message and calls as `native_reply` lays them out, without its sealed reasoning."""
+        message = [{"type": "message", "text": text}] if text else []
+        return [*message, *({"type": "tool_call", "call_id": call.id, "text": call.name} for call in tool_calls)]
+
     def tool_result_items(self, results: Sequence[ToolResult]) -> list[Item]:
         return [{"type": "tool_result", "call_id": result.call_id, "text": result.content} for result in results]
 
