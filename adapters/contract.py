@@ -73,6 +73,18 @@ class Usage:
             counts["cost"] = self.cost
         return counts
 
+    @classmethod
+    def from_dict(cls, counts: Mapping[str, Any]) -> Usage:
+        """The usage `to_dict` wrote (its derived total is read over)."""
+        return cls(
+            counts["input_tokens"],
+            counts["cached_input_tokens"],
+            counts["output_tokens"],
+            counts["reasoning_tokens"],
+            counts["cache_write_tokens"],
+            counts.get("cost"),
+        )
+
 
 @dataclass(frozen=True)
 class ToolSpec:

@@ -3,13 +3,24 @@
 Usage from attempts that did not yield an accepted action (retries, refusals, overflows) is billed
 too: it is attributed to the next accepted action's step, or left as `unattributed` in run_meta when
 the run ends without one. No failed step is fabricated to hold it.
+
+A run that writes artifacts also journals each call's usage as it returns (`UsageJournal`,
+calls.jsonl): a checkpoint's ledger counts the calls up to its turn, and a run killed after a call
+but before its turn committed has paid for that call all the same. A resume counts the calls the
+journal holds past its checkpoint once, as the next step's, and plays the turn again.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from turnstate.adapters.contract import Usage
+from turnstate.harness.jsonl import whole_lines
+
+CALLS = "calls.jsonl"  # the usage journal's name in a run folder
 
 PER_MILLION = 1_000_000
 
@@ -49,3 +60,40 @@ class Ledger:
         return (
             usage.input_tokens * prices.input_per_million + usage.output_tokens * prices.output_per_million
         ) / PER_MILLION
+
+
+class UsageJournal:
+    """Appends one line per provider call (its number in the run, its kind, its usage) to `path`,
+    flushed to the operating system as it is written, so a killed process loses at most that line."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        whole_lines(path)  # a torn last line cut off before lines are appended
+        self._file = path.open("ab")
+
+    def record(self, number: int, kind: str, usage: Usage) -> None:
+        line = {"call": number, "kind": kind, "usage": usage.to_dict()}
+        self._file.write(json.dumps(line, separators=(",", ":")).encode() + b"\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        if not self._file.closed:
+            try:
+                self._file.flush()
+                os.fsync(self._file.fileno())
+            finally:
+                self._file.close()
+
+    @staticmethod
+    def calls_after(path: Path, counted: int) -> list[Usage]:
+        """The usage of the calls journaled at `path` after the first `counted` (whole lines only: a
+        torn last line is a call whose reply the kill took before it was counted anywhere)."""
+        lost = []
+        for line in whole_lines(path)[0].splitlines():
+            try:
+                entry = json.loads(line)
+                if entry["call"] > counted:
+                    lost.append(Usage.from_dict(entry["usage"]))
+            except (ValueError, KeyError, TypeError):
+                continue  # not a journal line: nothing to count
+        return lost

@@ -594,10 +594,13 @@ class ArtifactWriter:
     turn's harness work); every other file waits for the steps before it, so nothing is ever written
     out of order, and an error writing a step is raised by the next write or by close."""
 
-    def __init__(self, root: Path, run_id: str, redactor: Redactor | None = None) -> None:
+    def __init__(self, root: Path, run_id: str, redactor: Redactor | None = None, *, existing: bool = False) -> None:
+        """Make <root>/<run_id>/, or with `existing` go on writing that folder (a resumed run)."""
         self.path = Path(root) / run_id
+        if existing and not self.path.is_dir():
+            raise FileNotFoundError(f"{self.path}: there is no run folder here")
         # Owner-only: it holds the checkpoint store, whose continuation may hold opaque provider state.
-        self.path.mkdir(mode=0o700, parents=True, exist_ok=False)
+        self.path.mkdir(mode=0o700, parents=True, exist_ok=existing)
         self.redactor = redactor or Redactor()
         self._transitions = (self.path / "transitions.jsonl").open("ab")
         self._steps = ThreadPoolExecutor(max_workers=1, thread_name_prefix="turnstate-steps")  # in order

@@ -1,4 +1,5 @@
-"""The `turnstate` command line: run, validate, list, schema, show, events, diagrams, coverage, serve.
+"""The `turnstate` command line: run, resume, prune, validate, list, schema, show, events, diagrams,
+coverage, serve.
 
 A profile is named by its path or, from any folder, by the name of a shipped one. Whatever a command
 prints for a person has a `--json` twin for scripts where a script needs it (run, validate, list,
@@ -15,8 +16,9 @@ import signal
 import sys
 import traceback
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn, get_args
@@ -44,12 +46,14 @@ from turnstate.harness.artifacts import (
     sent_messages,
     step_name,
 )
+from turnstate.harness.checkpoints import CheckpointError
 from turnstate.harness.endpoint import RunSetupError
 from turnstate.harness.events import (
     EVENTS,
     AnyEvent,
     AssistantMessageEvent,
     CheckpointEvent,
+    EventLogError,
     Status,
     ToolCallEvent,
     ToolResultEvent,
@@ -69,7 +73,9 @@ from turnstate.harness.profile import (
     resolve_profile,
     shipped_profiles,
 )
+from turnstate.harness.resume import ResumeError, run_profile
 from turnstate.harness.runner import Runner, RunResult, StepProgress
+from turnstate.harness.side_effects import JournalError
 from turnstate.machine.engine import MachineSpec, Row
 
 console = Console()
@@ -117,6 +123,39 @@ def run(profile: Path | None, out_dir: Path, as_json: bool) -> None:
     except KeyboardInterrupt:
         click.echo(f"interrupted; {_what_was_recorded(runner)}", err=True)
         sys.exit(EXIT_INTERRUPTED)
+    _report(result, as_json)
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--profile",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="switch to another adapter, model or strategy (a profile's path or a shipped name) for the same game",
+)
+@_json_option("run_meta.json as the run wrote it, with the run folder, instead of the progress bar and table")
+def resume(run_dir: Path, profile: Path | None, as_json: bool) -> None:
+    """Go on with the run in RUN_DIR from its last checkpoint, after a kill, a crash or Ctrl-C: the
+    accepted state, the ledger and the game are rebuilt, nothing accepted is lost or performed twice,
+    and the run writes on in the same folder (run_meta.json lists each resume)."""
+    runner: Runner | None = None
+    try:
+        with _sigterm_as_interrupt():
+            try:
+                loaded = run_profile(run_dir) if profile is None else _load_or_exit(profile)
+            except ResumeError as error:
+                _fail(str(error))
+            freeze_startup_objects()
+            runner = Runner(loaded, run_dir.parent)
+            result = _play(runner, not as_json, partial(runner.resume, run_dir, switch=profile is not None))
+    except KeyboardInterrupt:
+        click.echo(f"interrupted; {_what_was_recorded(runner)}", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    _report(result, as_json)
+
+
+def _report(result: RunResult, as_json: bool) -> NoReturn:
+    """A run's ending as `run` and `resume` print it, and their exit status."""
     if as_json:
         click.echo(json.dumps(_run_document(result)))
     else:
@@ -171,15 +210,17 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _play(runner: Runner, show_progress: bool) -> RunResult:
-    """The run, with a progress bar while it lasts if `show_progress`. Whatever it shows of the run
-    (the progress, an error, a crash's traceback) has passed the run's redaction, as its artifacts have."""
+def _play(runner: Runner, show_progress: bool, play: Callable[[], RunResult] | None = None) -> RunResult:
+    """The run (`play`: the runner's new run unless given), with a progress bar while it lasts if
+    `show_progress`. Whatever it shows of the run (the progress, an error, a crash's traceback) has
+    passed the run's redaction, as its artifacts have."""
+    play = play or runner.run
     try:
         if not show_progress:
-            return runner.run()
+            return play()
         with _progress_bar(runner):
-            return runner.run()
-    except RunSetupError as error:
+            return play()
+    except (RunSetupError, ResumeError, CheckpointError, EventLogError, JournalError) as error:
         _fail(runner.redactor.text(str(error)))
     except Exception as error:  # a crash is a bug: its traceback is shown, redacted
         click.echo(runner.redactor.text("".join(traceback.format_exception(error))), err=True)

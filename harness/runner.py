@@ -14,9 +14,11 @@ or, when the action was a tool call, as that call's result).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from turnstate.adapters.contract import Endpoint, ProviderAdapter, ToolCall, ToolResult, ToolSpec
 from turnstate.adapters.registry import descriptor_for
@@ -24,7 +26,8 @@ from turnstate.harness.artifacts import Redactor
 from turnstate.harness.environments import RESET, Environment, Frame, GameState, make_environment
 from turnstate.harness.environments.protocol import ToolEnvironment, ToolRefused
 from turnstate.harness.profile import Profile
-from turnstate.harness.session import FailedClosed, RunResult, Session, Turn, signals_deferred
+from turnstate.harness.session import AcceptedReply, FailedClosed, Point, RunResult, Session, signals_deferred
+from turnstate.harness.side_effects import JOURNAL, JournaledEnvironment
 from turnstate.strategies.offload import READ_TOOL_RESULT
 
 __all__ = ["RunResult", "Runner", "StepProgress", "signals_deferred"]
@@ -47,8 +50,12 @@ class Runner:
         adapter_factory: Callable[[Endpoint], ProviderAdapter] | None = None,
         on_step: Callable[[StepProgress], None] | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        on_point: Callable[[Point], None] | None = None,
     ) -> None:
+        """`on_point` is called at each named point of a turn (session.POINTS), where the kill
+        tests stop a run."""
         self.profile = profile
+        self.on_point = on_point
         self.out_dir = Path(out_dir)
         self.descriptor = descriptor_for(profile.runtime.adapter_id)
         self.adapter_factory = adapter_factory
@@ -60,84 +67,145 @@ class Runner:
         self.run_dir: Path | None = None  # the run's folder, once it is made
 
     def run(self) -> RunResult:
+        """Play a new run from the profile."""
+        return self._run(Session(self.profile, out_dir=self.out_dir, **self._session_options()))
+
+    def resume(self, run_dir: Path, *, switch: bool = False) -> RunResult:
+        """Go on with the run in `run_dir` from its last checkpoint (the runner's profile is the run's
+        own, or with `switch` another adapter, model or strategy for the same game): the game is
+        rebuilt from its journal, the last accepted action is performed unless it was, and play goes
+        on, writing on in the same folder."""
+        return self._run(Session(self.profile, resume=run_dir, switch=switch, **self._session_options()))
+
+    def _session_options(self) -> dict[str, Any]:
         profile = self.profile
-        environment = make_environment(profile.environment.name, profile.environment.seed, profile.environment.options)
-        actions: tuple[str | ToolSpec, ...] = environment.actions
-        tools: tuple[ToolSpec, ...] = ()
-        if isinstance(environment, ToolEnvironment):
-            actions, tools = environment.action_tools, environment.tools
-        session = Session(
-            profile,
-            actions=actions,
-            tools=tools,
-            out_dir=self.out_dir,
-            adapter_factory=self.adapter_factory,
-            sleep=self.sleep,
+        self.environment = make_environment(
+            profile.environment.name, profile.environment.seed, profile.environment.options
         )
+        actions: tuple[str | ToolSpec, ...] = self.environment.actions
+        tools: tuple[ToolSpec, ...] = ()
+        if isinstance(self.environment, ToolEnvironment):
+            actions, tools = self.environment.action_tools, self.environment.tools
+        return {
+            "actions": actions,
+            "tools": tools,
+            "adapter_factory": self.adapter_factory,
+            "sleep": self.sleep,
+            "on_point": self.on_point,
+        }
+
+    def _run(self, session: Session) -> RunResult:
         with session:
             self.redactor, self.run_dir = session.redactor, session.run_dir
-            outcome, failure = self._play(session, environment)
+            with self._world(session) as (world, frame):
+                outcome, failure = self._play(session, world, frame)
             return session.finish(outcome, failure, levels_won=session.levels_won)
 
-    def _play(self, session: Session, environment: Environment) -> tuple[str, str | None]:
-        """Play until a win, the action budget or a failed-closed turn."""
-        frame = environment.reset()
+    @contextmanager
+    def _world(self, session: Session) -> Iterator[tuple[JournaledEnvironment, Frame]]:
+        """The game, its actions journaled in the run folder (harness/side_effects.py): reset for a
+        new run, rebuilt from its journal for a resumed one; and the frame it is at."""
+        assert session.run_dir is not None  # a runner's session always writes its run folder
+        journal = session.run_dir / JOURNAL
+        if session.resumed is not None:
+            world, frame = JournaledEnvironment.reopen(self.environment, journal)
+        else:
+            frame = self.environment.reset()
+            world = JournaledEnvironment(self.environment, journal)
+        try:
+            yield world, frame
+        finally:
+            world.close()
+
+    def _play(self, session: Session, world: JournaledEnvironment, frame: Frame) -> tuple[str, str | None]:
+        """Play until a win, the action budget or a failed-closed turn; a resumed run first carries out
+        the reply its last checkpoint accepted (the kill may have come before its action)."""
         observation, results = frame.text, list[ToolResult]()
+        if session.resumed_reply is not None:
+            carried = self._carry_out(session, world, session.resumed_reply)
+            if isinstance(carried, Ending):
+                return carried.outcome, None
+            observation, results = carried
         while session.accepted_actions < self.profile.agent.max_actions:
             try:
-                turn = _accepted_turn(session, observation, results)
+                accepted = _accepted_turn(session, observation, results)
             except FailedClosed as failed:
                 return "failed_closed", failed.reason
-            observation, results = "", list[ToolResult]()
-            for call in turn.tool_calls:  # in the reply's order; the action's is stepped in its place
-                if call.name == READ_TOOL_RESULT:
-                    results.append(session.read_tool_result(call))
-                    continue
-                if call != turn.action_call:
-                    results.append(_answered(environment, call))
-                    continue
-                frame, refusal = _stepped(environment, turn)
-                results.append(ToolResult(call.id, call.name, refusal or frame.text, is_error=refusal is not None))
-            if turn.action is None:
-                continue  # a tool round: the model reads the results and is asked again
-            if turn.action_call is None:
-                frame, refusal = _stepped(environment, turn)
-                observation = frame.text if refusal is None else f"{refusal}\n\n{frame.text}"
-            if self.on_step:
-                shown = session.redactor.text(turn.action)
-                progress = StepProgress(
-                    session.accepted_actions, shown, frame.level, frame.levels, session.failed_attempts
-                )
-                self.on_step(progress)
-            if frame.state is GameState.WIN:
-                session.levels_won = frame.level
-                return "win", None
-            session.levels_won = frame.level - 1
-            if frame.state is GameState.GAME_OVER:
-                if turn.action_call is None:  # else the GAME_OVER frame is the action call's result
-                    session.buffer(frame.text)
-                frame = environment.step(RESET)
-                observation = frame.text
+            carried = self._carry_out(session, world, accepted)
+            if isinstance(carried, Ending):
+                return carried.outcome, None
+            observation, results = carried
         return "max_actions", None
 
+    def _carry_out(
+        self, session: Session, world: JournaledEnvironment, accepted: AcceptedReply
+    ) -> tuple[str, list[ToolResult]] | Ending:
+        """Perform what an accepted reply asks, each side effect exactly once (under its step's key),
+        and answer its calls, in order: the next observation and results, or how the run ended."""
+        observation, results = "", list[ToolResult]()
+        frame: Frame | None = None
+        for call in accepted.tool_calls:  # in the reply's order; the action's is stepped in its place
+            if call.name == READ_TOOL_RESULT:
+                results.append(session.read_tool_result(call))
+                continue
+            if call != accepted.action_call:
+                results.append(_answered(world.environment, call))
+                continue
+            frame, refusal = _stepped(session, world, accepted)
+            results.append(ToolResult(call.id, call.name, refusal or frame.text, is_error=refusal is not None))
+        if accepted.action is None:
+            return observation, results  # a tool round: the model reads the results and is asked again
+        if accepted.action_call is None:
+            frame, refusal = _stepped(session, world, accepted)
+            observation = frame.text if refusal is None else f"{refusal}\n\n{frame.text}"
+        assert frame is not None
+        if self.on_step:
+            shown = session.redactor.text(accepted.action)
+            progress = StepProgress(session.accepted_actions, shown, frame.level, frame.levels, session.failed_attempts)
+            self.on_step(progress)
+        if frame.state is GameState.WIN:
+            session.levels_won = frame.level
+            return Ending("win")
+        session.levels_won = frame.level - 1
+        if frame.state is GameState.GAME_OVER:
+            if accepted.action_call is None:  # else the GAME_OVER frame is the action call's result
+                session.buffer(frame.text)
+            frame = _performed(session, world, f"step {accepted.step} reset", RESET)
+            observation = frame.text
+        return observation, results
 
-def _accepted_turn(session: Session, observation: str, results: list[ToolResult]) -> Turn:
+
+@dataclass(frozen=True)
+class Ending:
+    outcome: str  # win (the action budget and a failed-closed turn end the loop itself)
+
+
+def _accepted_turn(session: Session, observation: str, results: list[ToolResult]) -> AcceptedReply:
     """One turn: the session's replies, rejected until one acts or is a tool round, which is accepted."""
     turn = session.observe(observation, results)
     while turn.problem is not None:
         turn = session.reject(turn.problem)
-    session.accept(turn.action)
-    return turn
+    return session.accept(turn.action)
 
 
-def _stepped(environment: Environment, turn: Turn) -> tuple[Frame, str | None]:
-    """The frame the turn's action led to, or the unchanged frame and why the environment refused it
+def _stepped(session: Session, world: JournaledEnvironment, accepted: AcceptedReply) -> tuple[Frame, str | None]:
+    """The frame the accepted action led to, or the unchanged frame and why the environment refused it
     (the action was accepted from the model, so the refusal is what it reads next)."""
-    assert turn.action is not None
+    assert accepted.action is not None
     try:
-        return environment.step(turn.action), None
+        return _performed(session, world, f"step {accepted.step}", accepted.action), None
     except ValueError as refused:
-        return environment.observe(), f"The environment refused the action: {refused}"
+        session.record_fact({"kind": "receipt", "key": f"step {accepted.step}", "applied": False})
+        return world.environment.observe(), f"The environment refused the action: {refused}"
+
+
+def _performed(session: Session, world: JournaledEnvironment, key: str, action: str) -> Frame:
+    """`action` performed once under `key`, its receipt recorded for the next checkpoint."""
+    frame, settled = world.perform(key, action)
+    if not settled:
+        session.point("after_side_effect")
+    session.record_fact({"kind": "receipt", "key": key, "applied": True, "settled": settled})
+    return frame
 
 
 def _answered(environment: Environment, call: ToolCall) -> ToolResult:

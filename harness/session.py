@@ -34,12 +34,12 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal, get_args
 
 from turnstate.adapters.contract import (
     Endpoint,
@@ -55,7 +55,7 @@ from turnstate.adapters.contract import (
 )
 from turnstate.adapters.registry import descriptor_for
 from turnstate.harness import scaffold
-from turnstate.harness.accounting import Ledger
+from turnstate.harness.accounting import CALLS, Ledger, UsageJournal
 from turnstate.harness.artifacts import (
     FAILED_TURN,
     SUMMARY_INPUT,
@@ -73,11 +73,19 @@ from turnstate.harness.artifacts import (
     step_record,
     summary_input,
 )
-from turnstate.harness.checkpoints import CHECKPOINT_FILE, Checkpoint, CheckpointMeta, SQLiteCheckpointStore
+from turnstate.harness.checkpoints import (
+    CHECKPOINT_FILE,
+    SWITCHABLE,
+    Checkpoint,
+    CheckpointMeta,
+    RestoredCheckpoint,
+    SQLiteCheckpointStore,
+)
 from turnstate.harness.endpoint import open_endpoint
 from turnstate.harness.environments.protocol import ToolRefused
 from turnstate.harness.events import EVENTS, EventLog, Status
 from turnstate.harness.profile import Profile
+from turnstate.harness.resume import ResumeError, cut_events, projected_turns, run_meta, run_profile
 from turnstate.harness.tool_results import READ_TOOL_RESULT_SPEC, ToolResultStore
 from turnstate.machine.engine import Effect, Event, LiveMachine
 from turnstate.strategies import STRATEGIES
@@ -99,7 +107,7 @@ from turnstate.strategies.events import (
     outcome_event,
 )
 from turnstate.strategies.state import RuntimeState
-from turnstate.strategies.strategy import StrategyModel
+from turnstate.strategies.strategy import ProjectedTurn, Strategy, StrategyModel, StrategySettings
 from turnstate.strategies.turn import check_answers
 
 
@@ -153,6 +161,99 @@ class RunResult:
     accepted_state: RuntimeState
 
 
+@dataclass(frozen=True)
+class AcceptedReply:
+    """An accepted reply as its checkpoint's fact keeps it: the intent its action and calls are
+    performed from, so a resumed caller performs what the kill left undone, and nothing twice."""
+
+    step: int
+    action: str | None  # None: a tool round
+    action_call: ToolCall | None
+    tool_calls: tuple[ToolCall, ...]
+
+    def as_fact(self) -> dict[str, Any]:
+        return {
+            "kind": "accepted",
+            "step": self.step,
+            "action": self.action,
+            "action_call": None if self.action_call is None else self.action_call.id,
+            "tool_calls": [
+                {"id": call.id, "name": call.name, "arguments": dict(call.arguments)} for call in self.tool_calls
+            ],
+        }
+
+    @classmethod
+    def last_of(cls, facts: Sequence[Mapping[str, Any]]) -> AcceptedReply | None:
+        """The last accepted reply among `facts` (None before the first)."""
+        fact = next((fact for fact in reversed(facts) if fact.get("kind") == "accepted"), None)
+        if fact is None:
+            return None
+        calls = tuple(ToolCall(call["id"], call["name"], call["arguments"]) for call in fact["tool_calls"])
+        action_call = next((call for call in calls if call.id == fact["action_call"]), None)
+        return cls(fact["step"], fact["action"], action_call, calls)
+
+
+Point = Literal[
+    "before_provider_call",
+    "after_reply",
+    "during_compaction",
+    "after_commit",
+    "after_compaction_commit",
+    "after_side_effect",
+    "after_resume",
+]
+"""The named points of a turn where `on_point` is called (the kill tests stop a run at each):
+before an action request is sent; after its reply, before the caller's verdict commits it; as a
+compaction or summary request is sent; after an accepted turn's checkpoint, before its action is
+performed (after_compaction_commit: a turn that compacted); after an action's side effect, before
+its receipt (the runner's); once a resumed or switched session is ready, before its first call."""
+POINTS: tuple[Point, ...] = get_args(Point)
+
+
+def _nowhere(point: Point) -> None:
+    """The default `on_point`: nothing happens at a named point."""
+
+
+SCHEDULED = "CompactionScheduled"  # the state between turns of a machine whose next turn compacts first
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """Where a resumed session went on from, as run_meta.json's `resumes` lists it."""
+
+    checkpoint: int  # the checkpoint it went on from (0: none, the run started again)
+    step: int  # the last step that checkpoint holds
+    turn: int
+    continuation: str  # "restored", or how the accepted state was made without it
+    dropped_turns: int  # the oldest turns a rebuilt state left out to fit the context budget
+    cut_events: int  # events.jsonl lines after the checkpoint, of the turn the kill interrupted
+    lost_calls: int  # provider calls of that turn (calls.jsonl): paid for, so counted, but played again
+    lost_usage: dict[str, Any]
+    # Steps the checkpoints hold whose step_NNNNNN.json the kill took while it was being written (the
+    # records are written beside the run, not before its checkpoint): their facts are in the
+    # checkpoint store and events.jsonl, their readable records are lost.
+    lost_records: list[int]
+    switched: dict[str, Any] | None  # a model switch: from, to, what it dropped
+
+
+def _interrupted_switch(meta: Mapping[str, Any], digest: str) -> bool:
+    """Whether the run's last resume switched to the profile with `digest`: a kill before that switch's
+    first checkpoint left the store the old configuration's, and resuming it is that switch again."""
+    resumes = meta.get("resumes") or [{}]
+    switched = resumes[-1].get("switched") if isinstance(resumes[-1], dict) else None
+    return isinstance(switched, dict) and switched.get("to", {}).get("profile_digest") == digest
+
+
+def _switch_record(before: CheckpointMeta, after: CheckpointMeta) -> dict[str, Any]:
+    """A switch as run_meta.json records it: the configuration before and after, and what it dropped."""
+    fields = ("adapter_id", "adapter_version", "strategy", "profile_digest")
+    return {
+        "from": {name: getattr(before, name) for name in fields},
+        "to": {name: getattr(after, name) for name in fields},
+        "dropped": "the continuation (the old adapter's opaque state): rebuilt from the projection",
+    }
+
+
 @dataclass
 class _OpenTurn:
     """The open turn's bookkeeping while its effects are performed."""
@@ -170,6 +271,8 @@ class Session:
     manager: leaving it closes the provider connection and the embedded local provider, and writes
     run_meta.json when the session writes artifacts."""
 
+    machine: LiveMachine[StrategyModel]  # the strategy's machine, started as the session is entered
+
     def __init__(
         self,
         profile: Profile,
@@ -178,14 +281,22 @@ class Session:
         tools: Sequence[ToolSpec] = (),
         system_prompt: str | None = None,
         out_dir: Path | str | None = None,
+        resume: Path | str | None = None,
+        switch: bool = False,
         adapter_factory: Callable[[Endpoint], ProviderAdapter] | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        on_point: Callable[[Point], None] | None = None,
     ) -> None:
         """`actions` is the action space a reply's action is parsed from (and, without a
         `system_prompt`, what the default system prompt asks for): names, or ToolSpecs for actions
         with arguments; `tools` are read-only tools every request offers, whose calls the caller
-        answers; `out_dir` is where <out_dir>/<run-id>/ is written (None: no artifacts); `sleep`
-        performs the machine's waits."""
+        answers; `out_dir` is where <out_dir>/<run-id>/ is written (None: no artifacts); `resume` is
+        instead a run folder to go on from its last checkpoint (`Session.resumed` says where), with
+        `profile` the run's own (harness/resume.py `run_profile`) or, with `switch`, another adapter,
+        model or strategy; `sleep` performs the machine's waits; `on_point` is called at each named
+        point of a turn (POINTS), where the kill tests stop a run."""
+        if resume is not None and out_dir is not None:
+            raise ValueError("a session writes a new run (out_dir) or resumes one (resume), not both")
         self.profile = profile
         self.actions = scaffold.action_tools(actions)
         self.tools = tuple(tools)
@@ -193,6 +304,14 @@ class Session:
         self.descriptor = descriptor_for(profile.runtime.adapter_id)
         self._system_prompt = system_prompt
         self._out_dir = None if out_dir is None else Path(out_dir)
+        self._resume_dir = None if resume is None else Path(resume)
+        self._switch = switch
+        self._on_point = on_point or _nowhere
+        self._usage_journal: UsageJournal | None = None  # calls.jsonl, when the session writes artifacts
+        self.resumed: Resumed | None = None  # where a resumed session went on from
+        self.resumed_reply: AcceptedReply | None = None  # the reply its last checkpoint accepted
+        self.facts: tuple[dict[str, Any], ...] = ()  # the durable facts a resumed session's checkpoint holds
+        self._facts: list[dict[str, Any]] = []  # recorded since the last checkpoint
         self._adapter_factory = adapter_factory or self._connect_registered_adapter
         self.sleep = sleep
         # What a caller that shows anything of the session (an error, a traceback) passes it through:
@@ -228,28 +347,145 @@ class Session:
             endpoint = self.endpoint = self._stack.enter_context(open_endpoint(self.profile.client))
             self.adapter = self._adapter_factory(endpoint)
             self.redactor = Redactor(secrets=(endpoint.api_key,))
-            if self._out_dir is not None:
+            if self._resume_dir is not None:
+                self._writer = ArtifactWriter(
+                    self._resume_dir.parent, self._resume_dir.name, self.redactor, existing=True
+                )
+            elif self._out_dir is not None:
                 self._writer = ArtifactWriter(self._out_dir, new_run_id(self.profile.id), self.redactor)
+            if self._writer is not None:
                 self._stack.callback(self._writer.close)
                 self.run_dir = self._writer.path
-                self.events = self._stack.enter_context(EventLog(self.run_dir / EVENTS, redact=self.redactor.text))
                 self._meta = self._meta_base(endpoint)
             self.tool_results = ToolResultStore(self.run_dir)
             if self.profile.offload() is not None:  # the offloaded results are read back with a tool
                 self.tools = (*self.tools, READ_TOOL_RESULT_SPEC)
             system = self._system_prompt or scaffold.system_prompt(self.actions, self.action_mode, self.tools)
             offered = (*(self.actions if self.action_mode == "tools" else ()), *self.tools)
+            settings = self.profile.strategy_settings(system, offered)
             strategy = STRATEGIES[self.profile.runtime.strategy]
-            self.machine: LiveMachine[StrategyModel] = strategy.start(
-                self.profile.strategy_settings(system, offered), self.adapter.transcript, None
-            )
-            if self.run_dir is not None:
-                self.checkpoints = self._open_checkpoints(self.run_dir)
+            if self.run_dir is None:
+                self.machine = strategy.start(settings, self.adapter.transcript, None, None)
+            else:
+                self._open_durable_run(self.run_dir, strategy, settings)
         except BaseException:
             self._stack.close()
             raise
         self._started = time.perf_counter()
         return self
+
+    def _open_durable_run(self, run_dir: Path, strategy: Strategy, settings: StrategySettings) -> None:
+        """The checkpoint store, the event log and the machine of a run that writes artifacts: a new
+        run's, or a resumed one's as its last checkpoint left them (see `_resume`); then run_meta.json,
+        saying the run is running, so a run killed at any point names its profile."""
+        if self._resume_dir is not None:
+            self._check_resumable(run_dir)
+            self._switch = self._switch or _interrupted_switch(run_meta(run_dir), self.profile.digest())
+        self.checkpoints = self._open_checkpoints(run_dir)
+        restored = None
+        if self._resume_dir is not None:
+            restored = self.checkpoints.latest()
+            cut = cut_events(run_dir / EVENTS, restored.events[-1]["seq"] if restored and restored.events else 0)
+        self.events = self._stack.enter_context(EventLog(run_dir / EVENTS, redact=self.redactor.text))
+        lost = UsageJournal.calls_after(run_dir / CALLS, restored.cursor["provider_calls"] if restored else 0)
+        self._usage_journal = UsageJournal(run_dir / CALLS)
+        self._stack.callback(self._usage_journal.close)
+        if self._resume_dir is None:
+            self.machine = strategy.start(settings, self.adapter.transcript, None, None)
+        else:
+            self._resume(strategy, settings, restored, cut, lost)
+        with signals_deferred():
+            self._write_meta(self.result(), outcome="running")
+
+    def _resume(
+        self,
+        strategy: Strategy,
+        settings: StrategySettings,
+        restored: RestoredCheckpoint | None,
+        cut: int,
+        lost: Sequence[Usage],
+    ) -> None:
+        """Go on from the last checkpoint: the machine in the state it rested in, on the accepted
+        state the continuation keeps, or, without it (no key, or a switch to another adapter, model
+        or strategy, which drops it), on one rebuilt from the conversation's projection; the counts
+        and the ledger as the checkpoint's cursor has them, so nothing is counted twice; the event
+        log cut back to the checkpoint (harness/resume.py); the `lost` calls (made after the
+        checkpoint, in the turn the kill interrupted) counted once, as the next step's; and the
+        resume in run_meta.json."""
+        assert self.checkpoints is not None and self.events is not None and self._writer is not None
+        previous = run_meta(self._writer.path)
+        switched = self.checkpoints.switched_from
+        transcript = self.adapter.transcript
+        continuation, dropped_turns = "none (no turn was accepted: the run starts again)", 0
+        if restored is None:
+            self.machine = strategy.start(settings, transcript, None, None)
+        elif restored.state is not None and switched is None:
+            self.machine = strategy.start(settings, transcript, restored.state, restored.cursor["machine_state"])
+            continuation = "restored"
+        else:
+            rebuilt = strategy.rebuild(settings, transcript, self._history(restored, switched is not None))
+            scheduled = rebuilt.compaction_due or (switched is None and restored.cursor["machine_state"] == SCHEDULED)
+            at = (
+                SCHEDULED if scheduled and SCHEDULED in strategy.specs[settings.compaction.kind].state_paths() else None
+            )
+            self.machine = strategy.start(settings, transcript, rebuilt.state, at)
+            continuation, dropped_turns = "rebuilt from the projection", rebuilt.dropped_turns
+        if restored is not None:
+            self._restore_cursor(restored.cursor)
+        for usage in lost:
+            self.ledger.record_call(usage)
+        if restored is not None:
+            self.facts = restored.facts
+            self.resumed_reply = AcceptedReply.last_of(restored.facts)
+            if self.events.last_seq == (restored.events[-1]["seq"] if restored.events else 0):
+                self.events.checkpoint(turn=self.turns, step=self.steps, checkpoint_id=str(restored.sequence))
+        self.resumed = Resumed(
+            checkpoint=restored.sequence if restored else 0,
+            step=self.steps,
+            turn=self.turns,
+            continuation=continuation,
+            dropped_turns=dropped_turns,
+            cut_events=cut,
+            lost_calls=len(lost),
+            lost_usage=sum(lost, Usage()).to_dict(),
+            lost_records=[
+                step for step in range(1, self.steps + 1) if not (self._writer.path / step_name(step)).exists()
+            ],
+            switched=None if switched is None else _switch_record(switched, self.checkpoints.meta),
+        )
+        self._meta["resumes"] = [*previous.get("resumes", []), asdict(self.resumed)]
+        self._on_point("after_resume")
+
+    def _check_resumable(self, run_dir: Path) -> None:
+        """A run that ended has nothing to resume, and a switch keeps the game it plays."""
+        ended = run_meta(run_dir).get("outcome")
+        if ended in ("win", "max_actions"):
+            raise ResumeError(f"{run_dir}: the run ended ({ended}); there is nothing to resume")
+        if self._switch and self.profile.environment != run_profile(run_dir).environment:
+            raise ResumeError(
+                f"{run_dir}: a switch changes the adapter, model or strategy, not the game; "
+                "fix: give the profile the run's environment section"
+            )
+
+    @staticmethod
+    def _history(restored: RestoredCheckpoint, switched: bool) -> list[ProjectedTurn]:
+        """The projected turns a state is rebuilt from: for the same configuration, when no compaction
+        ever replaced turns, exactly the turns its window held (the cursor's `window_turns`), so the
+        run goes on as it would have; else every turn, which the rebuild fits to the context budget
+        (the compacted turns' summary was in the continuation, so the projection stands for it)."""
+        turns = projected_turns(restored.events)
+        window = restored.cursor.get("window_turns", 0)
+        if window and not switched and restored.cursor["compactions"] == 0:
+            return turns[-window:]
+        return turns
+
+    def _restore_cursor(self, cursor: Mapping[str, Any]) -> None:
+        """The counts and the ledger as a checkpoint's cursor (`_cursor`) has them."""
+        self.steps, self.turns = cursor["step"], cursor["turn"]
+        self.accepted_actions, self.failed_attempts = cursor["accepted_actions"], cursor["failed_attempts"]
+        self.tool_rounds, self.levels_won = cursor["tool_rounds"], cursor["levels_won"]
+        self.summaries, self.compactions = cursor["summaries"], cursor["compactions"]
+        self.ledger.total, self.ledger.calls = Usage.from_dict(cursor["usage"]), cursor["provider_calls"]
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
@@ -331,9 +567,10 @@ class Session:
         self._turn = _OpenTurn(self.accepted_state.item_count)
         return self._drive(ObservationArrived(observation))
 
-    def accept(self, action: str | None = None) -> None:
+    def accept(self, action: str | None = None) -> AcceptedReply:
         """Commit the held reply with `action` (default: the action parsed from it), or as a tool
-        round when it only called tools; the results of its calls go to the next `observe`."""
+        round when it only called tools; the results of its calls go to the next `observe`. Returns
+        the reply as committed: the intent the caller performs its action and calls from."""
         turn = self._open_turn()
         held = turn.held
         assert held is not None
@@ -342,15 +579,19 @@ class Session:
             raise ValueError(f"the held reply cannot be accepted ({held.problem}): reject it, or pass the action")
         turn.attempts[-1].outcome = "accepted"
         self._perform_all(ActionAccepted(chosen), turn)
+        compactions = self.compactions
         with signals_deferred():  # the step's record and its count, together or not at all
             self.steps += 1
             self.accepted_actions += chosen is not None
             self.tool_rounds = 0 if chosen is not None else self.tool_rounds + 1
+            self.failed_attempts += sum(attempt.failed for attempt in turn.attempts)
             self._write_step(self.steps, chosen, held.tool_calls, turn)
             self._log_reply(held, "accepted", action=chosen, record=step_name(self.steps))
-            self._checkpoint(chosen, held.tool_calls)
-        self.failed_attempts += sum(attempt.failed for attempt in turn.attempts)
+            accepted = AcceptedReply(self.steps, chosen, held.action_call, held.tool_calls)
+            self._checkpoint(accepted)
         self._turn = None
+        self._on_point("after_commit" if self.compactions == compactions else "after_compaction_commit")
+        return accepted
 
     def reject(self, reason: str | None = None) -> Turn:
         """Discard the held reply and ask again from the unchanged accepted state; return the next
@@ -382,30 +623,49 @@ class Session:
         self._fire(InputBuffered(text))
 
     def _open_checkpoints(self, run_dir: Path) -> SQLiteCheckpointStore:
-        descriptor, state = self.descriptor, self.accepted_state
-        meta = CheckpointMeta(descriptor.adapter_id, descriptor.version, state.strategy, self.profile.digest())
-        store = SQLiteCheckpointStore(run_dir / CHECKPOINT_FILE, meta)
+        """The run's checkpoint store: made for a new run, opened for a resumed one, refusing a
+        checkpoint of another configuration unless the session switches (then it may differ in
+        adapter, model and strategy: SWITCHABLE)."""
+        descriptor = self.descriptor
+        meta = CheckpointMeta(
+            descriptor.adapter_id, descriptor.version, self.profile.runtime.strategy, self.profile.digest()
+        )
+        store = SQLiteCheckpointStore(
+            run_dir / CHECKPOINT_FILE,
+            meta,
+            accept=SWITCHABLE if self._switch else (),
+            create=self._resume_dir is None,
+        )
         self._stack.callback(store.close)
         return store
 
-    def _checkpoint(self, action: str | None, calls: Sequence[ToolCall]) -> None:
+    def _checkpoint(self, accepted: AcceptedReply) -> None:
         """The accepted turn made durable before the caller performs its action or answers its calls
-        (harness/checkpoints.py): the accepted reply as a durable fact, the cursor, the events logged
-        since the last checkpoint, and, with TURNSTATE_CHECKPOINT_KEY set, the accepted state sealed;
-        then the checkpoint's own event."""
+        (harness/checkpoints.py): the facts recorded since the last checkpoint (`record_fact`: the
+        receipts of the side effects the last turn led to), then the accepted reply as a durable
+        fact, the intent its action and calls are performed from; the cursor; the events logged since
+        the last checkpoint; and, with TURNSTATE_CHECKPOINT_KEY set, the accepted state sealed; then
+        the checkpoint's own event."""
         if self.checkpoints is None or self.events is None:
             return
-        fact = {
-            "step": self.steps,
-            "action": action,
-            "tool_calls": [{"id": call.id, "name": call.name, "arguments": dict(call.arguments)} for call in calls],
-        }
+        facts, self._facts = [*self._facts, accepted.as_fact()], []
         events = [asdict(event) for event in self.events.take()]
         # The provider's opaque state (encrypted reasoning, signatures) is kept only sealed: never in
         # plain text in the run folder, like every artifact; a resume then rebuilds from the projection.
         state = self.accepted_state if self.checkpoints.encrypts_continuation else None
-        number = self.checkpoints.commit(Checkpoint(self._cursor(), state, [fact], events))
+        number = self.checkpoints.commit(Checkpoint(self._cursor(), state, facts, events))
         self.events.checkpoint(turn=self.turns, step=self.steps, checkpoint_id=str(number))
+
+    def point(self, point: Point) -> None:
+        """A named point of the caller's (after_side_effect), reported to the session's `on_point`."""
+        self._on_point(point)
+
+    def record_fact(self, fact: Mapping[str, Any]) -> None:
+        """A durable fact of the caller's (a side effect's receipt, a user constraint: a JSON object
+        with a `kind`), committed with the next checkpoint, and kept by every one after it."""
+        if "kind" not in fact:
+            raise ValueError("a fact names its kind")
+        self._facts.append(dict(fact))
 
     def _cursor(self) -> dict[str, Any]:
         """Where the run is, as a checkpoint's cursor: small, written whole with every checkpoint."""
@@ -419,6 +679,7 @@ class Session:
             "summaries": self.summaries,
             "compactions": self.compactions,
             "machine_state": self.machine.path,
+            "window_turns": len(self.accepted_state.turns),  # the accepted turns its window holds
             "usage": self.ledger.total.to_dict(),
             "provider_calls": self.ledger.calls,
         }
@@ -521,10 +782,15 @@ class Session:
     ) -> Event:
         """One provider call of any kind: timed, its usage billed to the turn, the opaque values of its
         reply known to the redactor, and its attempt added to the turn's."""
+        self._on_point("before_provider_call" if kind == "action" else "during_compaction")
         started = time.perf_counter()
         outcome = call(request)
         self.provider_seconds += time.perf_counter() - started
         self.ledger.record_call(outcome.usage)
+        if self._usage_journal is not None:
+            self._usage_journal.record(self.ledger.calls, kind, outcome.usage)
+        if kind == "action" and isinstance(outcome, ModelResponse):
+            self._on_point("after_reply")
         if isinstance(outcome, ModelResponse):
             self.redactor.learn(outcome.native_items)  # before any record could repeat them
             replied = "replied" if kind == "action" else "compacted"
@@ -665,8 +931,11 @@ class Session:
             "harness_commit": os.environ.get("ARC_HARNESS_COMMIT_SHA") or None,
         }
 
-    def _write_meta(self, result: RunResult) -> None:
+    def _write_meta(self, result: RunResult, outcome: str | None = None) -> None:
+        """run_meta.json: the run's settings and totals, with its outcome (or `outcome`: "running")."""
         assert self._writer is not None
+        if outcome is not None:
+            result = replace(result, outcome=outcome)
         totals = run_totals(result, provider_calls=self.ledger.calls, failed_turn=self.failed_turn)
         self._writer.write_json("run_meta.json", self._meta | totals)
 

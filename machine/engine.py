@@ -389,8 +389,12 @@ ModelT = TypeVar("ModelT", bound=MachineModel)
 class LiveMachine(Generic[ModelT]):
     """A spec built around a model: fire events, read the state, collect what fired."""
 
-    def __init__(self, spec: MachineSpec, model: ModelT) -> None:
+    def __init__(self, spec: MachineSpec, model: ModelT, at: str | None = None) -> None:
+        """Start in the spec's initial state, or `at` (a state path): where a resumed run's machine
+        was when its last checkpoint was taken."""
         validate_spec(spec, model)
+        if at is not None and (at not in spec.state_paths() or spec.is_compound(at)):
+            raise ValueError(f"{spec.name} has no state {at!r} to start in")
         self.spec = spec
         self.model = model
         self.fired: list[Fired] = []
@@ -401,7 +405,7 @@ class LiveMachine(Generic[ModelT]):
         machine_class(
             model=model,
             states=_hsm_states(spec),
-            initial=spec.initial.name,
+            initial=at or spec.initial.name,
             transitions=[
                 {
                     "trigger": row.trigger,

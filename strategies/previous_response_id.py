@@ -2,9 +2,11 @@
 
 Rules
 1. The accepted state is the handle of the last accepted response (payload previous_response_id,
-   none before the first) plus the inputs buffered since and the results of its tool calls
-   (payload tool_results, items the server has not seen); no other items are carried.
-2. A request sends only the new turn's opening items (the tool results first), continuing from the
+   none before the first) plus the inputs buffered since and the items the server has not seen
+   (payload unsent): the results of its tool calls, and after a resume without the continuation or
+   a model switch, the conversation rebuilt from its projection, with no handle (the server's
+   history is not ours to rebuild); no other items are carried.
+2. A request sends only the new turn's opening items (the unsent items first), continuing from the
    accepted handle.
 3. A reply is provisional: its handle is committed only when the runner's parser accepts an action
    from it. A retry, after a failure or a rejected action, continues from the same accepted handle,
@@ -18,8 +20,9 @@ Rules
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 
-from turnstate.adapters.contract import ModelRequest
+from turnstate.adapters.contract import ModelRequest, Transcript
 from turnstate.machine.engine import Transition
 from turnstate.strategies.events import (
     ActionAccepted,
@@ -29,7 +32,10 @@ from turnstate.strategies.events import (
     ObservationArrived,
     ToolsAnswered,
 )
+from turnstate.strategies.projection import laid_out
 from turnstate.strategies.retry import TurnRetries
+from turnstate.strategies.state import RuntimeState
+from turnstate.strategies.strategy import ProjectedTurn, Rebuilt, StrategySettings
 from turnstate.strategies.turn import (
     TurnTaking,
     action_rejected,
@@ -45,7 +51,7 @@ from turnstate.strategies.turn import (
 
 STRATEGY = "previous_response_id"
 HANDLE = "previous_response_id"  # the payload key of the accepted handle
-ANSWERS = "tool_results"  # the payload key of the accepted reply's tool results, sent with the next turn
+UNSENT = "unsent"  # the payload key of the items the server has not seen, sent first with the next turn
 
 
 class State(enum.Enum):
@@ -103,12 +109,12 @@ class PreviousResponseId(TurnTaking):
 
     def answer_tool_calls(self, event: ToolsAnswered) -> None:
         check_answers(self.accepted, event.results)
-        answers = [*self.accepted.payload.get(ANSWERS, []), *self.transcript.tool_result_items(event.results)]
-        self.accepted = self.accepted.replace(payload={**self.accepted.payload, ANSWERS: answers}, unanswered=())
+        unsent = [*self.accepted.payload.get(UNSENT, []), *self.transcript.tool_result_items(event.results)]
+        self.accepted = self.accepted.replace(payload={**self.accepted.payload, UNSENT: unsent}, unanswered=())
 
     def open_turn(self, event: ObservationArrived) -> None:
         super().open_turn(event)
-        self._turn.opening[:0] = self.accepted.payload.get(ANSWERS, [])
+        self._turn.opening[:0] = self.accepted.payload.get(UNSENT, [])
 
     def commit_provisional(self, event: ActionAccepted) -> None:
         self.accepted = self.accepted.replace(
@@ -122,5 +128,17 @@ class PreviousResponseId(TurnTaking):
         return CallProvider(ModelRequest(self.system_prompt, opening, previous_response_id=handle, tools=self.tools))
 
 
-DEFINITION = turn_strategy({"none": SPEC}, PreviousResponseId, {HANDLE: None})
+def rebuild(settings: StrategySettings, transcript: Transcript, turns: Sequence[ProjectedTurn]) -> Rebuilt:
+    """Rule 1: no handle, and every kept turn's items unsent, so the next request sends them all."""
+    laid = laid_out(settings, transcript, turns)
+    state = RuntimeState(
+        adapter_id=settings.adapter_id,
+        strategy=STRATEGY,
+        payload={HANDLE: None, UNSENT: laid.items},
+        unanswered=laid.unanswered,
+    )
+    return Rebuilt(state, laid.dropped_turns, compaction_due=False)
+
+
+DEFINITION = turn_strategy({"none": SPEC}, PreviousResponseId, {HANDLE: None}, rebuild)
 start = DEFINITION.start

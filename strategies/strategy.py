@@ -10,10 +10,10 @@ Strategies never see the profile: the harness builds a `StrategySettings` from i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from turnstate.adapters.contract import ToolSpec, Transcript
+from turnstate.adapters.contract import ToolCall, ToolResult, ToolSpec, Transcript
 from turnstate.machine.engine import LiveMachine, MachineModel, MachineSpec
 from turnstate.strategies.compaction import Compaction, Kind, NoCompaction
 from turnstate.strategies.offload import Offload
@@ -46,19 +46,45 @@ class StrategyModel(MachineModel):
     accepted: RuntimeState
 
 
-StartFn = Callable[[StrategySettings, Transcript, RuntimeState | None], LiveMachine[StrategyModel]]
-"""Start a live machine resting in its initial state, on the given accepted state or a fresh one,
-carrying the selected adapter's items through its transcript."""
+@dataclass(frozen=True)
+class ProjectedTurn:
+    """One accepted turn as the projection holds it."""
+
+    inputs: tuple[str, ...]  # its user inputs, in order (buffered ones first)
+    text: str  # the accepted reply's text
+    tool_calls: tuple[ToolCall, ...] = ()
+    results: tuple[ToolResult, ...] = ()  # the results of its calls, in the calls' order, once answered
+
+
+@dataclass(frozen=True)
+class Rebuilt:
+    """A rebuilt state, how many of the oldest turns it left out to fit, and whether its history is
+    due for compaction (strategies/projection.py, rule 2)."""
+
+    state: RuntimeState
+    dropped_turns: int
+    compaction_due: bool
+
+
+StartFn = Callable[[StrategySettings, Transcript, RuntimeState | None, str | None], LiveMachine[StrategyModel]]
+"""Start a live machine on the given accepted state or a fresh one, carrying the selected adapter's
+items through its transcript, resting in its initial state or in the given one (a state between
+turns: where a resumed run's machine was)."""
+
+RebuildFn = Callable[[StrategySettings, Transcript, Sequence[ProjectedTurn]], Rebuilt]
+"""An accepted state rebuilt from the conversation's projection (strategies/projection.py)."""
 
 
 @dataclass(frozen=True)
 class Strategy:
     """A strategy: its machine as each compaction kind it composes with assembles it (`specs`, keyed by
-    `compaction.Kind`), the model class, and how to start it."""
+    `compaction.Kind`), the model class, how to start it, and how to rebuild its accepted state from
+    the conversation's projection."""
 
     specs: Mapping[Kind, MachineSpec]
     model: type[StrategyModel]
     start: StartFn
+    rebuild: RebuildFn
 
     @property
     def name(self) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import enum
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -39,9 +39,10 @@ from turnstate.strategies.events import (
     WaitBeforeRetry,
 )
 from turnstate.strategies.offload import project
+from turnstate.strategies.projection import rebuilt_window
 from turnstate.strategies.retry import RETRY_AFTER_WAIT, RETRY_AT_ONCE, TurnRetries
 from turnstate.strategies.state import RuntimeState, TurnSpan
-from turnstate.strategies.strategy import Strategy, StrategyModel, StrategySettings
+from turnstate.strategies.strategy import ProjectedTurn, RebuildFn, Rebuilt, Strategy, StrategyModel, StrategySettings
 
 T = Transition
 
@@ -265,18 +266,28 @@ def turn_spec(
 
 
 def turn_strategy(
-    specs: Mapping[Kind, MachineSpec], model: type[TurnTaking], empty_payload: Mapping[str, Any]
+    specs: Mapping[Kind, MachineSpec],
+    model: type[TurnTaking],
+    empty_payload: Mapping[str, Any],
+    rebuild: RebuildFn | None = None,
 ) -> Strategy:
     """A turn-taking strategy, assembled per compaction kind (`specs`), whose start rests the machine
-    its settings' compaction assembles in Accepted, on the given accepted state or on a fresh one
-    holding `empty_payload`."""
+    its settings' compaction assembles in Accepted (or in `at`, a state that takes the next
+    observation), on the given accepted state or on a fresh one holding `empty_payload`. Its rebuild
+    lays the projection's turns out in `items` unless it has its own (strategies/projection.py)."""
 
     def start(
-        settings: StrategySettings, transcript: Transcript, state: RuntimeState | None = None
+        settings: StrategySettings, transcript: Transcript, state: RuntimeState | None = None, at: str | None = None
     ) -> LiveMachine[StrategyModel]:
         spec = specs[settings.compaction.kind]
         if state is None:
             state = RuntimeState(adapter_id=settings.adapter_id, strategy=spec.name, payload=dict(empty_payload))
-        return LiveMachine[StrategyModel](spec, model(state, settings, transcript))
+        machine = LiveMachine[StrategyModel](spec, model(state, settings, transcript), at)
+        if not machine.accepts(ObservationArrived):
+            raise ValueError(f"{spec.name} cannot start in {at}: it is not a state between turns")
+        return machine
 
-    return Strategy(specs=specs, model=model, start=start)
+    def rebuild_window(settings: StrategySettings, transcript: Transcript, turns: Sequence[ProjectedTurn]) -> Rebuilt:
+        return rebuilt_window(settings, transcript, specs[settings.compaction.kind].name, turns)
+
+    return Strategy(specs=specs, model=model, start=start, rebuild=rebuild or rebuild_window)

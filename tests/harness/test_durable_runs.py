@@ -43,8 +43,11 @@ def test_every_accepted_turn_is_a_checkpoint_that_rebuilds_the_sealed_accepted_s
     steps = read_steps(result.artifacts)
     assert latest.sequence == len(steps) == latest.cursor["step"]
     assert latest.state == result.accepted_state  # encrypted reasoning and all
-    assert [(fact["step"], fact["action"]) for fact in latest.facts] == [(s["step"], s["action"]) for s in steps]
-    assert [call["name"] for fact in latest.facts for call in fact["tool_calls"]] == ["read_catalog"] * 2
+    accepted = [fact for fact in latest.facts if fact["kind"] == "accepted"]
+    assert [(fact["step"], fact["action"]) for fact in accepted] == [(s["step"], s["action"]) for s in steps]
+    assert [call["name"] for fact in accepted for call in fact["tool_calls"]] == ["read_catalog"] * 2
+    receipts = [fact["key"] for fact in latest.facts if fact["kind"] == "receipt"]
+    assert receipts == [f"step {fact['step']}" for fact in accepted if fact["action"]][:-1]  # the last one's is not due yet
     logged = [asdict(event) for _, event in read_events(result.artifacts / EVENTS).events]
     assert list(latest.events) == logged[:-1]  # all but the last checkpoint's own event, which follows it
     assert latest.cursor["usage"]["total_tokens"] <= result.usage.total_tokens
@@ -75,7 +78,7 @@ def test_a_run_killed_mid_game_keeps_every_turn_it_accepted_and_a_sound_event_lo
     latest = restored(run_dir)
     # A step's record is written by a thread after its checkpoint: the store is never behind the records.
     assert latest.cursor["step"] >= written and latest.sequence == latest.cursor["step"]
-    assert [fact["step"] for fact in latest.facts] == list(range(1, latest.sequence + 1))
+    assert [fact["step"] for fact in latest.facts if fact["kind"] == "accepted"] == list(range(1, latest.sequence + 1))
     assert latest.state.validate_for(data["runtime"]["adapter_id"], "manual_rolling").turns  # a window of turns
     assert check_events(run_dir / EVENTS) == []  # a kill tears at most its last line, which readers skip
 
