@@ -18,6 +18,7 @@ import traceback
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import timedelta
 from functools import partial
 from pathlib import Path
 from types import FrameType
@@ -46,7 +47,8 @@ from turnstate.harness.artifacts import (
     sent_messages,
     step_name,
 )
-from turnstate.harness.checkpoints import CheckpointError
+from turnstate.harness.checkpoints import CHECKPOINT_FILE, CheckpointError
+from turnstate.harness.checkpoints import prune as prune_checkpoints
 from turnstate.harness.endpoint import RunSetupError
 from turnstate.harness.events import (
     EVENTS,
@@ -832,6 +834,45 @@ _UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u20
 
 def _printable(text: str) -> str:
     return _UNPRINTABLE.sub(lambda match: f"\\u{ord(match[0]):04x}", text)
+
+
+DURATION = re.compile(r"(\d+)([smhd])")
+DURATION_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+def _duration(context: click.Context, parameter: click.Parameter, value: str) -> timedelta:
+    """A time like 30d, 12h, 90m or 3600s."""
+    matched = DURATION.fullmatch(value.strip())
+    if matched is None or int(matched[1]) == 0:
+        raise click.BadParameter(f"{value!r} is not a time; give a positive number and a unit: 30d, 12h, 90m or 3600s")
+    return timedelta(**{DURATION_UNITS[matched[2]]: int(matched[1])})
+
+
+@main.command()
+@click.argument("runs_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--older-than",
+    required=True,
+    callback=_duration,
+    help="delete the checkpoints of runs whose last checkpoint is older than this: 30d, 12h, 90m, 3600s",
+)
+@_json_option("the files deleted")
+def prune(runs_dir: Path, older_than: timedelta, as_json: bool) -> None:
+    """Delete the checkpoint stores (checkpoints.sqlite3 and its -wal and -shm files) of the runs in
+    RUNS_DIR whose last checkpoint is older than --older-than: the retention of the provider state they
+    may hold. The runs' other records stay; a pruned run can no longer be resumed. A run another
+    process is writing is left alone."""
+    try:
+        deleted = prune_checkpoints(runs_dir, older_than)
+    except CheckpointError as error:
+        _fail(f"{error}; fix: pass the folder runs are written to (--out of `turnstate run`)")
+    if as_json:
+        click.echo(json.dumps({"deleted": [str(path) for path in deleted]}))
+        return
+    stores = sum(path.name == CHECKPOINT_FILE for path in deleted)
+    click.echo(f"deleted {stores} checkpoint store{'s' * (stores != 1)} older than {older_than} in {runs_dir}")
+    for path in deleted:
+        click.echo(f"  {path}")
 
 
 @main.command()
