@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -53,31 +53,49 @@ def run_meta(run_dir: Path) -> dict[str, Any]:
     return meta if isinstance(meta, dict) else {}
 
 
-def projected_turns(events: Iterable[Mapping[str, Any]]) -> list[ProjectedTurn]:
+def projected_turns(events: Iterable[Mapping[str, Any]], offered: Collection[str] | None = None) -> list[ProjectedTurn]:
     """The accepted turns the events hold, in order: each with the inputs before it, its reply's text
     and calls, and the results that answered them (logged ahead of the next turn's inputs). Rejected,
-    refused and failed replies, and their calls, are not turns."""
+    refused and failed replies, and their calls, are not turns.
+
+    With `offered` (a switch: the new session's tool names), a call of a tool the new session does not
+    offer (the old adapter acted through a tool, the new one acts through text) is written into its
+    reply as text (`ACTION: <action>`, the text action channel), and its result becomes an input of the
+    next turn: a request must not hold a call of a tool it does not offer."""
     turns: list[ProjectedTurn] = []
     inputs: list[str] = []
     calls: dict[int, list[ToolCall]] = {}  # by the accepted message's sequence number
     results: dict[int, list[ToolResult]] = {}
-    accepted: list[tuple[int, str, tuple[str, ...]]] = []  # (seq, text, inputs)
+    accepted: list[tuple[int, str, str | None, tuple[str, ...]]] = []  # (seq, text, action, inputs)
+    as_text: dict[int, list[str]] = {}  # by message: the calls written into it as text
+    answered_as_input: set[str] = set()  # their ids: their results are the next turn's inputs
     for event in events:
         kind = event["kind"]
         if kind == "user_input":
             inputs.append(event["text"])
         elif kind == "assistant_message" and event["status"] == "accepted":
-            accepted.append((event["seq"], event["text"], tuple(inputs)))
-            calls[event["seq"]], results[event["seq"]] = [], []
+            accepted.append((event["seq"], event["text"], event["action"], tuple(inputs)))
+            calls[event["seq"]], results[event["seq"]], as_text[event["seq"]] = [], [], []
             inputs = []
         elif kind == "tool_call" and event["message"] in calls:
-            calls[event["message"]].append(ToolCall(event["call_id"], event["name"], event["arguments"]))
+            call = ToolCall(event["call_id"], event["name"], event["arguments"])
+            if offered is None or call.name in offered:
+                calls[event["message"]].append(call)
+            else:
+                action = accepted[-1][2]
+                as_text[event["message"]].append(
+                    f"ACTION: {action}" if action else f"CALL {call.name} {json.dumps(call.arguments)}"
+                )
+                answered_as_input.add(call.id)
+        elif kind == "tool_result" and event["call_id"] in answered_as_input:
+            inputs.append(event["content"])
         elif kind == "tool_result" and accepted:  # answers the last accepted reply's calls
             message = accepted[-1][0]
             name = next((call.name for call in calls[message] if call.id == event["call_id"]), "")
             results[message].append(ToolResult(event["call_id"], name, event["content"], is_error=event["is_error"]))
-    for seq, text, opening in accepted:
-        turns.append(ProjectedTurn(opening, text, tuple(calls[seq]), tuple(results[seq])))
+    for seq, text, _, opening in accepted:
+        reply = "\n".join([text, *as_text[seq]]) if as_text[seq] else text
+        turns.append(ProjectedTurn(opening, reply, tuple(calls[seq]), tuple(results[seq])))
     return turns
 
 

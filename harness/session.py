@@ -34,7 +34,7 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -181,6 +181,14 @@ class AcceptedReply:
                 {"id": call.id, "name": call.name, "arguments": dict(call.arguments)} for call in self.tool_calls
             ],
         }
+
+    def offered(self, names: Collection[str]) -> AcceptedReply:
+        """The reply as a session offering the tools `names` carries it out after a switch: a call of
+        a tool it does not offer was written into the reply as text (resume.projected_turns), so its
+        action is stepped and observed as a text action's is, and the call needs no result."""
+        kept = tuple(call for call in self.tool_calls if call.name in names)
+        action_call = self.action_call if self.action_call in kept else None
+        return AcceptedReply(self.step, self.action, action_call, kept)
 
     @classmethod
     def last_of(cls, facts: Sequence[Mapping[str, Any]]) -> AcceptedReply | None:
@@ -423,7 +431,8 @@ class Session:
             self.machine = strategy.start(settings, transcript, restored.state, restored.cursor["machine_state"])
             continuation = "restored"
         else:
-            rebuilt = strategy.rebuild(settings, transcript, self._history(restored, switched is not None))
+            offered = [tool.name for tool in settings.tools]
+            rebuilt = strategy.rebuild(settings, transcript, self._history(restored, switched is not None, offered))
             scheduled = rebuilt.compaction_due or (switched is None and restored.cursor["machine_state"] == SCHEDULED)
             at = (
                 SCHEDULED if scheduled and SCHEDULED in strategy.specs[settings.compaction.kind].state_paths() else None
@@ -437,6 +446,8 @@ class Session:
         if restored is not None:
             self.facts = restored.facts
             self.resumed_reply = AcceptedReply.last_of(restored.facts)
+            if switched is not None and self.resumed_reply is not None:
+                self.resumed_reply = self.resumed_reply.offered([tool.name for tool in settings.tools])
             if self.events.last_seq == (restored.events[-1]["seq"] if restored.events else 0):
                 self.events.checkpoint(turn=self.turns, step=self.steps, checkpoint_id=str(restored.sequence))
         self.resumed = Resumed(
@@ -468,12 +479,13 @@ class Session:
             )
 
     @staticmethod
-    def _history(restored: RestoredCheckpoint, switched: bool) -> list[ProjectedTurn]:
+    def _history(restored: RestoredCheckpoint, switched: bool, offered: Collection[str]) -> list[ProjectedTurn]:
         """The projected turns a state is rebuilt from: for the same configuration, when no compaction
         ever replaced turns, exactly the turns its window held (the cursor's `window_turns`), so the
         run goes on as it would have; else every turn, which the rebuild fits to the context budget
-        (the compacted turns' summary was in the continuation, so the projection stands for it)."""
-        turns = projected_turns(restored.events)
+        (the compacted turns' summary was in the continuation, so the projection stands for it). After
+        a switch, a past call of a tool the session does not offer is text (resume.projected_turns)."""
+        turns = projected_turns(restored.events, offered if switched else None)
         window = restored.cursor.get("window_turns", 0)
         if window and not switched and restored.cursor["compactions"] == 0:
             return turns[-window:]
