@@ -13,12 +13,11 @@ journal holds past its checkpoint once, as the next step's, and plays the turn a
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from turnstate.adapters.contract import Usage
-from turnstate.harness.jsonl import whole_lines
+from turnstate.harness.jsonl import AppendedLines, whole_lines
 
 CALLS = "calls.jsonl"  # the usage journal's name in a run folder
 
@@ -67,22 +66,13 @@ class UsageJournal:
     flushed to the operating system as it is written, so a killed process loses at most that line."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        whole_lines(path)  # a torn last line cut off before lines are appended
-        self._file = path.open("ab")
+        self._lines = AppendedLines(path)
 
     def record(self, number: int, kind: str, usage: Usage) -> None:
-        line = {"call": number, "kind": kind, "usage": usage.to_dict()}
-        self._file.write(json.dumps(line, separators=(",", ":")).encode() + b"\n")
-        self._file.flush()
+        self._lines.write({"call": number, "kind": kind, "usage": usage.to_dict()})
 
     def close(self) -> None:
-        if not self._file.closed:
-            try:
-                self._file.flush()
-                os.fsync(self._file.fileno())
-            finally:
-                self._file.close()
+        self._lines.close()
 
     @staticmethod
     def calls_after(path: Path, counted: int) -> list[Usage]:

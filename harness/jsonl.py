@@ -7,6 +7,7 @@ glued to it and lost with it.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -22,3 +23,25 @@ def whole_lines(path: Path) -> tuple[bytes, bool]:
     if whole < len(content):
         os.truncate(path, whole)
     return content[:whole], whole < len(content)
+
+
+class AppendedLines:
+    """A JSON-lines file opened to append: a torn last line cut off first, each line flushed to the
+    operating system as it is written (a killed process loses at most that line), fsynced on close."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        whole_lines(path)
+        self._file = path.open("ab")
+
+    def write(self, record: object) -> None:
+        self._file.write(json.dumps(record, separators=(",", ":")).encode() + b"\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        if not self._file.closed:
+            try:
+                self._file.flush()
+                os.fsync(self._file.fileno())
+            finally:
+                self._file.close()

@@ -24,11 +24,10 @@ Rules:
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from turnstate.harness.environments.protocol import Environment, Frame
-from turnstate.harness.jsonl import whole_lines
+from turnstate.harness.jsonl import AppendedLines, whole_lines
 
 JOURNAL = "side_effects.jsonl"
 
@@ -45,7 +44,7 @@ class JournaledEnvironment:
         self.path = path
         self._settled: dict[str, Frame] = {}  # keys applied before a resume, with the frame each led to
         self._applied: set[str] = set()
-        self._file = path.open("ab")
+        self._journal = AppendedLines(path)
 
     @classmethod
     def reopen(cls, environment: Environment, path: Path) -> tuple[JournaledEnvironment, Frame]:
@@ -71,18 +70,12 @@ class JournaledEnvironment:
         if key in self._applied:
             raise RuntimeError(f"{key} was applied already: it cannot be performed twice")
         frame = self.environment.step(action)
-        self._file.write(json.dumps({"key": key, "action": action}).encode() + b"\n")
-        self._file.flush()  # to the OS, which a killed process cannot take back
+        self._journal.write({"key": key, "action": action})
         self._applied.add(key)
         return frame, False
 
     def close(self) -> None:
-        if not self._file.closed:
-            try:
-                self._file.flush()
-                os.fsync(self._file.fileno())
-            finally:
-                self._file.close()
+        self._journal.close()
 
 
 def _read_journal(path: Path) -> list[tuple[str, str]]:
