@@ -24,18 +24,22 @@ broken is a 400 INVALID_ARGUMENT that names the step's index in `input`:
    another provider, or from before a restart, fails too).
 2. Misplaced. A thought step must be followed at once by the model_output step or the run of
    function_call steps it was issued with: the steps its signature pins.
-3. Dropped. Every model_output step must come right after its thought step: this model always
-   thinks, so a model output without one is a thought that was dropped. So must every function_call
-   step of the current turn (after the last user_input step): the Interactions API carries a
-   function call's thought signature on the thought step before it (google-genai 3.6's
-   FunctionCallStep has no signature; the docs' thinking page: thought steps "appear
-   chronologically alongside function calls"), and Gemini 3 refuses a current-turn function call
-   whose signature is not returned (the "Thought signatures" docs: every function call of the
-   current turn is strictly validated, earlier turns are not). A function_call step of an earlier
-   turn needs no thought, so a client may replay calls it made up or got elsewhere. A reply that
-   calls several functions is one thought step, then its calls in a row: the thought comes before
-   the first (the "Thought signatures" docs: of parallel function calls only the first part carries
-   the signature), so a call may also follow the call before it in the same reply.
+3. Dropped. Every function_call step of the current turn (after the last user_input step) must
+   come right after its thought step: the Interactions API carries a function call's thought
+   signature on the thought step before it (google-genai 3.6's FunctionCallStep has no signature;
+   the docs' thinking page: thought steps "appear chronologically alongside function calls"), and
+   Gemini 3 refuses a current-turn function call whose signature is not returned (the "Thought
+   signatures" docs: every function call of the current turn is strictly validated, earlier turns
+   are not). A function_call step of an earlier turn needs no thought, so a client may replay calls
+   it made up or got elsewhere. A reply that calls several functions is one thought step, then its
+   calls in a row: the thought comes before the first (the "Thought signatures" docs: of parallel
+   function calls only the first part carries the signature), so a call may also follow the call
+   before it in the same reply. A model_output step needs no thought, in any turn: the "Thought
+   signatures" docs make a missing signature a 4xx only "during function calling" (Vertex's page:
+   history sent with part of its context left out may degrade the model's performance, and a
+   request carrying another model's thoughts still succeeds), and google-genai 3.6's
+   ModelOutputStepParam and ThoughtStepParam tie no output to a thought. So a text replayed without
+   its thought, or written by another model, is taken, and the model reads no thought for it.
 4. Reordered. After the first thought read (the input may begin at any whole turn: dropping old
    turns only loses what they held), each thought must follow the thought it followed when it was
    produced.
@@ -249,15 +253,14 @@ def _check_steps(
 
 
 def _needs_thought(kind: str, index: int, turn_start: int) -> bool:
-    """Rule 3: a model output always needs its thought; a function call only in the current turn."""
-    return kind == "model_output" or (kind == "function_call" and index >= turn_start)
+    """Rule 3: only a function call of the current turn needs its thought; a model output never does."""
+    return kind == "function_call" and index >= turn_start
 
 
 def _follows_its_thought(steps: Sequence[Step], index: int) -> bool:
-    """Rule 3: right after a thought step, or, for a function call, after the call before it in the
+    """Rule 3 for a function call: right after a thought step, or after the call before it in the
     same reply (the thought before a reply's first call carries the signature of them all)."""
-    before = steps[index - 1]["type"] if index > 0 else None
-    return before == "thought" or (before == "function_call" and steps[index]["type"] == "function_call")
+    return index > 0 and steps[index - 1]["type"] in ("thought", "function_call")
 
 
 # Google's words for a function call turn and its response turn that do not pair up (generateContent

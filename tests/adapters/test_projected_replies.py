@@ -66,9 +66,6 @@ KEYED_BY_CONTENT = (
     "server keeps nothing to check it against"
 )
 STRICTER_LOCALLY: Mapping[tuple[str, str | None, str | None], str] = {
-    ("google.interactions.v1", "text", None): "the local Interactions wire refuses a model_output step "
-    "without its thought in any turn (interactions_conversation.py rule 3); Gemini validates only the "
-    "current turn's calls",
     ("open_source.chat_completions.v1", None, "own"): f"the local open-weight {KEYED_BY_CONTENT}",
     ("deepseek.chat_completions.v1", "calls", "own"): f"the local DeepSeek {KEYED_BY_CONTENT}",
 }

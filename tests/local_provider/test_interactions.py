@@ -188,8 +188,7 @@ UNFAITHFUL: list[tuple[str, Callable[[list[Step]], list[Step]], str]] = [
     ("altered signature", _altered_signature, "input[1].signature: Thought signature is not valid."),
     ("altered summary", lambda history: _with_thought(history, summary=[]), "input[1].signature: Thought signature"),
     ("missing signature", _without_signature, "input[1].signature: a thought step must be replayed with"),
-    ("thought dropped", lambda history: [history[0], history[2]], "input[1]: this model_output step comes without"),
-    ("thought after the output", lambda history: [history[0], history[2], history[1]], "input[1]: this model_output"),
+    ("thought after the output", lambda history: [history[0], history[2], history[1]], "input[2]: a thought step must"),
     ("output dropped", lambda history: history[:2], "input[1]: a thought step must be followed right away"),
     ("output text edited", _text_edited, "is not valid for input[2]"),
 ]
@@ -206,12 +205,23 @@ def test_an_unfaithful_replay_of_a_thought_is_a_400_naming_its_step(
     assert words in google_error(raised)
 
 
+def test_a_model_output_without_its_thought_is_taken_and_the_model_reads_no_thought_for_it(
+    client: genai.Client,
+) -> None:
+    """Gemini validates signatures strictly only for the current turn's function calls: a text whose
+    thought was dropped, or that another model wrote, is taken (interactions_conversation.py rule 3)."""
+    history, _ = first_turn(client)
+    assert FORGOTTEN in text_of(ask(client, [history[0], history[2], user(DARK)]))
+    written_elsewhere = {"type": "model_output", "content": [{"type": "text", "text": "Beacon C, noted."}]}
+    assert FORGOTTEN in text_of(ask(client, [user(SHOWN), written_elsewhere, user(DARK)]))
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_replay_rule_is_checked_before_anything_is_streamed_or_billed(provider: LocalProvider, stream: bool) -> None:
     with client_for(provider) as client:
         history, _ = first_turn(client)
         with pytest.raises(_interactions.BadRequestError):
-            ask(client, [history[0], history[2], user(DARK)], stream=stream)
+            ask(client, [*history[:2], user(DARK)], stream=stream)
 
 
 def test_thought_steps_swapped_between_turns_are_a_400(client: genai.Client) -> None:
