@@ -7,7 +7,7 @@ answers, returns the thought under `reasoning_content` and `reasoning` (chat_rea
 it holds a replay of them), bills it as completion tokens (`completion_tokens_details.
 reasoning_tokens`) and streams it as reasoning deltas before the content. DEEPSEEK is DeepSeek's
 thinking mode, at `/deepseek/v1/chat/completions`: reasoning under `reasoning_content` alone, held by
-turn (chat_reasoning.py, rule 3; a missing one is DeepSeek's own 400 with no param).
+turn (chat_reasoning.py, rule 2; a missing one is DeepSeek's own 400 with no param).
 
 It only translates. It validates a request as OpenAI does (chat_completions_request.py: 400 naming
 the offending param), enforces the context window with OpenAI's own error, asks the server's Exchange
@@ -33,7 +33,7 @@ streamed, each call opens with its index, id and name, then its arguments in pie
 index, as OpenAI streams them. A call's arguments are billed as completion tokens, since the model
 writes them (CompletionUsage.completion_tokens: "Number of tokens in the generated completion").
 The reasoning servers return their reasoning beside the calls and,
-in DeepSeek's thinking mode, require it back with them (chat_reasoning.py, rule 3). The pairing of
+in DeepSeek's thinking mode, require it back with them (chat_reasoning.py, rule 2). The pairing of
 calls and tool messages is checked as OpenAI checks it, in its words (chat_completions_request.
 TOOL_PAIRING): an unanswered call, a tool message answering no call of the message before it, and a
 second answer to one call are each a 400.
@@ -67,7 +67,6 @@ from turnstate.local_provider.chat_reasoning import (
     REASONING_FIELDS,
     TOOL_TURNS,
     ReplayRule,
-    issued_reasoning,
     read_conversation,
 )
 from turnstate.local_provider.chat_reasoning import Conversation as ReasoningConversation
@@ -126,11 +125,7 @@ class ChatWire:
             request = parse_request(exchange.body, self.reasoning_fields, known.messages[: shared.messages])
             system_at, messages = read_roles(request.messages, known, shared.messages)
             system = "\n".join(str(request.messages[index]["content"]) for index in system_at)
-            read = (
-                read_conversation(issued_reasoning(exchange), messages, system_at, self.replay)
-                if self.reasoning_fields
-                else None
-            )
+            read = read_conversation(messages, self.replay) if self.reasoning_fields else None
         except InvalidParam as invalid:
             exchange.send_json(400, error_body(invalid.message, param=invalid.param, code=invalid.code))
             return
@@ -152,8 +147,6 @@ class ChatWire:
         if call is not None:
             completion = Completion(call.content, completion.ending)
         reasoning = {name: thought for name in self.reasoning_fields} if thought is not None else {}
-        if thought is not None:
-            issued_reasoning(exchange).issue(completion.text, thought)
         reading = ReadMessages(request.messages, message_tokens, system_at, messages)
         exchange.prefix_cache.record(cache_key, request.sent_messages, reading, shared)
         cached_tokens = self.cache_rule.reported(sum(message_tokens[: shared.messages]))

@@ -6,72 +6,50 @@ the content, under `reasoning_content` or `reasoning` (this one returns both, as
 support either alias do). A client that continues the conversation sends each assistant message
 back with its reasoning under the alias(es) it chose; the chat template puts it back in the prompt.
 
-Rules (the first one broken is a 400 in OpenAI's error shape, param `messages[i]`, i the message's
-own index in the request's `messages`, system messages counted):
-1. Missing. An assistant message whose content this provider issued must carry the reasoning it was
-   issued with, under at least one alias: else "... is missing its reasoning".
-2. Altered. Every alias it carries must hold exactly a reasoning string issued with that content:
-   else "... reasoning does not match the one issued with this message".
-   Assistant messages this provider never issued (a client's own) are read as they are.
+Rules:
+1. Stateless. No reasoning string is checked against the one issued, and an assistant message
+   without one is taken: the server keeps no state between requests, so it can neither tell a reply
+   it issued from one a client wrote nor know what reasoning came with it (vLLM's chat_utils hands an
+   assistant message's reasoning to the chat template when present and compares it with nothing).
+   The model reads what is given: a dropped reasoning is forgotten, an altered one believed, and where
+   both aliases are given it reads `reasoning_content`.
 
 DeepSeek's thinking mode (TOOL_TURNS) holds them by turn, a turn being the messages between two
 user messages. Its guide (api-docs.deepseek.com/guides/thinking_mode): in a turn without a tool
 call the reasoning "does not need to participate in the context concatenation. If passed to the API
 in subsequent turns, it will be ignored"; in a turn that made one it "must be passed back to the
 API in all subsequent user interaction turns". So:
-3. Only in a turn that made a tool call is an assistant message's reasoning read, and there every
-   assistant message must carry `reasoning_content`, issued here or not (the real API keeps nothing
-   to tell them apart): else DeepSeek's own 400, param null: "The `reasoning_content` in the
-   thinking mode must be passed back to the API." (quoted from replies of deepseek-v4-flash in
-   client issues, 2026). Any string passes for a message not issued here: a recorded request was
-   served with `reasoning_content: ''` on a client-made tool-call message. Rule 2 holds for the
-   rest. In any other turn the reasoning is neither checked nor read, as the guide says.
+2. Only in a turn that made a tool call is an assistant message's reasoning read, and there every
+   assistant message must carry the `reasoning_content` key, else DeepSeek's own 400, param null:
+   "The `reasoning_content` in the thinking mode must be passed back to the API." (quoted from
+   replies of deepseek-v4-flash in client issues, 2026). Any string passes, the one issued or not
+   (rule 1: the API keeps nothing to check it against): a recorded request was served with
+   `reasoning_content: ''` on a client-made tool-call message, and clients fix this 400 by sending
+   '' (QwenLM/qwen-code#3729). (One client PR, NousResearch/hermes-agent#17341, reports
+   deepseek-v4-pro refusing ''; no traffic shows it, and the model served here is deepseek-reasoner,
+   recorded as deepseek-v4-flash.) In any other turn the reasoning is neither checked nor read, as
+   the guide says.
 
 What the model reads: the system prompt, the current turn (the user and tool messages after the
 last assistant message), and its memory: in order, the reasoning of every replayed assistant message
-(under TOOL_TURNS, of those rule 3 reads) and the text of every earlier user message (where a
+(under TOOL_TURNS, of those rule 2 reads) and the text of every earlier user message (where a
 harness hands it a summary), from which the model takes only notes. Never an old frame's beacon, so
 only a faithful replay remembers it.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from turnstate.adapters.tokens import REASONING_FIELDS
-from turnstate.local_provider.exchange import Exchange
 from turnstate.local_provider.openai_words import InvalidParam
-
-STATE_NAME = "chat.reasoning"
-
-
-@dataclass
-class IssuedReasoning:
-    """The reasoning strings this provider issued with each reply content. Kept as the strings (a
-    dictionary lookup per replayed message) rather than digests, which cost a canonical JSON dump
-    and a hash for every assistant message of every request."""
-
-    _issued: dict[str, frozenset[str]] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def issue(self, content: str, reasoning: str) -> None:
-        with self._lock:
-            self._issued[content] = self._issued.get(content, frozenset()) | {reasoning}
-
-    def issued_with(self, content: str) -> frozenset[str] | None:
-        return self._issued.get(content)  # a frozenset, replaced whole: safe to read unlocked
-
-
-def issued_reasoning(exchange: Exchange) -> IssuedReasoning:
-    return exchange.state.get(STATE_NAME, IssuedReasoning)
 
 
 @dataclass(frozen=True)
 class ReplayRule:
-    """Which assistant messages bring their reasoning back: every one this provider issued (EVERY_TURN,
-    rules 1 and 2), or every one in a turn that made a tool call (TOOL_TURNS, rule 3)."""
+    """Which assistant messages bring their reasoning back: none must (EVERY_TURN, rule 1: every
+    replayed one is read), or every one in a turn that made a tool call (TOOL_TURNS, rule 2)."""
 
     tool_turns_only: bool
 
@@ -87,36 +65,18 @@ class Conversation:
     memory: tuple[str, ...]
 
 
-def read_conversation(
-    issued: IssuedReasoning,
-    messages: Sequence[Mapping[str, object]],
-    system_at: Sequence[int] = (),
-    rule: ReplayRule = EVERY_TURN,
-) -> Conversation:
-    """Hold the non-system `messages` (content flattened to text) to `rule`; what the model reads.
-    `system_at` are the request indices of the system messages left out, so an error names the
-    request's own index."""
+def read_conversation(messages: Sequence[Mapping[str, object]], rule: ReplayRule = EVERY_TURN) -> Conversation:
+    """Hold the non-system `messages` (content flattened to text) to `rule`; what the model reads."""
     last_reply = max((index for index, message in enumerate(messages) if message["role"] == "assistant"), default=-1)
     read = _in_tool_turns(messages) if rule.tool_turns_only else None
     memory: list[str] = []
     for position, message in enumerate(messages[: last_reply + 1]):
         if message["role"] == "assistant" and (read is None or position in read):
-            memory += _replayed_reasoning(issued, message, rule, request_index(position, system_at))
+            memory += _replayed_reasoning(message, rule)
         elif message["role"] == "user":
             memory.append(str(message["content"]))
     current = tuple(message for message in messages[last_reply + 1 :] if message["role"] in ("user", "tool"))
     return Conversation(current=current, memory=tuple(memory))
-
-
-def request_index(position: int, system_at: Sequence[int]) -> int:
-    """The index in the request's `messages` of the conversation's `position`-th message, given the
-    (ascending) indices of the system messages taken out of it."""
-    index = position
-    for at in system_at:
-        if at > index:
-            break
-        index += 1
-    return index
 
 
 def _in_tool_turns(messages: Sequence[Mapping[str, object]]) -> frozenset[int]:
@@ -135,20 +95,10 @@ def _in_tool_turns(messages: Sequence[Mapping[str, object]]) -> frozenset[int]:
     return frozenset(kept)
 
 
-def _replayed_reasoning(
-    issued: IssuedReasoning, message: Mapping[str, object], rule: ReplayRule, index: int
-) -> list[str]:
+def _replayed_reasoning(message: Mapping[str, object], rule: ReplayRule) -> list[str]:
+    """The reasoning the model reads of one replayed assistant message: the first alias given, as it
+    is (rule 1); under TOOL_TURNS a message without `reasoning_content` is refused (rule 2)."""
     given = [str(message[name]) for name in REASONING_FIELDS if name in message]
     if not given and rule.tool_turns_only:
         raise InvalidParam(None, PASSED_BACK, code="invalid_request_error")
-    expected = issued.issued_with(str(message["content"]))
-    if expected is None:
-        return given  # not this provider's reply: read as it is
-    if not given:
-        raise InvalidParam(f"messages[{index}]", f"messages[{index}]: the assistant message is missing its reasoning.")
-    if any(text not in expected for text in given):
-        raise InvalidParam(
-            f"messages[{index}]",
-            f"messages[{index}]: the reasoning does not match the one issued with this message.",
-        )
     return given[:1]

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from turnstate.adapters.contract import Endpoint, ErrorKind, ModelRequest, ModelResponse, ProviderError, RequestSettings
+from turnstate.adapters.contract import Endpoint, ModelRequest, ModelResponse, RequestSettings
 from turnstate.adapters.open_source_chat import OpenSourceChatAdapter
 from turnstate.local_provider.server import LocalProvider
 
-from ..local_provider.test_messages import DARK, REMEMBERED, SHOWN
+from ..local_provider.test_messages import DARK, FORGOTTEN, REMEMBERED, SHOWN
 
 SYSTEM = "You play beacon_grid. Answer with one line ACTION: <action>."
 ITEMS = OpenSourceChatAdapter.transcript
@@ -61,15 +61,15 @@ def test_the_reasoning_is_read_and_replayed_exactly_under_the_configured_aliases
     assert ITEMS.readable([answer]) == [{"role": "assistant", "content": reply.text}]  # never shown as content
 
 
-def test_a_replay_without_the_reasoning_is_refused_by_the_server():
+def test_a_replay_without_the_reasoning_is_answered_by_a_model_that_forgot_it():
+    # The server keeps no state to check a replay against (local_provider/chat_reasoning.py rule 1).
     with LocalProvider() as provider:
         adapter = connect(provider, "reasoning")
         opening = ITEMS.user_items([SHOWN])
         reply = adapter.call(ModelRequest(SYSTEM, tuple(opening)))
         stripped = {"role": "assistant", "content": reply.text}
         outcome = adapter.call(ModelRequest(SYSTEM, (*opening, stripped, *ITEMS.user_items([DARK]))))
-    assert isinstance(outcome, ProviderError) and outcome.kind is ErrorKind.FATAL
-    assert outcome.diagnostics["status"] == 400
+    assert isinstance(outcome, ModelResponse) and FORGOTTEN in outcome.text
 
 
 def test_the_replayed_reasoning_is_part_of_the_prompt_estimate():

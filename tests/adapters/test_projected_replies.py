@@ -5,9 +5,8 @@ A conversation rebuilt from a projection (the opening input, the projected reply
 calls, the next input) goes through the adapter's real SDK to the local provider and is answered, for
 a reply of text and a reply of calls, both for the provider's own reply (a resume without the
 continuation) and for a reply another model wrote (a model switch). The local model calls what the
-input asks ("call TOOL with ARGS", policy.asked_calls). Where the local provider is stricter than the
-real service the test is a strict xfail naming the rule (the wire modules' docstrings say why), so it
-fails loudly the day that rule changes.
+input asks ("call TOOL with ARGS", policy.asked_calls). The local provider refuses no projection the
+real service takes: each wire module's docstring says, with its evidence, what its rules refuse.
 """
 
 from __future__ import annotations
@@ -60,36 +59,17 @@ SETTINGS: Mapping[str, RequestSettings] = {
     ),
 }
 THINKING = {"thinking": {"type": "enabled", "budget_tokens": 1024}}
-KEYED_BY_CONTENT = (
-    "wire refuses a reply it issued (recognized by its text, '' for every reply that only called tools) "
-    "replayed without the reasoning it was issued with (chat_reasoning.py rules 1 and 2); a stateless "
-    "server keeps nothing to check it against"
-)
-STRICTER_LOCALLY: Mapping[tuple[str, str | None, str | None], str] = {
-    ("open_source.chat_completions.v1", None, "own"): f"the local open-weight {KEYED_BY_CONTENT}",
-    ("deepseek.chat_completions.v1", "calls", "own"): f"the local DeepSeek {KEYED_BY_CONTENT}",
-}
-
-
-def stricter_locally(adapter_id: str, shape: str, source: str) -> str | None:
-    """Why the local provider refuses this projection though the real service takes it, if it does."""
-    keys = [(adapter_id, shape, source), (adapter_id, shape, None), (adapter_id, None, source)]
-    return next((STRICTER_LOCALLY[key] for key in keys if key in STRICTER_LOCALLY), None)
-
-
 OPAQUE_KEYS = frozenset({"encrypted_content", "signature", "data", "thinking", "summary", "status", "phase"})
 OPAQUE_TYPES = frozenset({"reasoning", "thinking", "redacted_thinking", "thought", "compaction"})
 
 
 def cases() -> list[Any]:
-    found = []
-    for adapter_id in sorted(ADAPTERS):
-        for shape in ("text", "calls"):
-            for source in ("own", "elsewhere"):
-                why = stricter_locally(adapter_id, shape, source)
-                marks = [pytest.mark.xfail(strict=True, raises=AssertionError, reason=why)] if why else []
-                found.append(pytest.param(adapter_id, shape, source, marks=marks, id=f"{adapter_id}-{shape}-{source}"))
-    return found
+    return [
+        pytest.param(adapter_id, shape, source, id=f"{adapter_id}-{shape}-{source}")
+        for adapter_id in sorted(ADAPTERS)
+        for shape in ("text", "calls")
+        for source in ("own", "elsewhere")
+    ]
 
 
 def connect(provider: LocalProvider, adapter_id: str, options: Mapping[str, Any] | None = None) -> Any:

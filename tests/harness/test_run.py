@@ -716,7 +716,9 @@ def test_a_failed_summary_commits_nothing_and_fails_closed(tmp_path, clock):
     assert meta["unattributed_usage"]["input_tokens"] > 0  # the refused summaries are billed
 
 
-def test_an_open_weight_replay_that_drops_the_reasoning_strings_is_refused(tmp_path, monkeypatch):
+def test_an_open_weight_replay_that_drops_the_reasoning_strings_is_taken_and_forgets_the_beacon(tmp_path, monkeypatch):
+    """The server keeps no state to check a replay against (local_provider/chat_reasoning.py rule 1): no
+    request is refused, and the model, reading no reasoning, guesses door A where the beacon showed B."""
     from turnstate.adapters.chat_completions import ChatMessages
 
     keep_all = ChatMessages.reply_items
@@ -726,9 +728,9 @@ def test_an_open_weight_replay_that_drops_the_reasoning_strings_is_refused(tmp_p
         lambda self, response: [{"role": "assistant", "content": item["content"]} for item in keep_all(self, response)],
     )
     result = Runner(OPEN_SOURCE, tmp_path).run()
-    assert result.outcome == "failed_closed" and result.accepted_actions == 1
-    record = json.loads((result.artifacts / "failed_turn.json").read_text())
-    assert record["attempts"][0]["diagnostics"]["status"] == 400
+    sent = [message["content"] for step in read_steps(result.artifacts) for message in step["messages_sent"]]
+    assert result.failed_attempts == 0 and "BEACON (level 1): B" in sent[1]
+    assert any("YOU ENTERED DOOR A: WRONG DOOR" in str(content) for content in sent)
 
 
 def test_each_step_records_only_what_its_request_added_and_every_request_rebuilds_exactly(tmp_path, monkeypatch):
