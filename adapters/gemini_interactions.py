@@ -45,9 +45,9 @@ text, text}]} (none when the text is empty), then a function_call step {type, id
 per call (google-genai 3.6 ModelOutputStepParam and FunctionCallStepParam, which require nothing
 more); no thought step and no signature, which only the service can mint. Gemini 3 strictly
 validates the signatures of the current turn's function calls only (the "Thought signatures" docs),
-so the projected calls of an earlier turn are taken. The local Interactions wire is stricter for a
-model output: it refuses one without its thought step in any turn
-(local_provider/interactions_conversation.py rule 3), so a projected text is not taken there.
+so the projected calls of an earlier turn are taken, and a model output without its thought step is
+taken in any turn; the local Interactions wire does the same, its model reading no thought for it
+(local_provider/interactions_conversation.py rule 3).
 """
 
 from __future__ import annotations

@@ -13,9 +13,8 @@ summaries can continue from it.
 A projected reply (a resume without the continuation, a model switch) is Chat's plain assistant
 message, with no reasoning under any alias (none is known): these servers keep no state to check
 one against, and this adapter replays none whenever `reasoning_field` is unset. The local open-weight
-wire is stricter: it refuses, as a dropped reasoning, an assistant message without one whose text it
-issued itself (local_provider/chat_reasoning.py rule 1), so there only a reply another model wrote
-(a switch) is taken as a projection, not one of its own (a resume without the continuation).
+wire takes it as the real servers do, and its model reads no reasoning for that turn
+(local_provider/chat_reasoning.py rule 1).
 
 On the embedded local provider it speaks to the open-weight server at `/open-weight/v1`.
 """
