@@ -20,6 +20,7 @@ from typing import Any
 
 from turnstate.adapters.contract import ToolCall, ToolResult
 from turnstate.harness.events import parse_event
+from turnstate.harness.jsonl import whole_lines
 from turnstate.harness.profile import Profile, ProfileError, parse_profile
 from turnstate.strategies.strategy import ProjectedTurn
 
@@ -101,25 +102,23 @@ def projected_turns(events: Iterable[Mapping[str, Any]], offered: Collection[str
 
 def cut_events(path: Path, last_seq: int) -> int:
     """Cut events.jsonl back to its first `last_seq` events (the last checkpoint's), plus that
-    checkpoint's own event if it follows them; return how many whole events were cut."""
-    try:
-        content = path.read_bytes()
-    except FileNotFoundError:
-        return 0
-    keep = cut = 0
-    offset = 0
-    for line in content.splitlines(keepends=True):
-        if not line.endswith(b"\n"):
-            break  # a torn last line: the event log cuts it off as it opens
+    checkpoint's own event if it follows them; return how many whole events were cut. Read from the
+    end back to the checkpoint, so a long run's resume does not parse the whole log."""
+    content, _ = whole_lines(path)  # a torn last line is no event: cut with the rest
+    lines = content.splitlines(keepends=True)
+    keep = len(content)
+    cut = 0
+    for line in reversed(lines):
         try:
             event = parse_event(line)
         except ValueError as error:
             raise ResumeError(f"{path}: an event after the last checkpoint cannot be read ({error})") from None
-        if event.seq <= last_seq or (event.seq == last_seq + 1 and event.kind == "checkpoint" and not cut):
-            keep = offset + len(line)
-        else:
-            cut += 1
-        offset += len(line)
+        if event.seq <= last_seq:
+            break
+        if event.seq == last_seq + 1 and event.kind == "checkpoint":
+            break  # the checkpoint's own event, written right after its commit
+        keep -= len(line)
+        cut += 1
     if keep < len(content):
         os.truncate(path, keep)
     return cut
