@@ -1,11 +1,12 @@
 """What every wire of the local provider shares: one admitted request and the model behind it.
 
 The server admits a request (auth, body, ordinal, fault) and hands the route's wire module an
-`Exchange`. The wire validates its own format, asks `complete` for the model's `Completion` (or, on a
-reasoning wire, `reason` for a private thought and a Completion, and `summarize` for a compaction),
-and answers through the exchange with JSON or a server-sent event stream. What a wire keeps between
-one provider's requests (stored responses, a sealing key) lives in `state`. This module knows nothing
-of HTTP framing or of any one wire, so wires and the server both import it and never each other.
+`Exchange`. The wire validates its own format, asks `complete` for the model's `Completion` (or, on
+a reasoning wire, `reason` for a private thought and a Completion, and `summarize` for a
+compaction), and answers through the exchange with JSON or a server-sent event stream. What a wire
+keeps between one provider's requests (stored responses, a sealing key) lives in `state`, made from
+its service. This module knows nothing of HTTP framing or of any one wire, so wires and the server
+both import it and never each other.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Literal, Protocol, TypeVar, cast
 from turnstate.adapters.tokens import BYTES_PER_TOKEN, estimate_text_tokens
 from turnstate.local_provider.faults import Fault, FaultKind
 from turnstate.local_provider.prefix_cache import PrefixCache
+from turnstate.local_provider.service import Service
 
 ReplyFn = Callable[[str, Sequence[Mapping[str, object]]], str]
 """(system prompt, non-system messages with text content) -> reply text."""
@@ -124,9 +126,12 @@ _Value = TypeVar("_Value")
 
 class ProviderState:
     """What wires keep from one request to the next of the same provider (a sealing key, stored
-    responses), by name; each value is made on its first use. One per provider: two share nothing."""
+    responses), by name; each value is made on its first use. What must outlive the provider (a
+    sealing key, stored conversations) a wire makes from `service` (service.py), so two providers
+    share state only through a service."""
 
-    def __init__(self) -> None:
+    def __init__(self, service: Service) -> None:
+        self.service = service
         self._values: dict[str, object] = {}
         self._lock = threading.Lock()
 

@@ -30,7 +30,8 @@ The last four are replies a client must survive: the SDKs do not validate what a
 - context_overflow: the request gets the wire's own context-length error, as if the model's window
   could not hold it (the wire's overflow check runs against a window of 0).
 - expire_handle: before serving the request, the provider forgets every response it stored (OpenAI
-  Responses with store: true), as a real one does when they expire; a `previous_response_id` then
+  Responses with store: true), as a real one does when they expire, in its service folder too
+  (service.py), so a later provider on it has forgotten them as well; a `previous_response_id` then
   gets the 404 an expired handle gets. A wire that stores nothing serves the request as usual.
 """
 

@@ -128,7 +128,9 @@ def handle(exchange: Exchange) -> None:
             for step in _steps(interaction)
         ]
     if request.store:
-        state.store.keep(str(interaction["id"]), conversation.steps, _steps(interaction))
+        state.store.keep(
+            str(interaction["id"]), request.previous_interaction_id, conversation.steps, _steps(interaction)
+        )
     if not request.stream:
         exchange.send_reply(interaction)
         return

@@ -3,12 +3,15 @@ token estimate.
 
 Stored interactions. `store` defaults to true (the docs: "The server enables state by default
 (store=true)"; stored interactions are continued with `previous_interaction_id`), so every
-interaction created without `store: false` is kept in memory under its id: the steps of the
-conversation it continued (a stored chain, then the request's input) followed by the steps it
-answered. A request with `previous_interaction_id` reads that chain with its own input steps
-appended; an id this provider never stored (or forgot: the `expire_handle` fault forgets every
-stored interaction) is 404 NOT_FOUND "Interaction '<id>' was not found.". Only the conversation is
-kept: the tools, system instruction and generation config are each request's own.
+interaction created without `store: false` is kept under its id: the steps of the conversation it
+continued (a stored chain, then the request's input) followed by the steps it answered. The
+provider's service keeps them (service.py): in memory, or in a service folder that a later provider
+continues, as the state is the server's and not its client's (the docs: a stored interaction is
+retrieved with interactions.get, and kept under the data retention policy). A request with
+`previous_interaction_id` reads that chain with its own input steps appended; an id this provider
+never stored (or forgot: the `expire_handle` fault forgets every stored interaction) is 404
+NOT_FOUND "Interaction '<id>' was not found.". Only the conversation is kept: the tools, system
+instruction and generation config are each request's own.
 
 Opaque state. Every reply is built from one token T (sealed.py). Its thought step's `signature`
 seals {kind, token, after, thought, shown, output}: the private thought, a digest of the text of the
@@ -21,7 +24,8 @@ Rules, for the conversation's steps in order (a stored chain's, then the input's
 broken is a 400 INVALID_ARGUMENT that names the step's index in `input`:
 1. Altered. A thought step must carry its signature, which must open under the provider's key and
    match the step's own summary text, else "Thought signature is not valid" (so a thought from
-   another provider, or from before a restart, fails too).
+   another service fails too; the key is the service's, service.py, so a provider opened on the same
+   service folder verifies what an earlier one signed).
 2. Misplaced. A thought step must be followed at once by the model_output step or the run of
    function_call steps it was issued with: the steps its signature pins.
 3. Dropped. Every function_call step of the current turn (after the last user_input step) must

@@ -11,7 +11,9 @@ blocks), `after`, the chain element it followed (the token of the previous think
 compaction the model had read, or None), and `depth`, that element's depth plus one (0 after none).
 A compaction block's `signature` seals {kind, token, after, depth, summary, unread, shown}: the
 model's summary of its memory, the input no reply had read (messages.py) and a digest of the
-readable `content`.
+readable `content`. The provider's key is its service's (service.py): Anthropic verifies its own
+signatures whenever they come back, so a provider opened on the same service folder verifies what
+an earlier one signed; another service's signature, or an earlier in-memory provider's, fails.
 
 Rules, checked from the latest compaction on (turns before it are tolerated and not read):
 1. Compaction. A compaction block comes first in its assistant turn. The latest one whose content
@@ -96,6 +98,7 @@ import json
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from itertools import groupby
 
 from turnstate.adapters.tokens import MESSAGE_OVERHEAD_TOKENS, estimate_text_tokens
@@ -103,6 +106,7 @@ from turnstate.local_provider.anthropic_words import MAX_BREAKPOINTS, MIN_CACHEA
 from turnstate.local_provider.exchange import Exchange, unread_input
 from turnstate.local_provider.messages_request import Block, MessagesRequest, cache_ttl, text_of
 from turnstate.local_provider.sealed import Sealer, digest
+from turnstate.local_provider.service import Service
 
 STATE_NAME = "anthropic.messages"
 THINKING_KIND, COMPACTION_KIND = "anthropic.thinking", "anthropic.compaction"
@@ -193,12 +197,14 @@ class MessagesState:
     cache: PromptCache
 
     @classmethod
-    def new(cls) -> MessagesState:
-        return cls(Sealer(), PromptCache())
+    def of(cls, service: Service, name: str) -> MessagesState:
+        """The service's key for this wire (its signatures open on any provider of the same service);
+        the cache is this provider's own (service.py)."""
+        return cls(Sealer(service.key(name)), PromptCache())
 
 
 def messages_state(exchange: Exchange) -> MessagesState:
-    return exchange.state.get(STATE_NAME, MessagesState.new)
+    return exchange.state.get(STATE_NAME, partial(MessagesState.of, exchange.state.service, STATE_NAME))
 
 
 @dataclass(frozen=True)

@@ -152,7 +152,7 @@ def handle(exchange: Exchange) -> None:
 
     produced = produce(exchange, request, conversation, state.sealer)
     if request.store:
-        state.store.keep(produced.response_id, conversation.items, produced.stored_output)
+        state.store.keep(produced.response_id, request.previous_response_id, conversation.items, produced.stored_output)
     cached, written = prompt_cache_usage(exchange.prefix_cache, request.model, conversation)
     usage = usage_object(prompt_tokens, cached, written, produced.output_tokens, produced.reasoning.thought_tokens)
     output = broken_output(produced.output, kind) if kind in BROKEN_REPLIES else produced.output

@@ -11,11 +11,14 @@ first one broken is the error, in the real service's shape ({"error": {"message"
    element before it (`after`), a digest of its summary, a digest of msg_T's content, and the
    model's private thought.
 2. Stored state. With store (the default) a response's whole chain, its conversation plus its
-   output, is kept in memory for `previous_response_id`; an unknown or forgotten id is 404
-   previous_response_not_found (param previous_response_id). A reasoning item replayed without
-   encrypted_content, or an item_reference, is looked up among stored items; one not found is 404
-   "Item with id ... not found" (param input): without store and include, reasoning cannot be
-   replayed, as on the real service. The `expire_handle` fault forgets everything stored.
+   output, is kept by the provider's service (service.py: in memory, or in a service folder that a
+   later provider continues; OpenAI keeps a stored response 30 days, and stores a chain as each
+   response naming the one before, community.openai.com/t/1149127) for `previous_response_id`; an
+   unknown or forgotten id is 404 previous_response_not_found (param previous_response_id). A
+   reasoning item replayed without encrypted_content, or an item_reference, is looked up among
+   stored items; one not found is 404 "Item with id ... not found" (param input): without store and
+   include, reasoning cannot be replayed, as on the real service. The `expire_handle` fault forgets
+   everything stored.
 3. Duplicates. An item id given twice in the conversation is 400 (param input).
 4. Compaction. The latest compaction item starts the conversation: the items before it are
    tolerated (and billed) but not read, except its kept messages (below). Its encrypted_content must

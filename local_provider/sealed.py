@@ -14,8 +14,10 @@ A real provider hands the client state that the client must replay but can neith
   id alone tells whether this provider issued it, and with which sibling items, without any
   server-side record (as with store: false).
 
-The key is made per provider instance, so a blob from another provider, or from before a restart,
-fails verification, as a real provider's does.
+The key is made per service (service.py), as a real provider's is per account: a provider opened on
+the same service folder opens what an earlier one sealed (a run resumed in a new process replays
+it), and a blob from another service, or from an earlier provider that kept its service in memory,
+fails verification, as another account's does on a real provider.
 """
 
 from __future__ import annotations

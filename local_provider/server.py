@@ -29,6 +29,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from types import TracebackType
 from urllib.parse import urlsplit
 
@@ -38,6 +39,7 @@ from turnstate.local_provider.exchange import Exchange, ProviderState, ReplyFn, 
 from turnstate.local_provider.faults import HTML_PAGE, STATUS_FAULTS, Clock, Fault, FaultSchedule, RateLimitWindow
 from turnstate.local_provider.prefix_cache import PrefixCache
 from turnstate.local_provider.routes import ROUTES
+from turnstate.local_provider.service import Service
 
 DEFAULT_CONTEXT_WINDOW = 8192
 DEFAULT_REQUEST_LOG_SIZE = 100
@@ -69,7 +71,11 @@ class LocalProvider:
         port: int = 0,
         clock: Clock = time.monotonic,
         request_log_size: int = DEFAULT_REQUEST_LOG_SIZE,
+        service_dir: Path | None = None,
     ) -> None:
+        """`service_dir` keeps the provider's service (its keys and stored conversations, service.py)
+        in that folder, for a later provider on the same folder to continue what this one issued; by
+        default it lives in memory and ends with this provider."""
         self.context_window = context_window
         # The latest admitted request bodies: a ring, so a long run's provider keeps a bounded few.
         self._request_log: deque[dict[str, object]] = deque(maxlen=request_log_size)
@@ -78,7 +84,8 @@ class LocalProvider:
         # The deterministic policy by default, imported only when wanted; a test passes its own reply,
         # which then also answers reasoning wires, without private thoughts.
         self._reply, self._thinker = _policy() if reply is None else (reply, Thoughtless(reply))
-        self._state = ProviderState()  # what the wires keep between requests: a sealing key, stored responses
+        self._service = Service(service_dir)
+        self._state = ProviderState(self._service)  # what the wires keep between requests, made anew at start
         self._faults = FaultSchedule(faults)
         self._rate_limit = RateLimitWindow(clock)
         self._prefix_cache = PrefixCache()
@@ -103,7 +110,13 @@ class LocalProvider:
     def start(self) -> LocalProvider:
         if self._server is not None:
             raise RuntimeError("the local provider is already running")
-        self._server = _Server(self._address, provider=self)
+        self._service.open()  # a ServiceStateError says why its folder cannot be used
+        self._state = ProviderState(self._service)
+        try:
+            self._server = _Server(self._address, provider=self)
+        except BaseException:
+            self._service.close()
+            raise
         self._thread = threading.Thread(
             target=self._server.serve_forever,
             kwargs={"poll_interval": SHUTDOWN_POLL_SECONDS},
@@ -123,6 +136,7 @@ class LocalProvider:
         server.server_close()
         server.close_connections()
         thread.join()
+        self._service.close()
 
     def __enter__(self) -> LocalProvider:
         return self.start()
