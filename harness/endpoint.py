@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
 from typing import Any
 
 from turnstate.adapters.contract import Endpoint
 from turnstate.harness.profile import ClientConfig
 from turnstate.local_provider.faults import Fault
 from turnstate.local_provider.server import LocalProvider
+from turnstate.local_provider.service import ServiceStateError
 
 LOCAL_API_KEY = "local-provider-key"
 
@@ -20,8 +22,12 @@ class RunSetupError(RuntimeError):
 
 
 @contextmanager
-def open_endpoint(client: ClientConfig) -> Iterator[Endpoint]:
-    """Start the embedded local provider for `base_url: local`; otherwise read the key from the env."""
+def open_endpoint(client: ClientConfig, service_dir: Path | None = None) -> Iterator[Endpoint]:
+    """Start the embedded local provider for `base_url: local`; otherwise read the key from the env.
+
+    `service_dir` (local only) keeps the local provider's service there: its keys and stored
+    conversations, so a run resumed in a new process continues what the old provider issued, as a
+    real provider's account outlives its client. Without it the service ends with the provider."""
     if not client.is_local:
         assert client.api_key_env is not None  # the profile validator guarantees it
         api_key = os.environ.get(client.api_key_env)
@@ -32,14 +38,18 @@ def open_endpoint(client: ClientConfig) -> Iterator[Endpoint]:
     local = client.local
     # Nothing reads the request log of a run's own provider, so it keeps none (a long run's request
     # bodies would otherwise be most of its memory).
-    options: dict[str, Any] = {"request_log_size": 0}
+    options: dict[str, Any] = {"request_log_size": 0, "service_dir": service_dir}
     if local is not None:
         if local.context_window is not None:
             options["context_window"] = local.context_window
         options["faults"] = [
             Fault(at=fault.at, kind=fault.kind, retry_after_seconds=fault.retry_after_seconds) for fault in local.faults
         ]
-    with LocalProvider(**options) as provider:
+    with ExitStack() as stack:
+        try:
+            provider = stack.enter_context(LocalProvider(**options))
+        except ServiceStateError as error:  # the folder cannot be used: the message says what to do
+            raise RunSetupError(str(error)) from None
         yield _endpoint(client, provider.base_url, LOCAL_API_KEY, is_local=True)
 
 
