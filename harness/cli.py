@@ -12,6 +12,7 @@ import gc
 import json
 import os
 import re
+import shutil
 import signal
 import sys
 import traceback
@@ -49,7 +50,7 @@ from turnstate.harness.artifacts import (
 )
 from turnstate.harness.checkpoints import CHECKPOINT_FILE, CheckpointError
 from turnstate.harness.checkpoints import prune as prune_checkpoints
-from turnstate.harness.endpoint import RunSetupError
+from turnstate.harness.endpoint import RunSetupError, local_service_dir
 from turnstate.harness.events import (
     EVENTS,
     AnyEvent,
@@ -861,11 +862,14 @@ def prune(runs_dir: Path, older_than: timedelta, as_json: bool) -> None:
     """Delete the checkpoint stores (checkpoints.sqlite3 and its -wal and -shm files) of the runs in
     RUNS_DIR whose last checkpoint is older than --older-than: the retention of the provider state they
     may hold. The runs' other records stay; a pruned run can no longer be resumed. A run another
-    process is writing is left alone."""
+    process is writing is left alone. A local run's embedded provider service (its keys and stored
+    conversations) is deleted with its checkpoints."""
     try:
         deleted = prune_checkpoints(runs_dir, older_than)
     except CheckpointError as error:
         _fail(f"{error}; fix: pass the folder runs are written to (--out of `turnstate run`)")
+    for store in (path for path in deleted if path.name == CHECKPOINT_FILE):
+        shutil.rmtree(local_service_dir(store.parent), ignore_errors=True)  # its embedded provider's keys
     if as_json:
         click.echo(json.dumps({"deleted": [str(path) for path in deleted]}))
         return

@@ -30,6 +30,7 @@ whatever ends the session, an interrupt or a crash included).
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import threading
 import time
@@ -81,7 +82,7 @@ from turnstate.harness.checkpoints import (
     RestoredCheckpoint,
     SQLiteCheckpointStore,
 )
-from turnstate.harness.endpoint import open_endpoint
+from turnstate.harness.endpoint import local_service_dir, open_endpoint
 from turnstate.harness.environments.protocol import ToolRefused
 from turnstate.harness.events import EVENTS, EventLog, Status
 from turnstate.harness.profile import Profile
@@ -222,6 +223,7 @@ def _nowhere(point: Point) -> None:
     """The default `on_point`: nothing happens at a named point."""
 
 
+ENDED = ("win", "max_actions")  # the outcomes a run cannot be resumed from
 SCHEDULED = "CompactionScheduled"  # the state between turns of a machine whose next turn compacts first
 
 
@@ -315,6 +317,7 @@ class Session:
         self._resume_dir = None if resume is None else Path(resume)
         self._switch = switch
         self._on_point = on_point or _nowhere
+        self._service: Path | None = None  # the embedded provider's service folder (a local run's)
         self._usage_journal: UsageJournal | None = None  # calls.jsonl, when the session writes artifacts
         self.resumed: Resumed | None = None  # where a resumed session went on from
         self.resumed_reply: AcceptedReply | None = None  # the reply its last checkpoint accepted
@@ -352,16 +355,16 @@ class Session:
 
     def __enter__(self) -> Session:
         try:
-            endpoint = self.endpoint = self._stack.enter_context(open_endpoint(self.profile.client))
+            run_dir = self._resume_dir
+            if run_dir is None and self._out_dir is not None:
+                run_dir = self._out_dir / new_run_id(self.profile.id)
+            self._service = None if run_dir is None or not self.profile.client.is_local else local_service_dir(run_dir)
+            endpoint = self.endpoint = self._stack.enter_context(open_endpoint(self.profile.client, self._service))
             self.adapter = self._adapter_factory(endpoint)
             self.redactor = Redactor(secrets=(endpoint.api_key,))
-            if self._resume_dir is not None:
-                self._writer = ArtifactWriter(
-                    self._resume_dir.parent, self._resume_dir.name, self.redactor, existing=True
-                )
-            elif self._out_dir is not None:
-                self._writer = ArtifactWriter(self._out_dir, new_run_id(self.profile.id), self.redactor)
-            if self._writer is not None:
+            if run_dir is not None:
+                exists = self._resume_dir is not None
+                self._writer = ArtifactWriter(run_dir.parent, run_dir.name, self.redactor, existing=exists)
                 self._stack.callback(self._writer.close)
                 self.run_dir = self._writer.path
                 self._meta = self._meta_base(endpoint)
@@ -470,7 +473,7 @@ class Session:
     def _check_resumable(self, run_dir: Path) -> None:
         """A run that ended has nothing to resume, and a switch keeps the game it plays."""
         ended = run_meta(run_dir).get("outcome")
-        if ended in ("win", "max_actions"):
+        if ended in ENDED:
             raise ResumeError(f"{run_dir}: the run ended ({ended}); there is nothing to resume")
         if self._switch and self.profile.environment != run_profile(run_dir).environment:
             raise ResumeError(
@@ -517,6 +520,8 @@ class Session:
                     self._write_meta(self.result())
         finally:
             self._stack.close()
+        if self._finished is not None and self._finished[0] in ENDED and self._service is not None:
+            shutil.rmtree(self._service, ignore_errors=True)  # nothing can resume the run: its service goes
 
     def finish(self, outcome: str, failure: str | None = None, *, levels_won: int = 0) -> RunResult:
         """End the session with its outcome (a runner's win, max_actions or failed_closed): the

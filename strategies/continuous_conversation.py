@@ -159,7 +159,12 @@ class ContinuousConversation(compaction_call.CompactionCall, harness_summary.Har
         self.compacted: HeldCompaction | None = None
         self.summary_pass: SummaryPass | None = None
         self.overflow_recoveries = 0
-        self.latest_request: ModelRequest | None = None
+        # The latest action request sent: a summary's fork shares its prefix. A machine started on an
+        # accepted state (a resume) takes it to be one that carried that history whole, as the last
+        # action request did (an accepted turn's request carries the history it committed on).
+        self.latest_request: ModelRequest | None = (
+            ModelRequest(self.system_prompt, tuple(state.items), tools=self.tools) if state.turns else None
+        )
 
     # Guards.
 
