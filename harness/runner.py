@@ -9,6 +9,11 @@ machine decides and writes the records; the runner plays the game and says how t
 A GAME_OVER frame arrives without a model call: the runner resets the game itself, and the reset
 frame prompts the next call, with the GAME_OVER frame replayed first (buffered in the accepted state,
 or, when the action was a tool call, as that call's result).
+
+Durable: every side effect (an action, a reset) is performed once, under the key of the accepted step
+it comes from, on the game journaled in the run folder (harness/side_effects.py), and its receipt is
+recorded for the next checkpoint. `resume` rebuilds the game from its journal and carries out the
+reply the last checkpoint accepted (settling what the kill left half done) before it plays on.
 """
 
 from __future__ import annotations

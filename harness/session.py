@@ -25,6 +25,12 @@ outcome back as the next event, so every decision stays in the machine's table. 
 itself: with an `out_dir` it hands what happened to harness/artifacts.py and writes what that returns
 (step records, compaction records, the failed turn, the transition log, and run_meta.json, written
 whatever ends the session, an interrupt or a crash included).
+
+Durable: with an `out_dir`, each accepted reply is a checkpoint (harness/checkpoints.py) before
+`accept` returns, so before its caller performs anything; the events go to events.jsonl and each
+call's usage to calls.jsonl. `Session(profile, resume=run_dir)` goes on from the last checkpoint (a
+kill, a crash, or with `switch` another adapter, model or strategy): see `_resume`, and README's
+"Durable runs".
 """
 
 from __future__ import annotations
