@@ -430,35 +430,15 @@ class Session:
         checkpoint, in the turn the kill interrupted) counted once, as the next step's; and the
         resume in run_meta.json."""
         assert self.checkpoints is not None and self.events is not None and self._writer is not None
-        previous = run_meta(self._writer.path)
         switched = self.checkpoints.switched_from
-        transcript = self.adapter.transcript
-        continuation, dropped_turns = "none (no turn was accepted: the run starts again)", 0
-        if restored is None:
-            self.machine = strategy.start(settings, transcript, None, None)
-        elif restored.state is not None and switched is None:
-            self.machine = strategy.start(settings, transcript, restored.state, restored.cursor["machine_state"])
-            continuation = "restored"
-        else:
-            offered = [tool.name for tool in settings.tools]
-            rebuilt = strategy.rebuild(settings, transcript, self._history(restored, switched is not None, offered))
-            scheduled = rebuilt.compaction_due or (switched is None and restored.cursor["machine_state"] == SCHEDULED)
-            at = (
-                SCHEDULED if scheduled and SCHEDULED in strategy.specs[settings.compaction.kind].state_paths() else None
-            )
-            self.machine = strategy.start(settings, transcript, rebuilt.state, at)
-            continuation, dropped_turns = "rebuilt from the projection", rebuilt.dropped_turns
+        self.machine, continuation, dropped_turns = self._resumed_machine(strategy, settings, restored, switched)
         if restored is not None:
-            self._restore_cursor(restored.cursor)
-        for usage in lost:
-            self.ledger.record_call(usage)
-        if restored is not None:
-            self.facts = restored.facts
-            self.resumed_reply = AcceptedReply.last_of(restored.facts)
-            if switched is not None and self.resumed_reply is not None:
-                self.resumed_reply = self.resumed_reply.offered([tool.name for tool in settings.tools])
+            offered = None if switched is None else [tool.name for tool in settings.tools]
+            self._restore_cursor(restored, offered)
             if self.events.last_seq == (restored.events[-1]["seq"] if restored.events else 0):
                 self.events.checkpoint(turn=self.turns, step=self.steps, checkpoint_id=str(restored.sequence))
+        for usage in lost:
+            self.ledger.record_call(usage)
         self.resumed = Resumed(
             checkpoint=restored.sequence if restored else 0,
             step=self.steps,
@@ -473,8 +453,39 @@ class Session:
             ],
             switched=None if switched is None else _switch_record(switched, self.checkpoints.meta),
         )
+        previous = run_meta(self._writer.path)
         self._meta["resumes"] = [*previous.get("resumes", []), asdict(self.resumed)]
         self._on_point("after_resume")
+
+    def _resumed_machine(
+        self,
+        strategy: Strategy,
+        settings: StrategySettings,
+        restored: RestoredCheckpoint | None,
+        switched: CheckpointMeta | None,
+    ) -> tuple[LiveMachine[StrategyModel], str, int]:
+        """The machine a resume goes on with, how its accepted state was made, and the turns a rebuild
+        left out: fresh without a checkpoint; on the continuation, in the state it rested in; else on
+        a state rebuilt from the projection, in CompactionScheduled when a compaction is due."""
+        transcript = self.adapter.transcript
+        if restored is None:
+            return (
+                strategy.start(settings, transcript, None, None),
+                "none (no turn was accepted: the run starts again)",
+                0,
+            )
+        if restored.state is not None and switched is None:
+            machine = strategy.start(settings, transcript, restored.state, restored.cursor["machine_state"])
+            return machine, "restored", 0
+        offered = [tool.name for tool in settings.tools]
+        rebuilt = strategy.rebuild(settings, transcript, self._history(restored, switched is not None, offered))
+        due = rebuilt.compaction_due or (switched is None and restored.cursor["machine_state"] == SCHEDULED)
+        at = SCHEDULED if due and SCHEDULED in strategy.specs[settings.compaction.kind].state_paths() else None
+        return (
+            strategy.start(settings, transcript, rebuilt.state, at),
+            "rebuilt from the projection",
+            rebuilt.dropped_turns,
+        )
 
     def _check_resumable(self, run_dir: Path) -> None:
         """A run that ended has nothing to resume, and a switch keeps the game it plays."""
@@ -500,13 +511,20 @@ class Session:
             return turns[-window:]
         return turns
 
-    def _restore_cursor(self, cursor: Mapping[str, Any]) -> None:
-        """The counts and the ledger as a checkpoint's cursor (`_cursor`) has them."""
+    def _restore_cursor(self, restored: RestoredCheckpoint, offered: Collection[str] | None) -> None:
+        """The counts and the ledger as the checkpoint's cursor (`_cursor`) has them, its facts, and
+        the reply it accepted, for the caller to carry out (after a switch, as a session offering the
+        tools `offered` carries it out)."""
+        cursor = restored.cursor
         self.steps, self.turns = cursor["step"], cursor["turn"]
         self.accepted_actions, self.failed_attempts = cursor["accepted_actions"], cursor["failed_attempts"]
         self.tool_rounds, self.levels_won = cursor["tool_rounds"], cursor["levels_won"]
         self.summaries, self.compactions = cursor["summaries"], cursor["compactions"]
         self.ledger.total, self.ledger.calls = Usage.from_dict(cursor["usage"]), cursor["provider_calls"]
+        self.facts = restored.facts
+        self.resumed_reply = AcceptedReply.last_of(restored.facts)
+        if offered is not None and self.resumed_reply is not None:
+            self.resumed_reply = self.resumed_reply.offered(offered)
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
