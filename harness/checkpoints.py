@@ -92,6 +92,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 from pydantic import ValidationError
 
+from turnstate.adapters.private_files import private_problem
 from turnstate.strategies.state import SCHEMA_VERSION, RuntimeState, TurnSpan
 
 CHECKPOINT_FILE: Final = "checkpoints.sqlite3"  # in the run folder
@@ -747,27 +748,15 @@ def _check_folder(folder: Path) -> None:
         info = os.stat(folder)
     except FileNotFoundError:
         raise CheckpointError(f"{folder}: the folder for the checkpoints does not exist") from None
-    if not stat.S_ISDIR(info.st_mode):
-        raise CheckpointError(f"{folder}: not a folder")
-    if info.st_uid != os.geteuid():
-        raise CheckpointError(f"{folder}: the checkpoints' folder belongs to user {info.st_uid}, not to you")
-    if info.st_mode & 0o077:
-        raise CheckpointError(
-            f"{folder}: the checkpoints' folder must be owner-only (0700), and it is {stat.S_IMODE(info.st_mode):04o}: "
-            f"others could plant files that SQLite would read; fix: chmod 700 {folder}"
-        )
+    problem = private_problem(folder, info, folder=True)
+    if problem is not None:  # others could plant files that SQLite would read
+        raise CheckpointError(f"{folder}: the checkpoints' folder {problem}")
 
 
 def _check_file(path: Path, info: os.stat_result) -> None:
-    if not stat.S_ISREG(info.st_mode):
-        raise CheckpointError(f"{path}: not a regular file (a checkpoint store is never a link)")
-    if info.st_uid != os.geteuid():
-        raise CheckpointError(f"{path}: the checkpoint store belongs to user {info.st_uid}, not to you")
-    if info.st_mode & 0o077:
-        raise CheckpointError(
-            f"{path}: the checkpoint store must be owner-only (0600), and it is {stat.S_IMODE(info.st_mode):04o}; "
-            f"fix: chmod 600 {path}"
-        )
+    problem = private_problem(path, info, folder=False)
+    if problem is not None:
+        raise CheckpointError(f"{path}: the checkpoint store {problem}")
 
 
 def _locked(path: Path) -> int:

@@ -44,7 +44,6 @@ import hashlib
 import hmac
 import os
 import secrets
-import stat
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -52,6 +51,7 @@ from pathlib import Path
 
 import orjson
 
+from turnstate.adapters.private_files import private_problem
 from turnstate.local_provider.sealed import KEY_BYTES
 
 Item = Mapping[str, object]
@@ -334,26 +334,15 @@ def _owner_only_folder(folder: Path) -> None:
         except OSError as error:
             raise ServiceStateError(f"{folder}: cannot create the service folder: {error.strerror}") from None
         return
-    if not stat.S_ISDIR(info.st_mode):
-        raise ServiceStateError(f"{folder}: the service folder is not a folder")
-    if info.st_uid != os.geteuid():
-        raise ServiceStateError(f"{folder}: the service folder belongs to user {info.st_uid}, not to you")
-    if info.st_mode & 0o077:
-        raise ServiceStateError(
-            f"{folder}: the service folder holds the provider's keys and must be owner-only (0700), and it is "
-            f"{stat.S_IMODE(info.st_mode):04o}; fix: chmod 700 {folder}"
-        )
+    problem = private_problem(folder, info, folder=True)
+    if problem is not None:  # it holds the provider's keys
+        raise ServiceStateError(f"{folder}: the service folder {problem}")
 
 
 def _check_file(path: Path, info: os.stat_result) -> None:
-    if not stat.S_ISREG(info.st_mode):
-        raise ServiceStateError(f"{path}: not a regular file (nothing in a service folder is a link)")
-    if info.st_uid != os.geteuid():
-        raise ServiceStateError(f"{path}: belongs to user {info.st_uid}, not to you")
-    if info.st_mode & 0o077:
-        raise ServiceStateError(
-            f"{path}: must be owner-only (0600), and it is {stat.S_IMODE(info.st_mode):04o}; fix: chmod 600 {path}"
-        )
+    problem = private_problem(path, info, folder=False)
+    if problem is not None:
+        raise ServiceStateError(f"{path}: a service file {problem}")
 
 
 def _locked(path: Path) -> int:
