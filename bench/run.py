@@ -10,11 +10,13 @@ scripts beside this one with --json:
     throughput.py        concurrent runs against one provider
     tool_offload.py      input and cached share with the stale tool-result offload off and on, and
                          the harness's time per turn with tools against without
+    durable_runs.py      what checkpoints and the journals cost a turn, wall over the floor with them,
+                         resume time and checkpoint bytes at 1000 and 3000 turns
 
     python bench/run.py [--quick]
 
 --quick runs shorter versions (300 instead of 1000 and 3000 turns) to check the script itself; its
-figures are not the ones the goals name. The whole run takes about fourteen minutes on 2 cores.
+figures are not the ones the goals name. The whole run takes about 26 minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from long_run import MARKS, end_mean, mean_up_to  # beside this script
+from durable_runs import table as durable_rows  # beside this script
+from long_run import MARKS, end_mean, mean_up_to
 
 HERE = Path(__file__).resolve().parent
 CHAT = "profiles/local-manual-rolling.yaml"  # manual_rolling over Chat Completions
@@ -235,6 +238,10 @@ def rows(quick: bool) -> list[Row]:
             tools["tools_over_text"] <= 1.3,
         )
     )
+
+    # 10. Durable runs: checkpoints, the journals and resume (its own table, each row beside its goal).
+    durable = script("durable_runs.py", *(["--quick"] if quick else []))
+    table.extend(Row(*row) for row in durable_rows(durable))
     return table
 
 
