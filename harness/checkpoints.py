@@ -81,7 +81,7 @@ import stat
 import time
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Final, Literal, Protocol, runtime_checkable
@@ -154,7 +154,7 @@ class Checkpoint:
     cursor: Mapping[str, Any]
     state: RuntimeState | None  # None: the continuation is not kept (the caller's policy)
     facts: Sequence[Mapping[str, Any]] = ()
-    events: Sequence[Mapping[str, Any]] = ()
+    events: Sequence[object] = ()  # JSON objects: mappings, or dataclass records (harness/events.py's)
 
 
 @dataclass(frozen=True)
@@ -687,14 +687,22 @@ def _encode(value: Any) -> bytes:
     try:
         return orjson.dumps(value)
     except orjson.JSONEncodeError:
-        return b" " + json.dumps(value, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode()
+        text = json.dumps(value, ensure_ascii=True, allow_nan=False, separators=(",", ":"), default=_fields)
+        return b" " + text.encode()
+
+
+def _fields(value: Any) -> dict[str, Any]:
+    """A dataclass record as the standard encoder needs it (orjson encodes one as it is, alike)."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 def _decode(blob: bytes) -> Any:
     return json.loads(blob) if blob[:1] == b" " else orjson.loads(blob)
 
 
-def _encoded_records(records: Sequence[Mapping[str, Any]], what: str) -> bytes | None:
+def _encoded_records(records: Sequence[object], what: str) -> bytes | None:
     """A commit's facts or events as one JSON array, None when there are none."""
     if not records:
         return None
@@ -714,8 +722,10 @@ def _encoded_object(value: Any, what: str) -> bytes:
         raise CheckpointError(f"{what} is not JSON: {error}") from None
 
 
-def _json_object(value: Any, what: str) -> dict[str, Any]:
-    if isinstance(value, dict):
+def _json_object(value: Any, what: str) -> Any:
+    """A record as the encoder takes it: a dict, a mapping copied to one, or a dataclass instance,
+    which orjson encodes as the object of its fields without the copy `asdict` would make."""
+    if isinstance(value, dict) or (is_dataclass(value) and not isinstance(value, type)):
         return value
     if isinstance(value, Mapping):
         return dict(value)

@@ -252,6 +252,12 @@ class Resumed:
     switched: dict[str, Any] | None  # a model switch: from, to, what it dropped
 
 
+def _missing_records(run_dir: Path, steps: int) -> list[int]:
+    """The steps up to `steps` whose step record the run folder lacks (one listing of the folder)."""
+    present = set(os.listdir(run_dir))
+    return [step for step in range(1, steps + 1) if step_name(step) not in present]
+
+
 def _interrupted_switch(meta: Mapping[str, Any], digest: str) -> bool:
     """Whether the run's last resume switched to the profile with `digest`: a kill before that switch's
     first checkpoint left the store the old configuration's, and resuming it is that switch again."""
@@ -448,9 +454,7 @@ class Session:
             cut_events=cut,
             lost_calls=len(lost),
             lost_usage=sum(lost, Usage()).to_dict(),
-            lost_records=[
-                step for step in range(1, self.steps + 1) if not (self._writer.path / step_name(step)).exists()
-            ],
+            lost_records=_missing_records(self._writer.path, self.steps),
             switched=None if switched is None else _switch_record(switched, self.checkpoints.meta),
         )
         previous = run_meta(self._writer.path)
@@ -690,7 +694,7 @@ class Session:
         if self.checkpoints is None or self.events is None:
             return
         facts, self._facts = [*self._facts, accepted.as_fact()], []
-        events = [asdict(event) for event in self.events.take()]
+        events = self.events.take()  # dataclass records, which the store encodes as they are
         # The provider's opaque state (encrypted reasoning, signatures) is kept only sealed: never in
         # plain text in the run folder, like every artifact; a resume then rebuilds from the projection.
         state = self.accepted_state if self.checkpoints.encrypts_continuation else None

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import asdict, dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -712,3 +713,21 @@ def test_prune_refuses_a_missing_folder_and_a_limit_that_is_not_positive(tmp_pat
         prune(tmp_path / "missing", timedelta(days=1))
     with pytest.raises(ValueError, match="positive"):
         prune(tmp_path, timedelta(0))
+
+
+@dataclass(frozen=True)
+class Logged:
+    kind: str
+    seq: int
+    arguments: dict[str, Any]
+
+
+def test_an_event_given_as_a_dataclass_record_is_kept_as_the_object_of_its_fields(folder):
+    """The session hands the event log's records over as they are (no copy to a dict per turn); one
+    whose integer is past 64 bits takes the standard encoder's path, alike."""
+    path = folder / CHECKPOINT_FILE
+    records = [Logged("tool_call", 1, {"x": 3}), Logged("tool_call", 2, {"x": 2**70})]
+    with SQLiteCheckpointStore(path, META) as store:
+        store.commit(Checkpoint(cursor={"step": 1}, state=None, events=records[:1]))
+        store.commit(Checkpoint(cursor={"step": 2}, state=None, events=records[1:]))
+    assert list(reopened(path).events) == [asdict(record) for record in records]
