@@ -83,10 +83,7 @@ def projected_turns(events: Iterable[Mapping[str, Any]], offered: Collection[str
             if offered is None or call.name in offered:
                 calls[event["message"]].append(call)
             else:
-                action = accepted[-1][2]
-                as_text[event["message"]].append(
-                    f"ACTION: {action}" if action else f"CALL {call.name} {json.dumps(call.arguments)}"
-                )
+                as_text[event["message"]].append(call_line(call, accepted[-1][2]))  # an action tool's
                 answered_as_input.add(call.id)
         elif kind == "tool_result" and event["call_id"] in answered_as_input:
             inputs.append(event["content"])
@@ -98,6 +95,21 @@ def projected_turns(events: Iterable[Mapping[str, Any]], offered: Collection[str
         reply = "\n".join([text, *as_text[seq]]) if as_text[seq] else text
         turns.append(ProjectedTurn(opening, reply, tuple(calls[seq]), tuple(results[seq])))
     return turns
+
+
+def call_line(call: ToolCall, action: str | None) -> str:
+    """A call written into its reply as text: an action's as the text action channel's `ACTION:` line
+    (`action` is the action it named), any other as a `CALL` line with its arguments."""
+    return f"ACTION: {action}" if action else f"CALL {call.name} {json.dumps(call.arguments)}"
+
+
+def with_calls_as_text(turn: ProjectedTurn, action_call: ToolCall | None, action: str | None) -> ProjectedTurn:
+    """A last turn whose calls await their results, closed: its calls written into its reply as text,
+    for their results to come as the next turn's input. A projection cannot carry the signature some
+    services demand on the calls of an open tool loop (Anthropic with thinking, Gemini's current
+    turn), so a rebuilt state never ends with one."""
+    lines = [call_line(call, action if call == action_call else None) for call in turn.tool_calls]
+    return ProjectedTurn(turn.inputs, "\n".join(line for line in (turn.text, *lines) if line))
 
 
 def cut_events(path: Path, last_seq: int) -> int:

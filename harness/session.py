@@ -92,7 +92,14 @@ from turnstate.harness.endpoint import local_service_dir, open_endpoint
 from turnstate.harness.environments.protocol import ToolRefused
 from turnstate.harness.events import EVENTS, EventLog, Status
 from turnstate.harness.profile import Profile
-from turnstate.harness.resume import ResumeError, cut_events, projected_turns, run_meta, run_profile
+from turnstate.harness.resume import (
+    ResumeError,
+    cut_events,
+    projected_turns,
+    run_meta,
+    run_profile,
+    with_calls_as_text,
+)
 from turnstate.harness.tool_results import READ_TOOL_RESULT_SPEC, ToolResultStore
 from turnstate.machine.engine import Effect, Event, LiveMachine
 from turnstate.strategies import STRATEGIES
@@ -188,14 +195,6 @@ class AcceptedReply:
                 {"id": call.id, "name": call.name, "arguments": dict(call.arguments)} for call in self.tool_calls
             ],
         }
-
-    def offered(self, names: Collection[str]) -> AcceptedReply:
-        """The reply as a session offering the tools `names` carries it out after a switch: a call of
-        a tool it does not offer was written into the reply as text (resume.projected_turns), so its
-        action is stepped and observed as a text action's is, and the call needs no result."""
-        kept = tuple(call for call in self.tool_calls if call.name in names)
-        action_call = self.action_call if self.action_call in kept else None
-        return AcceptedReply(self.step, self.action, action_call, kept)
 
     @classmethod
     def last_of(cls, facts: Sequence[Mapping[str, Any]]) -> AcceptedReply | None:
@@ -329,6 +328,7 @@ class Session:
         self._resume_dir = None if resume is None else Path(resume)
         self._switch = switch
         self._on_point = on_point or _nowhere
+        self._results_as_input: tuple[str, ...] = ()  # call ids, in order: see `_answers`
         self._service: Path | None = None  # the embedded provider's service folder (a local run's)
         self._usage_journal: UsageJournal | None = None  # calls.jsonl, when the session writes artifacts
         self.resumed: Resumed | None = None  # where a resumed session went on from
@@ -439,8 +439,7 @@ class Session:
         switched = self.checkpoints.switched_from
         self.machine, continuation, dropped_turns = self._resumed_machine(strategy, settings, restored, switched)
         if restored is not None:
-            offered = None if switched is None else [tool.name for tool in settings.tools]
-            self._restore_cursor(restored, offered)
+            self._restore_cursor(restored)
             if self.events.last_seq == (restored.events[-1]["seq"] if restored.events else 0):
                 self.events.checkpoint(turn=self.turns, step=self.steps, checkpoint_id=str(restored.sequence))
         for usage in lost:
@@ -482,7 +481,12 @@ class Session:
             machine = strategy.start(settings, transcript, restored.state, restored.cursor["machine_state"])
             return machine, "restored", 0
         offered = [tool.name for tool in settings.tools]
-        rebuilt = strategy.rebuild(settings, transcript, self._history(restored, switched is not None, offered))
+        turns = self._history(restored, switched is not None, offered)
+        reply = AcceptedReply.last_of(restored.facts)
+        if turns and reply is not None and reply.tool_calls:  # the caller answers them next: see `_answers`
+            turns[-1] = with_calls_as_text(turns[-1], reply.action_call, reply.action)
+            self._results_as_input = tuple(call.id for call in reply.tool_calls)
+        rebuilt = strategy.rebuild(settings, transcript, turns)
         due = rebuilt.compaction_due or (switched is None and restored.cursor["machine_state"] == SCHEDULED)
         at = SCHEDULED if due and SCHEDULED in strategy.specs[settings.compaction.kind].state_paths() else None
         return (
@@ -515,10 +519,9 @@ class Session:
             return turns[-window:]
         return turns
 
-    def _restore_cursor(self, restored: RestoredCheckpoint, offered: Collection[str] | None) -> None:
+    def _restore_cursor(self, restored: RestoredCheckpoint) -> None:
         """The counts and the ledger as the checkpoint's cursor (`_cursor`) has them, its facts, and
-        the reply it accepted, for the caller to carry out (after a switch, as a session offering the
-        tools `offered` carries it out)."""
+        the reply it accepted, for the caller to carry out."""
         cursor = restored.cursor
         self.steps, self.turns = cursor["step"], cursor["turn"]
         self.accepted_actions, self.failed_attempts = cursor["accepted_actions"], cursor["failed_attempts"]
@@ -527,8 +530,6 @@ class Session:
         self.ledger.total, self.ledger.calls = Usage.from_dict(cursor["usage"]), cursor["provider_calls"]
         self.facts = restored.facts
         self.resumed_reply = AcceptedReply.last_of(restored.facts)
-        if offered is not None and self.resumed_reply is not None:
-            self.resumed_reply = self.resumed_reply.offered(offered)
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
@@ -596,21 +597,39 @@ class Session:
         caller's verdict. Raises FailedClosed if the turn cannot get one."""
         if self._turn is not None:
             raise RuntimeError("a turn is open: accept or reject its reply before the next observation")
-        results = tuple(results)
-        check_answers(self.accepted_state, results)  # before anything fires or is counted
-        if not observation and not results:
+        logged = tuple(results)
+        results, as_input = self._answers(logged)  # before anything fires or is counted
+        if not observation and not logged:
             raise ValueError("nothing to observe: pass an observation, or the results of the last reply's calls")
         self.turns += 1
         if self.events is not None:
-            for result in results:
+            for result in logged:
                 self.events.tool_result(turn=self.turns, step=self.steps + 1, result=result)
             if observation:
                 self.events.user_input(turn=self.turns, step=self.steps + 1, text=observation, source="observation")
+        observation = "\n\n".join([*as_input, *([observation] if observation else [])])
         if results:
             self._fire(ToolsAnswered(results))
         self.machine.take_fired()  # between turns (a buffered input): in the transition log, not in a step
         self._turn = _OpenTurn(self.accepted_state.item_count)
         return self._drive(ObservationArrived(observation))
+
+    def _answers(self, results: tuple[ToolResult, ...]) -> tuple[tuple[ToolResult, ...], list[str]]:
+        """The results that answer the accepted state's calls (checked: one per call, in order), and
+        the texts of those that come as input instead: a resume without the continuation wrote the
+        last reply's calls into it as text (resume.with_calls_as_text), so their results are read as
+        the next input, in order, ahead of the observation."""
+        if not self._results_as_input:
+            check_answers(self.accepted_state, results)
+            return results, []
+        given = tuple(result.call_id for result in results)
+        if given != self._results_as_input:
+            raise ValueError(
+                f"the resumed reply's tool calls are {', '.join(self._results_as_input)}; "
+                f"pass one result for each, in that order (got {', '.join(given) or 'none'})"
+            )
+        self._results_as_input = ()
+        return (), [result.content for result in results]
 
     def accept(self, action: str | None = None) -> AcceptedReply:
         """Commit the held reply with `action` (default: the action parsed from it), or as a tool

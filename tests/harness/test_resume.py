@@ -312,3 +312,21 @@ def test_a_resume_under_another_profile_without_a_switch_is_refused_naming_what_
     other = load_profile(PROFILES_DIR / "local-anthropic-continuous.yaml")
     with pytest.raises(CheckpointError, match="adapter_id: was openai.chat_completions.v1, now anthropic.messages.v1"):
         Runner(other, run_dir.parent).resume(run_dir)
+
+
+def test_a_keyless_resume_writes_the_last_replys_calls_as_text_and_reads_their_results_as_input(tmp_path, monkeypatch):
+    """A projection cannot carry the signature Anthropic (thinking on) and Gemini demand on an open
+    tool loop's calls, so a rebuilt state ends with the killed turn's calls as text: here DeepSeek's
+    action call, whose frame then comes as the next input; the calls and results stay paired in the log."""
+    monkeypatch.delenv(KEY_VARIABLE)
+    profile = load_profile(PROFILES_DIR / VARIANTS["action_tools"])
+    run_dir = killed_run(profile, tmp_path / "runs", "after_commit", 4)
+    resumed = Runner(run_profile(run_dir), run_dir.parent).resume(run_dir)
+    assert resumed.outcome == "win", resumed.failure
+    first_after = sent_messages(run_dir, 5)
+    (last_reply,) = [message for message in first_after if message["role"] == "assistant"][-1:]
+    assert "ACTION: " in last_reply["content"]
+    assert "LEVEL 1/3" in first_after[-1]["content"] and first_after[-1]["role"] == "user"
+    assert check_events(run_dir / EVENTS) == []
+    keys = journaled(run_dir)  # the reasoning that held the beacon is not in the projection: play may differ
+    assert len(keys) == len(set(keys)) and keys[:4] == uninterrupted("action_tools")[1][:4]
