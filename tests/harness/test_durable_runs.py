@@ -47,7 +47,9 @@ def test_every_accepted_turn_is_a_checkpoint_that_rebuilds_the_sealed_accepted_s
     assert [(fact["step"], fact["action"]) for fact in accepted] == [(s["step"], s["action"]) for s in steps]
     assert [call["name"] for fact in accepted for call in fact["tool_calls"]] == ["read_catalog"] * 2
     receipts = [fact["key"] for fact in latest.facts if fact["kind"] == "receipt"]
-    assert receipts == [f"step {fact['step']}" for fact in accepted if fact["action"]][:-1]  # the last one's is not due yet
+    assert (
+        receipts == [f"step {fact['step']}" for fact in accepted if fact["action"]][:-1]
+    )  # the last one's is not due yet
     logged = [asdict(event) for _, event in read_events(result.artifacts / EVENTS).events]
     assert list(latest.events) == logged[:-1]  # all but the last checkpoint's own event, which follows it
     assert latest.cursor["usage"]["total_tokens"] <= result.usage.total_tokens
