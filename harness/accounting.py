@@ -79,11 +79,17 @@ class UsageJournal:
         """The usage of the calls journaled at `path` after the first `counted` (whole lines only: a
         torn last line is a call whose reply the kill took before it was counted anywhere)."""
         lost = []
-        for line in whole_lines(path)[0].splitlines():
+        for number, line in enumerate(whole_lines(path)[0].splitlines(), 1):
             try:
                 entry = json.loads(line)
                 if entry["call"] > counted:
                     lost.append(Usage.from_dict(entry["usage"]))
             except (ValueError, KeyError, TypeError):
-                continue  # not a journal line: nothing to count
+                raise UsageJournalError(
+                    f"{path}: line {number} is not a call's usage; fix: restore the file as the run wrote it"
+                ) from None
         return lost
+
+
+class UsageJournalError(Exception):
+    """A usage journal a resume cannot count from; the message names the file and line."""

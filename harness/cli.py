@@ -39,6 +39,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from turnstate.harness.accounting import UsageJournalError
 from turnstate.harness.artifacts import (
     Redactor,
     StepRecordError,
@@ -223,7 +224,7 @@ def _play(runner: Runner, show_progress: bool, play: Callable[[], RunResult] | N
             return play()
         with _progress_bar(runner):
             return play()
-    except (RunSetupError, ResumeError, CheckpointError, EventLogError, JournalError) as error:
+    except (RunSetupError, ResumeError, CheckpointError, EventLogError, JournalError, UsageJournalError) as error:
         _fail(runner.redactor.text(str(error)))
     except Exception as error:  # a crash is a bug: its traceback is shown, redacted
         click.echo(runner.redactor.text("".join(traceback.format_exception(error))), err=True)

@@ -22,6 +22,7 @@ import yaml
 from click.testing import CliRunner
 
 from turnstate.adapters.contract import Usage
+from turnstate.harness.accounting import CALLS
 from turnstate.harness.artifacts import sent_messages
 from turnstate.harness.checkpoints import CHECKPOINT_FILE, KEY_VARIABLE, CheckpointError, SQLiteCheckpointStore
 from turnstate.harness.cli import main
@@ -330,3 +331,15 @@ def test_a_keyless_resume_writes_the_last_replys_calls_as_text_and_reads_their_r
     assert check_events(run_dir / EVENTS) == []
     keys = journaled(run_dir)  # the reasoning that held the beacon is not in the projection: play may differ
     assert len(keys) == len(set(keys)) and keys[:4] == uninterrupted("action_tools")[1][:4]
+
+
+@pytest.mark.parametrize("journal", [JOURNAL, CALLS])
+def test_a_resume_names_a_journal_line_it_cannot_read_and_plays_nothing(tmp_path, journal):
+    run_dir = killed_run(load_profile(DEFAULT_PROFILE), tmp_path / "runs", "after_commit", 3)
+    with (run_dir / journal).open("ab") as file:
+        file.write(b"not a line of it\n")
+    steps = sorted(run_dir.glob("step_*.json"))
+    resumed = invoke("resume", str(run_dir))
+    assert resumed.exit_code == 1 and "Traceback" not in resumed.output
+    assert f"{run_dir / journal}: line " in resumed.output
+    assert sorted(run_dir.glob("step_*.json")) == steps  # no turn was played
