@@ -639,7 +639,11 @@ def main() -> None:
         print(json.dumps(run_part(args)))
         return
     started = time.perf_counter()
-    result = summary(measure_all(args.profile, args.quick))
+    # The killed runs' embedded provider services (harness/endpoint.py local_service_dir) go in a
+    # folder of the bench's own, which the parts' processes inherit, never the user's state folder.
+    with tempfile.TemporaryDirectory(prefix="turnstate-bench-state-") as state_home:
+        os.environ["XDG_STATE_HOME"] = state_home
+        result = summary(measure_all(args.profile, args.quick))
     result["minutes"] = (time.perf_counter() - started) / 60
     if args.json:
         print(json.dumps(result))
