@@ -197,10 +197,11 @@ def _stepped(session: Session, world: JournaledEnvironment, accepted: AcceptedRe
     """The frame the accepted action led to, or the unchanged frame and why the environment refused it
     (the action was accepted from the model, so the refusal is what it reads next)."""
     assert accepted.action is not None
+    key = f"step {accepted.step}"
     try:
-        return _performed(session, world, f"step {accepted.step}", accepted.action), None
+        return _performed(session, world, key, accepted.action), None
     except ValueError as refused:
-        session.record_fact({"kind": "receipt", "key": f"step {accepted.step}", "applied": False})
+        session.record_fact({"kind": "receipt", "key": key, "applied": False})
         return world.environment.observe(), f"The environment refused the action: {refused}"
 
 

@@ -265,12 +265,18 @@ def _interrupted_switch(meta: Mapping[str, Any], digest: str) -> bool:
     return isinstance(switched, dict) and switched.get("to", {}).get("profile_digest") == digest
 
 
+def _logged_through(restored: RestoredCheckpoint | None) -> int:
+    """The sequence number of the last event a checkpoint holds (0: none)."""
+    return restored.events[-1]["seq"] if restored is not None and restored.events else 0
+
+
 def _switch_record(before: CheckpointMeta, after: CheckpointMeta) -> dict[str, Any]:
-    """A switch as run_meta.json records it: the configuration before and after, and what it dropped."""
-    fields = ("adapter_id", "adapter_version", "strategy", "profile_digest")
+    """A switch as run_meta.json records it: the configuration before and after (the fields a switch
+    may change, in the meta's order), and what it dropped."""
+    switchable = [name for name in asdict(before) if name in SWITCHABLE]
     return {
-        "from": {name: getattr(before, name) for name in fields},
-        "to": {name: getattr(after, name) for name in fields},
+        "from": {name: getattr(before, name) for name in switchable},
+        "to": {name: getattr(after, name) for name in switchable},
         "dropped": "the continuation (the old adapter's opaque state): rebuilt from the projection",
     }
 
@@ -401,14 +407,16 @@ class Session:
         """The checkpoint store, the event log and the machine of a run that writes artifacts: a new
         run's, or a resumed one's as its last checkpoint left them (see `_resume`); then run_meta.json,
         saying the run is running, so a run killed at any point names its profile."""
+        previous: dict[str, Any] = {}  # run_meta.json as the resumed run last wrote it
         if self._resume_dir is not None:
-            self._check_resumable(run_dir)
-            self._switch = self._switch or _interrupted_switch(run_meta(run_dir), self.profile.digest())
+            previous = run_meta(run_dir)
+            self._check_resumable(run_dir, previous)
+            self._switch = self._switch or _interrupted_switch(previous, self.profile.digest())
         self.checkpoints = self._open_checkpoints(run_dir)
         restored = None
         if self._resume_dir is not None:
             restored = self.checkpoints.latest()
-            cut = cut_events(run_dir / EVENTS, restored.events[-1]["seq"] if restored and restored.events else 0)
+            cut = cut_events(run_dir / EVENTS, _logged_through(restored))
         self.events = self._stack.enter_context(EventLog(run_dir / EVENTS, redact=self.redactor.text))
         lost = UsageJournal.calls_after(run_dir / CALLS, restored.cursor["provider_calls"] if restored else 0)
         self._usage_journal = UsageJournal(run_dir / CALLS)
@@ -416,7 +424,7 @@ class Session:
         if self._resume_dir is None:
             self.machine = strategy.start(settings, self.adapter.transcript, None, None)
         else:
-            self._resume(strategy, settings, restored, cut, lost)
+            self._resume(strategy, settings, restored, cut, lost, previous)
         with signals_deferred():
             self._write_meta(self.result(), outcome="running")
 
@@ -427,6 +435,7 @@ class Session:
         restored: RestoredCheckpoint | None,
         cut: int,
         lost: Sequence[Usage],
+        previous: Mapping[str, Any],
     ) -> None:
         """Go on from the last checkpoint: the machine in the state it rested in, on the accepted
         state the continuation keeps, or, without it (no key, or a switch to another adapter, model
@@ -434,14 +443,14 @@ class Session:
         and the ledger as the checkpoint's cursor has them, so nothing is counted twice; the event
         log cut back to the checkpoint (harness/resume.py); the `lost` calls (made after the
         checkpoint, in the turn the kill interrupted) counted once, as the next step's; and the
-        resume in run_meta.json."""
+        resume in run_meta.json, after those `previous` lists."""
         assert self.checkpoints is not None and self.events is not None and self._writer is not None
         switched = self.checkpoints.switched_from
-        self.machine, continuation, dropped_turns = self._resumed_machine(strategy, settings, restored, switched)
         if restored is not None:
             self._restore_cursor(restored)
-            if self.events.last_seq == (restored.events[-1]["seq"] if restored.events else 0):
+            if self.events.last_seq == _logged_through(restored):  # the checkpoint's own event is missing
                 self.events.checkpoint(turn=self.turns, step=self.steps, checkpoint_id=str(restored.sequence))
+        self.machine, continuation, dropped_turns = self._resumed_machine(strategy, settings, restored, switched)
         for usage in lost:
             self.ledger.record_call(usage)
         self.resumed = Resumed(
@@ -456,7 +465,6 @@ class Session:
             lost_records=_missing_records(self._writer.path, self.steps),
             switched=None if switched is None else _switch_record(switched, self.checkpoints.meta),
         )
-        previous = run_meta(self._writer.path)
         self._meta["resumes"] = [*previous.get("resumes", []), asdict(self.resumed)]
         self._on_point("after_resume")
 
@@ -482,7 +490,7 @@ class Session:
             return machine, "restored", 0
         offered = [tool.name for tool in settings.tools]
         turns = self._history(restored, switched is not None, offered)
-        reply = AcceptedReply.last_of(restored.facts)
+        reply = self.resumed_reply  # restored from the checkpoint's facts first (`_resume`)
         if turns and reply is not None and reply.tool_calls:  # the caller answers them next: see `_answers`
             turns[-1] = with_calls_as_text(turns[-1], reply.action_call, reply.action)
             self._results_as_input = tuple(call.id for call in reply.tool_calls)
@@ -495,9 +503,10 @@ class Session:
             rebuilt.dropped_turns,
         )
 
-    def _check_resumable(self, run_dir: Path) -> None:
-        """A run that ended has nothing to resume, and a switch keeps the game it plays."""
-        ended = run_meta(run_dir).get("outcome")
+    def _check_resumable(self, run_dir: Path, meta: Mapping[str, Any]) -> None:
+        """A run that ended (its run_meta.json, `meta`, says so) has nothing to resume, and a switch
+        keeps the game it plays."""
+        ended = meta.get("outcome")
         if ended in ENDED:
             raise ResumeError(f"{run_dir}: the run ended ({ended}); there is nothing to resume")
         if self._switch and self.profile.environment != run_profile(run_dir).environment:
