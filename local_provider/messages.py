@@ -100,13 +100,15 @@ from turnstate.local_provider.messages_conversation import (
     THINKING_KIND,
     CacheUse,
     Conversation,
+    MessagesState,
     block_tokens,
     messages_state,
     read_conversation,
     reply_digest,
+    written_digest,
 )
 from turnstate.local_provider.messages_request import THINKING_TOKENS_BETA, MessagesRequest, parse_request
-from turnstate.local_provider.policy import offered_calls
+from turnstate.local_provider.policy import message_text, offered_calls
 from turnstate.local_provider.sealed import Sealer, digest
 
 STOP_REASONS: Mapping[str, str] = {
@@ -133,7 +135,7 @@ def handle(exchange: Exchange) -> None:
     state = messages_state(exchange)
     try:
         request = parse_request(exchange.body, exchange.headers)
-        conversation = read_conversation(state.sealer, request)
+        conversation = read_conversation(state, request)
     except InvalidRequest as invalid:
         exchange.send_json(400, error_body(invalid.message))
         return
@@ -150,7 +152,7 @@ def handle(exchange: Exchange) -> None:
     if request.compaction:
         message = compaction_message(exchange, request, conversation, state.sealer, prompt)
     else:
-        message = reply_message(exchange, request, conversation, state.sealer, prompt)
+        message = reply_message(exchange, request, conversation, state, prompt)
     if kind == "empty_choices":
         message["content"] = []
     elif kind == "null_message":
@@ -180,10 +182,12 @@ def reply_message(
     exchange: Exchange,
     request: MessagesRequest,
     conversation: Conversation,
-    sealer: Sealer,
+    state: MessagesState,
     prompt: Prompt,
 ) -> dict[str, object]:
-    """Think and answer: a signed thinking block (with thinking on), then the text."""
+    """Think and answer: a signed thinking block (with thinking on), then the text; the reply log
+    keeps the answer as one its model wrote."""
+    sealer = state.sealer
     token = sealer.new_token()
     reasoning = exchange.reason(
         conversation.system,
@@ -191,6 +195,7 @@ def reply_message(
         conversation.memory,
         request.max_tokens,
         thought_in_budget=request.thinking,
+        context=conversation.context,
     )
     completion = reasoning.completion
     # A refusal shows what the model had written before the filter stopped it, if anything.
@@ -225,6 +230,8 @@ def reply_message(
     if THINKING_TOKENS_BETA in request.betas:
         usage["output_tokens_details"] = {"thinking_tokens": thought_tokens}
     stop = "tool_use" if uses else STOP_REASONS[completion.ending]
+    if conversation.asked is not None:
+        state.written.add(written_digest(conversation.asked, answer))
     return message_object(token, request, [*blocks, *answer], stop, usage)
 
 
@@ -238,7 +245,7 @@ def compaction_message(
     """One signed compaction block: the model's summary of its memory and the input no reply has
     read, sealed; or, under a refusal, truncation or pause fault, no block at all and that stop reason."""
     token = sealer.new_token()
-    summary = exchange.summarize(conversation.memory)
+    summary = exchange.summarize((*map(message_text, conversation.context), *conversation.memory))
     unread = conversation.current
     failed = FAILED_COMPACTIONS.get(exchange.fault.kind) if exchange.fault is not None else None
     if failed is not None:

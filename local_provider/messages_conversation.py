@@ -66,7 +66,14 @@ text, in the order sent; a turn of tool results alone is a turn too; when the la
 is the latest compaction's and holds that block alone, nothing written after it, the unread input
 the compaction carries comes first, then the turn after it, if any), and its memory: the latest
 compaction's summary, then the thought of every thinking block after it, in order. Never the text
-of older user turns.
+of older user turns, but one case: a history another model wrote. An assistant turn this service's
+model did not write after the user turn before it (its `ReplyLog`, service.py, keeps a digest of each
+user turn and the reply written to it, thinking and cache_control left out, so a turn of its own
+replayed without its thinking is still its own) is a history handed over, as a harness replays one
+when it switches models (a resume with another profile). The model holds no thought about it, so it
+reads it as text: the user turns before the last such turn, from the latest compaction on, are its
+context (as on the Responses wire a compacted window's kept messages are: it follows a beacon their
+frames show and does not note it again), and a compaction's summary keeps what they hold.
 
 Token estimate: the system prompt counts as one message; every turn costs the per-message overhead
 plus the estimate of its blocks' text, where a thinking block's text is its `thinking` and its
@@ -106,7 +113,7 @@ from turnstate.local_provider.anthropic_words import MAX_BREAKPOINTS, MIN_CACHEA
 from turnstate.local_provider.exchange import Exchange, unread_input
 from turnstate.local_provider.messages_request import Block, MessagesRequest, cache_ttl, text_of
 from turnstate.local_provider.sealed import Sealer, digest
-from turnstate.local_provider.service import Service
+from turnstate.local_provider.service import ReplyLog, Service
 
 STATE_NAME = "anthropic.messages"
 THINKING_KIND, COMPACTION_KIND = "anthropic.thinking", "anthropic.compaction"
@@ -191,16 +198,18 @@ def turns_of(messages: Sequence[Mapping[str, object]]) -> tuple[Turn, ...]:
 
 @dataclass(frozen=True)
 class MessagesState:
-    """What the Messages wire keeps for one provider: the key of its opaque state, and its cache."""
+    """What the Messages wire keeps for one provider: the key of its opaque state, the replies its
+    model wrote, and its cache."""
 
     sealer: Sealer
+    written: ReplyLog
     cache: PromptCache
 
     @classmethod
     def of(cls, service: Service, name: str) -> MessagesState:
-        """The service's key for this wire (its signatures open on any provider of the same service);
-        the cache is this provider's own (service.py)."""
-        return cls(Sealer(service.key(name)), PromptCache())
+        """The service's key and reply log for this wire (its signatures open, and its replies are its
+        own, on any provider of the same service); the cache is this provider's own (service.py)."""
+        return cls(Sealer(service.key(name)), service.replies(name), PromptCache())
 
 
 def messages_state(exchange: Exchange) -> MessagesState:
@@ -214,6 +223,8 @@ class Conversation:
     system: str
     current: tuple[Mapping[str, object], ...]
     memory: tuple[str, ...]
+    context: tuple[Mapping[str, object], ...]  # a history handed over, read as text
+    asked: str | None  # the digest of the user turn a reply answers, None when the request ends with a reply
     last_link: str | None
     depth: int  # the depth of the last chain element read, -1 when none was
     units: tuple[PromptUnit, ...]
@@ -233,8 +244,14 @@ def reply_digest(blocks: Sequence[Block]) -> str:
     return digest(pinned)
 
 
-def read_conversation(sealer: Sealer, request: MessagesRequest) -> Conversation:
+def written_digest(asked: str | None, reply: Sequence[Block]) -> str:
+    """What the reply log keeps of a reply: the user turn it answered (`asked`) and its blocks."""
+    return digest([asked, reply_digest(reply)])
+
+
+def read_conversation(state: MessagesState, request: MessagesRequest) -> Conversation:
     """Hold the request's turns to the module's rules; the conversation as the model reads it."""
+    sealer = state.sealer
     turns = turns_of(request.messages)
     _check_tool_pairing(turns)
     start = _latest_compaction(turns)
@@ -250,6 +267,7 @@ def read_conversation(sealer: Sealer, request: MessagesRequest) -> Conversation:
             unread = unread_input(payload.get("unread"))  # nothing written since: still unread
     chained = link is not None
     opener = _tool_loop_opener(turns)
+    handed_over = start or 0
     for index in range(start or 0, len(turns)):
         turn = turns[index]
         if turn.role != "assistant":
@@ -257,6 +275,8 @@ def read_conversation(sealer: Sealer, request: MessagesRequest) -> Conversation:
         first = _check_order(turn)
         if first == len(turn.blocks):
             continue  # a compaction alone: it was read above, or it is an earlier one, not read
+        if index > 0 and written_digest(_asked(turns[index - 1]), turn.blocks) not in state.written:
+            handed_over = index
         if turn.blocks[first].get("type") in THINKING_TYPES:
             payload = _opened(sealer, turn, first, THINKING_KIND)
             if chained and not _follows(payload, link, depth):
@@ -279,6 +299,13 @@ def read_conversation(sealer: Sealer, request: MessagesRequest) -> Conversation:
         system="\n".join(str(block.get("text", "")) for block in request.system),
         current=(*unread, *_current_turn(turns)),
         memory=tuple(memory),
+        context=tuple(
+            message
+            for turn in turns[start or 0 : handed_over]
+            if turn.role == "user"
+            for message in _read_messages(turn)
+        ),
+        asked=_asked(turns[-1]) if turns else None,
         last_link=link,
         depth=depth,
         units=prompt_units(request, turns),
@@ -438,13 +465,23 @@ def _opened(sealer: Sealer, turn: Turn, position: int, kind: str) -> dict[str, o
 
 
 def _current_turn(turns: Sequence[Turn]) -> tuple[Mapping[str, object], ...]:
-    """The user turn after the last assistant turn as the model reads it: a tool message per tool
-    result, a user message per run of other blocks, in order (none when the request ends with an
-    assistant turn)."""
+    """The user turn after the last assistant turn as the model reads it (none when the request ends
+    with an assistant turn)."""
     if not turns or turns[-1].role != "user":
         return ()
+    return _read_messages(turns[-1])
+
+
+def _asked(turn: Turn) -> str | None:
+    """The digest of a user turn as the model reads it, None for an assistant turn."""
+    return digest([dict(message) for message in _read_messages(turn)]) if turn.role == "user" else None
+
+
+def _read_messages(turn: Turn) -> tuple[Mapping[str, object], ...]:
+    """A user turn as the model reads it: a tool message per tool result, a user message per run of
+    other blocks, in order."""
     messages: list[Mapping[str, object]] = []
-    for results, blocks in groupby(turns[-1].blocks, key=_is_tool_result):
+    for results, blocks in groupby(turn.blocks, key=_is_tool_result):
         if results:
             messages += [{"role": "tool", "content": text_of([block])} for block in blocks]
         else:

@@ -7,7 +7,9 @@ signatures whenever they come back. So the local provider keeps the same state i
 - one master key, from which each wire derives its own sealing key (`key(name)`): the key of its
   encrypted reasoning, signatures, thought signatures and item ids (sealed.py);
 - per wire that stores conversations, its `ChainStore`: the conversations stored for a later request
-  to continue by id (Responses' previous_response_id, Interactions' previous_interaction_id).
+  to continue by id (Responses' previous_response_id, Interactions' previous_interaction_id);
+- per wire that asks, its `ReplyLog`: a digest of each reply its model wrote, by which the model
+  tells its own turns from a history another model wrote (messages_conversation.py).
 
 Without a folder the service lives in memory, with a random master key: a new provider instance is a
 new service, and what the old one issued fails as another account's does. With a folder
@@ -15,8 +17,9 @@ new service, and what the old one issued fails as another account's does. With a
 folder opens the old one's blobs and continues its stored conversations, as a run resumed after a kill
 needs. The folder's rules:
 
-1. Layout. `service.key` (the 32-byte master key), `lock`, and one `<wire>.jsonl` per wire that has
-   stored a conversation. The folder is created owner-only (0700) and each file 0600 (O_CREAT with
+1. Layout. `service.key` (the 32-byte master key), `lock`, one `<wire>.jsonl` per wire that has
+   stored a conversation and one `<wire>.replies` (JSON lines too, {"reply": digest}) per wire that
+   keeps a ReplyLog. The folder is created owner-only (0700) and each file 0600 (O_CREAT with
    O_EXCL or O_NOFOLLOW, so no file is ever readable by others); an existing folder or file others may
    read or write is refused, naming the chmod that fixes it.
 2. One provider at a time. A provider holds an exclusive flock on `lock` from `open` to `close`; a
@@ -56,7 +59,7 @@ from turnstate.local_provider.sealed import KEY_BYTES
 
 Item = Mapping[str, object]
 
-KEY_FILE, LOCK_FILE, JOURNAL_SUFFIX = "service.key", "lock", ".jsonl"
+KEY_FILE, LOCK_FILE, JOURNAL_SUFFIX, REPLIES_SUFFIX = "service.key", "lock", ".jsonl", ".replies"
 FOLDER_MODE, FILE_MODE = 0o700, 0o600
 _OWNER_ONLY_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -75,6 +78,7 @@ class Service:
         self.directory = None if directory is None else Path(directory)
         self._master: bytes | None = None
         self._stores: dict[str, ChainStore] = {}
+        self._replies: dict[str, ReplyLog] = {}
         self._lock_descriptor: int | None = None
         self._guard = threading.Lock()
 
@@ -93,6 +97,10 @@ class Service:
                 path.name[: -len(JOURNAL_SUFFIX)]: ChainStore(Journal(path))
                 for path in sorted(folder.glob("*" + JOURNAL_SUFFIX))
             }
+            self._replies = {
+                path.name[: -len(REPLIES_SUFFIX)]: ReplyLog(Journal(path))
+                for path in sorted(folder.glob("*" + REPLIES_SUFFIX))
+            }
         except BaseException:
             self.close()
             raise
@@ -103,7 +111,9 @@ class Service:
             return
         for store in self._stores.values():
             store.close()
-        self._stores = {}
+        for replies in self._replies.values():
+            replies.close()
+        self._stores, self._replies = {}, {}
         if self._lock_descriptor is not None:
             os.close(self._lock_descriptor)  # closing the descriptor releases its flock
             self._lock_descriptor = None
@@ -121,6 +131,46 @@ class Service:
                 journal = None if self.directory is None else Journal(self.directory / (name + JOURNAL_SUFFIX))
                 self._stores[name] = ChainStore(journal)
             return self._stores[name]
+
+    def replies(self, name: str) -> ReplyLog:
+        """The log of the replies the wire `name`'s model wrote."""
+        with self._guard:
+            if name not in self._replies:
+                journal = None if self.directory is None else Journal(self.directory / (name + REPLIES_SUFFIX))
+                self._replies[name] = ReplyLog(journal)
+            return self._replies[name]
+
+
+class ReplyLog:
+    """The digests of the replies a wire's model wrote, in memory as in its journal (one line each);
+    safe to share between threads."""
+
+    def __init__(self, journal: Journal | None = None) -> None:
+        self._digests: set[str] = set()
+        self._journal = journal
+        self._lock = threading.Lock()
+        if journal is not None:
+            for line, record in journal.records():
+                reply = record.get("reply")
+                if not isinstance(reply, str):
+                    raise journal.error(line, "its 'reply' is not a string")
+                self._digests.add(reply)
+
+    def add(self, reply: str) -> None:
+        with self._lock:
+            if reply in self._digests:
+                return
+            if self._journal is not None:
+                self._journal.append({"reply": reply})
+            self._digests.add(reply)
+
+    def __contains__(self, reply: object) -> bool:
+        with self._lock:
+            return reply in self._digests
+
+    def close(self) -> None:
+        if self._journal is not None:
+            self._journal.close()
 
 
 @dataclass(frozen=True)
@@ -317,7 +367,7 @@ class Journal:
 
     def error(self, line: int, problem: str) -> ServiceStateError:
         return ServiceStateError(
-            f"{self.path}: line {line}: {problem}; this is not a stored-conversation journal the local provider "
+            f"{self.path}: line {line}: {problem}; this is not a journal the local provider "
             "wrote (nothing in a service folder is meant to be edited); fix: restore it, or delete it to forget "
             "what it stored"
         )

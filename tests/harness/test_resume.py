@@ -258,17 +258,9 @@ def test_prune_refuses_a_time_it_cannot_read(tmp_path, given):
 # -- model switch -------------------------------------------------------------------------------------
 
 
-ANTHROPIC_READS_NO_OLD_FRAME = pytest.mark.xfail(
-    strict=True,
-    reason="the local Anthropic model reads its memory from its own thinking only and never re-reads an old "
-    "frame (local_provider/messages_conversation.py), so a projection's beacon frame is sent but not read; "
-    "a real model reads it. Open in issue 22's note: the fake's rule for a history it did not think",
-)
-
-
 @pytest.mark.parametrize(
     "to",
-    [pytest.param("local-anthropic-continuous.yaml", marks=ANTHROPIC_READS_NO_OLD_FRAME), "local-manual-rolling.yaml"],
+    ["local-anthropic-continuous.yaml", "local-manual-rolling.yaml"],
 )
 def test_a_switch_mid_level_rebuilds_from_the_projection_keeps_the_hidden_fact_and_the_run_wins(tmp_path, to):
     """From a Responses continuous run, killed after its third turn (the level's beacon was shown at the

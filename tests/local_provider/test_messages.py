@@ -262,6 +262,34 @@ def test_a_turn_replayed_without_its_thinking_is_accepted_and_only_forgets(clien
     assert reply.stop_reason == "end_turn" and FORGOTTEN in text_of(reply)
 
 
+HANDED_OVER = {"role": "assistant", "content": [{"type": "text", "text": "ACTION: ACTION1"}]}
+
+
+def test_a_history_another_model_wrote_is_read_as_text_and_stays_read(client: anthropic.Anthropic) -> None:
+    """A switch replays turns this model did not write: it has no thought of them, so it reads their
+    frames, on this request and on the next, after a reply of its own."""
+    reply = ask(client, [user(SHOWN), HANDED_OVER, user(DARK)])
+    assert REMEMBERED in text_of(reply)
+    assert THOUGHT not in reply.content[0].model_dump_json()  # followed, not noted: the history holds it
+    assert REMEMBERED in text_of(ask(client, [user(SHOWN), HANDED_OVER, user(DARK), replayed(reply), user(DARK)]))
+
+
+def test_a_history_another_model_wrote_is_kept_by_a_compaction(client: anthropic.Anthropic) -> None:
+    compacted = replayed(compact(client, [user(SHOWN), HANDED_OVER, user(DARK)]))
+    assert REMEMBERED in text_of(ask_after_compaction(client, [compacted, user(DARK)]))
+
+
+def test_its_own_turn_without_thinking_is_still_its_own_on_a_provider_opened_on_the_same_service(tmp_path) -> None:
+    """The reply log outlives its provider, as a resumed run needs: a turn it wrote stays forgotten."""
+    with LocalProvider(service_dir=tmp_path) as provider, client_for(provider) as first:
+        history, _ = first_turn(first)
+    assert (tmp_path / "anthropic.messages.replies").stat().st_mode & 0o777 == 0o600
+    with LocalProvider(service_dir=tmp_path) as provider, client_for(provider) as again:
+        assert FORGOTTEN in text_of(ask(again, [history[0], without_thinking(history[1]), user(DARK)]))
+    with LocalProvider() as provider, client_for(provider) as other:  # another service: not its turn
+        assert REMEMBERED in text_of(ask(other, [history[0], without_thinking(history[1]), user(DARK)]))
+
+
 def test_thinking_dropped_from_a_middle_turn_leaves_the_later_thinking_valid(client: anthropic.Anthropic) -> None:
     history, _ = first_turn(client)
     second = replayed(ask(client, [*history, user(DARK)]))
