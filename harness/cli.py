@@ -1,5 +1,5 @@
 """The `turnstate` command line: run, resume, prune, validate, list, schema, show, events, diagrams,
-coverage, serve.
+coverage, report, serve.
 
 A profile is named by its path or, from any folder, by the name of a shipped one. Whatever a command
 prints for a person has a `--json` twin for scripts where a script needs it (run, validate, list,
@@ -77,6 +77,8 @@ from turnstate.harness.profile import (
     resolve_profile,
     shipped_profiles,
 )
+from turnstate.harness.report import ReportError, write_report
+from turnstate.harness.report_run import write_run_report
 from turnstate.harness.resume import ResumeError, run_profile
 from turnstate.harness.runner import Runner, RunResult, StepProgress
 from turnstate.harness.side_effects import JournalError
@@ -159,12 +161,27 @@ def resume(run_dir: Path, profile: Path | None, as_json: bool) -> None:
 
 
 def _report(result: RunResult, as_json: bool) -> NoReturn:
-    """A run's ending as `run` and `resume` print it, and their exit status."""
+    """A run's ending as `run` and `resume` print it (with its report's path), and their exit status."""
+    page = _run_report(result)
     if as_json:
         click.echo(json.dumps(_run_document(result)))
     else:
         console.print(_summary(result))
+        if page is not None:
+            click.echo(f"report: {page}")
     sys.exit(0 if result.outcome != "failed_closed" else 1)
+
+
+def _run_report(result: RunResult) -> Path | None:
+    """The run's report.html, written as the run ends; a report that cannot be written is a warning,
+    never the run's failure."""
+    if result.artifacts is None:
+        return None
+    try:
+        return write_run_report(result.artifacts)
+    except ReportError as error:
+        click.echo(f"warning: no report: {error}", err=True)
+        return None
 
 
 def _run_document(result: RunResult) -> dict[str, Any]:
@@ -581,6 +598,18 @@ def _every_configuration(run_dir: Path, machine: str) -> tuple[str, dict[str, Ma
             err=True,
         )
     return machine, machines
+
+
+@main.command()
+@click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
+def report(folder: Path) -> None:
+    """Write FOLDER/report.html and print its path: one self-contained page (no network, no script)
+    for a run folder (tokens per turn, retries, faults, compactions, the run on its machine) or a sweep
+    folder (the profiles compared, with their intervals, and each run's own page)."""
+    try:
+        click.echo(write_report(folder))
+    except ReportError as error:
+        _fail(str(error))
 
 
 @main.command()
