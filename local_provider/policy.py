@@ -1,5 +1,6 @@
 """The deterministic "model" of the embedded local provider: it plays beacon_grid from text only
-(and catalog_hunt, whose play is catalog_policy.py's: a request about that game is answered there).
+(and catalog_hunt, whose play is catalog_policy.py's, and turnstate's two ARC-AGI-3 games, whose play
+is arc_policy.py's: a request about one of those games is answered there).
 
 It reads nothing but the request, as a real model would, so how well it plays measures what the
 harness kept in the window: a level's beacon letter appears only in that level's first frame, and
@@ -52,6 +53,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from turnstate.adapters.tokens import estimate_text_tokens
+from turnstate.local_provider.arc_policy import arc_reply, arc_summary, arc_think
 from turnstate.local_provider.catalog_policy import catalog_reply, catalog_summary, catalog_think
 from turnstate.local_provider.recall import recall_thought
 
@@ -101,9 +103,9 @@ def reply(system: str, messages: Sequence[Mapping[str, object]]) -> str:
         return asked
     if asks_for_summary(messages):
         return summarize([message_text(message) for message in messages], summary_budget(messages))
-    catalog = catalog_reply(system, messages)
-    if catalog is not None:
-        return catalog
+    other_game = arc_reply(system, messages) or catalog_reply(system, messages)
+    if other_game is not None:
+        return other_game
     frame = last_frame(messages)
     if frame is None:
         return NO_FRAME_REPLY
@@ -141,9 +143,9 @@ def think(
         budget = summary_budget(messages)
         left = None if budget is None else budget - estimate_text_tokens(SUMMARY_THOUGHT)
         return SUMMARY_THOUGHT, summarize(read, left)
-    catalog = catalog_think(system, messages, memory, context)
-    if catalog is not None:
-        return catalog
+    other_game = arc_think(system, messages, memory, context) or catalog_think(system, messages, memory, context)
+    if other_game is not None:
+        return other_game
     frame = last_frame(messages)
     if frame is None:
         return "No game frame in this turn.", NO_FRAME_REPLY
@@ -165,10 +167,12 @@ def summarize(texts: Sequence[str], budget: int | None = None) -> str:
     of what is still needed: the latest beacon the texts give for the level being played, the highest
     any frame or note names, as one NOTES line (the levels below it are won). A beacon the texts do
     not hold is not in the summary. Within `budget` tokens, if one is given, or empty. Texts about
-    catalog_hunt are summarized as that game's (catalog_policy.py)."""
-    catalog = catalog_summary(texts, budget)
-    if catalog is not None:
-        return catalog
+    an ARC game or catalog_hunt are summarized as that game's (arc_policy.py, catalog_policy.py)."""
+    other_game = arc_summary(texts, budget)
+    if other_game is None:
+        other_game = catalog_summary(texts, budget)
+    if other_game is not None:
+        return other_game
     beacons: dict[int, str] = {}
     playing = 0
     for text in texts:

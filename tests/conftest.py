@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -33,3 +34,16 @@ def local_provider_services(tmp_path_factory: pytest.TempPathFactory) -> None:
     """The embedded provider's services (harness/endpoint.py local_service_dir) in the session's
     temporary folder, never the user's state folder; subprocesses inherit it."""
     os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state_home"))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test parametrized with a shipped profile that names arc_agi3 is skipped, saying why, on an
+    install without the ARC-AGI-3 toolkit (tests/arc_extra.py)."""
+    from .arc_extra import REASON, needs_toolkit
+
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        values = callspec.params.values() if callspec is not None else ()
+        named = [value for value in values if isinstance(value, (str, Path)) and needs_toolkit(value)]
+        if named:
+            item.add_marker(pytest.mark.skip(reason=f"{Path(named[0]).stem} {REASON}"))

@@ -26,12 +26,14 @@ import warnings
 from collections.abc import Mapping
 from importlib.metadata import EntryPoint, entry_points
 
+from turnstate.harness.environments.arc_agi3 import ArcAgi3
 from turnstate.harness.environments.beacon_grid import BeaconGrid
 from turnstate.harness.environments.catalog_hunt import CatalogHunt
 from turnstate.harness.environments.protocol import Environment, EnvironmentConfigError, EnvironmentFactory
 
 ENTRY_POINT_GROUP = "turnstate.environments"
 BUILTIN_ENVIRONMENTS: dict[str, EnvironmentFactory] = {
+    ArcAgi3.name: ArcAgi3.from_options,  # the ARC-AGI-3 toolkit (an extra) is imported only when one is built
     BeaconGrid.name: BeaconGrid.from_options,
     CatalogHunt.name: CatalogHunt.from_options,
 }

@@ -287,9 +287,10 @@ def test_unknown_option_message_lists_the_allowed_ones():
 
 
 def test_unknown_environment_raises_and_lists_known_ones():
-    assert list(BUILTIN_ENVIRONMENTS) == environment_ids() == ["beacon_grid", "catalog_hunt"]
+    assert list(BUILTIN_ENVIRONMENTS) == environment_ids() == ["arc_agi3", "beacon_grid", "catalog_hunt"]
     with pytest.raises(
-        EnvironmentConfigError, match="unknown environment 'maze'; registered environments: beacon_grid, catalog_hunt"
+        EnvironmentConfigError,
+        match="unknown environment 'maze'; registered environments: arc_agi3, beacon_grid, catalog_hunt",
     ):
         make_environment("maze", 1)
 

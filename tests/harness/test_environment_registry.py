@@ -114,7 +114,7 @@ def test_the_installed_environment_keeps_the_protocol_observing_and_receipting_a
 def test_listing_the_ids_reads_installed_names_and_imports_no_third_party_code(site):
     install(site, "turnstate-corridor", {"corridor": "turnstate_corridor:make"})
     install(site, "turnstate-tripwire", {"tripwire": "turnstate_tripwire:make"})
-    assert environment_ids() == ["beacon_grid", "catalog_hunt", "corridor", "tripwire"]
+    assert environment_ids() == ["arc_agi3", "beacon_grid", "catalog_hunt", "corridor", "tripwire"]
     assert not (site / "tripwire-imported").exists()
     assert not set(THIRD_PARTY_MODULES) & set(sys.modules)
 
@@ -132,7 +132,7 @@ def test_a_profile_naming_an_unregistered_environment_is_refused_listing_the_reg
     message = refusal(profile_naming("chess"), source="profiles/chess.yaml")
     assert message.startswith(
         "profiles/chess.yaml: environment.name: unknown environment 'chess'; "
-        "registered environments: beacon_grid, catalog_hunt, corridor; fix: "
+        "registered environments: arc_agi3, beacon_grid, catalog_hunt, corridor; fix: "
     )
     assert "\n" not in message
 
@@ -157,7 +157,7 @@ def test_a_name_that_looks_like_a_path_module_or_url_is_refused_and_nothing_is_l
     message = refusal(profile_naming(name))
     assert f"profiles/mine.yaml: environment.name: {name!r} looks like {looks_like}; " in message
     assert "nothing is loaded from a path, a module or a URL" in message
-    assert "use a registered id (beacon_grid, catalog_hunt, tripwire)" in message
+    assert "use a registered id (arc_agi3, beacon_grid, catalog_hunt, tripwire)" in message
     assert not (site / "tripwire-imported").exists()
 
 
@@ -229,13 +229,13 @@ def test_a_built_in_id_wins_over_an_entry_point_of_the_same_name_with_a_warning(
     assert isinstance(env, BeaconGrid)
     assert "turnstate_corridor" not in sys.modules
     with pytest.warns(EnvironmentWarning):
-        assert environment_ids() == ["beacon_grid", "catalog_hunt"]
+        assert environment_ids() == ["arc_agi3", "beacon_grid", "catalog_hunt"]
 
 
 def test_an_id_two_installed_packages_register_is_refused_naming_both(site):
     install(site, "turnstate-corridor", {"corridor": "turnstate_corridor:make"})
     install(site, "turnstate-tripwire", {"corridor": "turnstate_tripwire:make"})
-    assert environment_ids() == ["beacon_grid", "catalog_hunt", "corridor"]
+    assert environment_ids() == ["arc_agi3", "beacon_grid", "catalog_hunt", "corridor"]
     with pytest.raises(EnvironmentConfigError, match="'corridor' is registered by 2 installed packages") as caught:
         make_environment("corridor", 0)
     assert "turnstate_corridor:make" in str(caught.value) and "turnstate_tripwire:make" in str(caught.value)
@@ -245,4 +245,4 @@ def test_an_id_two_installed_packages_register_is_refused_naming_both(site):
 def test_an_entry_point_whose_name_is_no_id_is_ignored_with_a_warning(site):
     install(site, "turnstate-corridor", {"corridor.v2": "turnstate_corridor:make"})
     with pytest.warns(EnvironmentWarning, match="'corridor.v2' .* its name is not an environment id"):
-        assert environment_ids() == ["beacon_grid", "catalog_hunt"]
+        assert environment_ids() == ["arc_agi3", "beacon_grid", "catalog_hunt"]

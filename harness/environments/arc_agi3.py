@@ -1,0 +1,441 @@
+"""arc_agi3: real ARC-AGI-3 games, played through the official toolkit (`arc-agi` with `arcengine`).
+
+The toolkit is an optional extra (`pip install 'turnstate[arc]'`, Python 3.12 or later, as the
+toolkit requires); it is imported only when a profile names arc_agi3, so the base install (3.11, no
+toolkit) never needs it, and a profile that names it without the extra is refused at validation
+naming the install.
+
+Rules it keeps:
+- Options (`environment.options`): `game_id`, the game to play (an ARC id such as `ls20` or
+  `ls20-1234abcd`: the toolkit plays the latest version of a bare id); `environments_dir`, the
+  folder the toolkit scans for each game's `metadata.json` and game file (default: the two games
+  this package ships, arc_games/); `mode`, `offline` (default) or `online`.
+- Offline is the toolkit's `OperationMode.OFFLINE`: no network at all. A game file is Python the
+  toolkit executes, so `environments_dir` must be a local folder that exists: a URL is refused, and
+  nothing is ever downloaded. Profile validation builds the game once, so a game id the folder does
+  not hold, or a game file that fails to load, is named there with the file, the option and the fix.
+- Online (`mode: online`) plays on the ARC-AGI-3 server with the key in ARC_API_KEY (refused at
+  validation when it is unset; `environments_dir` does not apply). Importing the toolkit reads a
+  `.env` file in the current folder into the process environment (its own behaviour), and its
+  OPERATION_MODE=competition would take an offline game online, so that is refused offline.
+- A frame is 64 x 64 cells of colours 0-15; an action may return several animation frames, of which
+  the last is the state, and the frame text shows that one. It is written one hex digit per cell
+  (0-9, a-f), 64 rows of 64 characters, row y=0 at the top, column x=0 at the left: one character
+  per cell is the most compact lossless text (no separators to pay for), a cell's coordinates are
+  its column and row in the text, as ACTION6 takes them, and a colour is one digit, never two.
+- Actions are RESET, ACTION1-5 and ACTION7, and ACTION6 with a cell: `ACTION6 x y`, x and y integers
+  0-63 (malformed or out of range: ValueError naming the problem, nothing changes). A game declares
+  which of ACTION1-7 it takes (`available_actions`), and the others are refused; RESET always plays,
+  as the toolkit has it: it restarts the level, or the whole game on a level's first frame. The
+  frame lists the available actions with their conventional meanings (each game decides).
+- States are the toolkit's NOT_FINISHED, WIN and GAME_OVER; the level is levels_completed + 1 (the
+  last once WIN) out of win_levels. After GAME_OVER only RESET is allowed (the runner steps it and
+  buffers the GAME_OVER frame for the model, as with beacon_grid); after WIN nothing is, until
+  `reset()`, which starts a new play of the game (a new play on the same scorecard).
+- `observe()` returns the current frame again, changing nothing; every applied action leaves a
+  Receipt; `scorecard()` is the toolkit's scorecard of the plays so far, kept small (scores,
+  levels, actions, resets per play), which the runner writes into run_meta.json.
+- In the tools action mode the actions are function tools (ACTION6 with integer x and y, 0-63), and
+  a frame comes back as the action call's result; there are no read-only tools.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from turnstate.harness.environments.catalog_hunt import integer_property, tool_schema
+from turnstate.harness.environments.protocol import (
+    RESET,
+    EnvironmentConfigError,
+    Frame,
+    GameState,
+    Receipt,
+    ToolRefused,
+    ToolSpec,
+)
+
+SHIPPED_GAMES = Path(__file__).resolve().parent / "arc_games"
+SIDE = 64  # the toolkit's frames are SIDE x SIDE cells
+HEX = "0123456789abcdef"
+CLICK = "ACTION6"
+ACTIONS: tuple[str, ...] = (RESET, "ACTION1", "ACTION2", "ACTION3", "ACTION4", "ACTION5", CLICK, "ACTION7")
+# What ARC-AGI-3's documentation says each action usually means; each game decides.
+CONVENTION = {
+    RESET: "restart the level (on a level's first frame, the game)",
+    "ACTION1": "up",
+    "ACTION2": "down",
+    "ACTION3": "left",
+    "ACTION4": "right",
+    "ACTION5": "interact",
+    CLICK: "click the cell at column x, row y",
+    "ACTION7": "undo",
+}
+MODES = ("offline", "online")
+OPTIONS = ("game_id", "environments_dir", "mode")
+GAME_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+COORDINATE = re.compile(r"[0-9]+")
+API_KEY = "ARC_API_KEY"
+INSTALL = "pip install 'turnstate[arc]'"
+TOOLKIT_LOGGER = "turnstate.arc_agi3.toolkit"
+
+
+@dataclass(frozen=True)
+class Toolkit:
+    """The toolkit's two modules, imported on first use (typed Any: the base install lacks them)."""
+
+    arc_agi: Any
+    arcengine: Any
+
+
+def load_toolkit() -> Toolkit:
+    """The toolkit, or an EnvironmentConfigError naming the Python it needs and the install."""
+    if sys.version_info < (3, 12):
+        raise EnvironmentConfigError(
+            "arc_agi3 plays ARC-AGI-3 games through the official toolkit (arc-agi with arcengine), which needs "
+            f"Python 3.12 or later; this is Python {sys.version_info.major}.{sys.version_info.minor}",
+            "name",
+            f"run turnstate on Python 3.12 or later with the arc extra: {INSTALL}",
+        )
+    try:
+        toolkit = Toolkit(importlib.import_module("arc_agi"), importlib.import_module("arcengine"))
+    except ImportError as error:
+        raise EnvironmentConfigError(
+            f"arc_agi3 needs the ARC-AGI-3 toolkit (arc-agi with arcengine), which is not installed: {error}",
+            "name",
+            f"install the arc extra (Python 3.12 or later): {INSTALL}",
+        ) from None
+    # Its scorecard module prints INFO lines to stdout from its own handler: a run's terminal is the harness's.
+    logging.getLogger("arc_agi.scorecard").setLevel(logging.WARNING)
+    return toolkit
+
+
+class ToolkitLog(logging.Handler):
+    """What the toolkit logs about a game (it logs a failure and returns None rather than raising),
+    kept so an error can say why; and nothing of it printed."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(" ".join(record.getMessage().split())[:300])
+
+    def last(self) -> str:
+        return self.messages[-1] if self.messages else "the toolkit logged no reason"
+
+
+@dataclass(frozen=True)
+class ArcOptions:
+    game_id: str
+    environments_dir: Path | None  # None online
+    mode: str
+
+
+def parse_options(options: Mapping[str, object]) -> ArcOptions:
+    """The options, checked before the toolkit is touched; each error names its option and fix."""
+    unknown = sorted(set(map(str, options)) - set(OPTIONS))
+    if unknown:
+        raise EnvironmentConfigError(f"arc_agi3 has no option {unknown[0]!r}; allowed options: {', '.join(OPTIONS)}")
+    game_id = options.get("game_id")
+    if not isinstance(game_id, str) or not GAME_ID.fullmatch(game_id):
+        raise EnvironmentConfigError(
+            f"arc_agi3 option 'game_id' must be an ARC-AGI-3 game id (letters, digits, '-', '_', '.'), got {game_id!r}",
+            "options.game_id",
+            "name the game to play, e.g. game_id: move (a game shipped with turnstate) or ls20",
+        )
+    mode = options.get("mode", "offline")
+    if mode not in MODES:
+        raise EnvironmentConfigError(
+            f"arc_agi3 option 'mode' must be offline or online, got {mode!r}",
+            "options.mode",
+            "use offline (game files in environments_dir) or online (the ARC-AGI-3 server, ARC_API_KEY)",
+        )
+    if mode == "online":
+        if "environments_dir" in options:
+            raise EnvironmentConfigError(
+                "arc_agi3 option 'environments_dir' is for offline games; mode online plays on the ARC-AGI-3 server",
+                "options.environments_dir",
+                "remove environments_dir, or use mode: offline",
+            )
+        if not os.environ.get(API_KEY):
+            raise EnvironmentConfigError(
+                f"arc_agi3 mode online needs an ARC-AGI-3 API key in {API_KEY}, which is not set",
+                "options.mode",
+                f"export {API_KEY}=<your key>, or use mode: offline",
+            )
+        return ArcOptions(game_id, None, "online")
+    return ArcOptions(game_id, local_folder(options.get("environments_dir")), "offline")
+
+
+def local_folder(value: object) -> Path:
+    """`environments_dir` as an existing local folder (relative to the current folder); default the
+    shipped games. Never a URL: the toolkit executes the game files it finds there."""
+    if value is None:
+        return SHIPPED_GAMES
+    fix = "point environments_dir at a local folder of game files you trust (each game's metadata.json and .py)"
+    if not isinstance(value, str) or not value.strip():
+        raise EnvironmentConfigError(
+            f"arc_agi3 option 'environments_dir' must be a folder path, got {value!r}", "options.environments_dir", fix
+        )
+    if "://" in value or value.lower().startswith(("http:", "https:", "file:", "ftp:", "www.")):
+        raise EnvironmentConfigError(
+            f"arc_agi3 option 'environments_dir' is a URL ({value!r}); game files are Python the toolkit executes, "
+            "so they are only ever read from a local folder, never downloaded",
+            "options.environments_dir",
+            fix,
+        )
+    folder = Path(value).expanduser().resolve()
+    if not folder.is_dir():
+        raise EnvironmentConfigError(
+            f"arc_agi3 option 'environments_dir': {folder} is not a folder", "options.environments_dir", fix
+        )
+    return folder
+
+
+def parse_action(action: str) -> tuple[str, dict[str, int]]:
+    """An action's name and its data (ACTION6's cell); ValueError naming what is wrong with the text."""
+    if not isinstance(action, str):
+        raise ValueError(f"an action is text such as 'ACTION1' or 'ACTION6 12 40', got {type(action).__name__}")
+    name, *values = action.split(" ")
+    if name not in ACTIONS:
+        raise ValueError(f"unknown action {action!r}; the actions are {', '.join(ACTIONS[:-2])}, ACTION6 x y, ACTION7")
+    if name != CLICK:
+        if values:
+            raise ValueError(f"{name} takes no values, got {action!r}")
+        return name, {}
+    if len(values) != 2:
+        raise ValueError(
+            f"ACTION6 takes two integers, x (the column) then y (the row), each 0-{SIDE - 1}, one space apart "
+            f"as in 'ACTION6 12 40'; got {action!r}"
+        )
+    cell = {}
+    for axis, value in zip("xy", values, strict=True):
+        if COORDINATE.fullmatch(value) is None or not 0 <= int(value) < SIDE:
+            raise ValueError(f"ACTION6's {axis} must be an integer from 0 to {SIDE - 1}, got {value!r}")
+        cell[axis] = int(value)
+    return name, cell
+
+
+def action_tools() -> tuple[ToolSpec, ...]:
+    """The actions as tools, ACTION6 with x and y in the order `ACTION6 x y` writes them."""
+    cell = {
+        "x": integer_property("the column, 0 at the left", 0, SIDE - 1),
+        "y": integer_property("the row, 0 at the top", 0, SIDE - 1),
+    }
+    return tuple(
+        ToolSpec(
+            name,
+            f"ARC-AGI-3 {name}: by convention, {CONVENTION[name]} (each game decides).",
+            tool_schema(cell if name == CLICK else {}),
+        )
+        for name in ACTIONS
+    )
+
+
+def grid_rows(grid: Any) -> list[str]:
+    """A frame's cells as text rows, one hex digit per cell (see the module docstring)."""
+    rows: list[str] = []
+    for row in grid.tolist():
+        if any(not 0 <= value < len(HEX) for value in row):
+            raise RuntimeError(f"arc_agi3: the game drew a colour outside 0-15 in row {len(rows)}")
+        rows.append("".join(HEX[value] for value in row))
+    return rows
+
+
+class ArcAgi3:
+    """One ARC-AGI-3 game through the toolkit; `reset()` starts a new play of it."""
+
+    name = "arc_agi3"
+    actions = ACTIONS
+
+    def __init__(self, seed: int, options: ArcOptions) -> None:
+        self.seed = seed
+        self.game_id = options.game_id
+        self.mode = options.mode
+        self.environments_dir = options.environments_dir
+        self.action_tools = action_tools()
+        self.tools: tuple[ToolSpec, ...] = ()
+        self.toolkit = load_toolkit()
+        self.log = ToolkitLog()
+        self.logger = logging.getLogger(f"{TOOLKIT_LOGGER}.{id(self)}")
+        self.logger.propagate = False
+        self.logger.addHandler(self.log)
+        self._arcade: Any = None
+        self._wrapper: Any = None
+        self._unplayed: Any = None  # the wrapper validation built, played by the first reset()
+        self._current: Frame | None = None
+        self._data: Any = None  # the toolkit's last FrameDataRaw
+        self._grid: Any = None  # the last frame shown (a step may return no frame)
+        self._receipts: list[Receipt] = []
+        if self.mode == "offline":
+            self._unplayed = self._make()  # the game is loaded (and its file executed) at validation
+
+    @classmethod
+    def from_options(cls, seed: int, options: Mapping[str, object]) -> ArcAgi3:
+        return cls(seed, parse_options(options))
+
+    def call_tool(self, name: str, arguments: Mapping[str, object]) -> str:
+        kind = f"{name!r} is an action, step it" if name in ACTIONS else f"unknown tool {name!r}"
+        raise ToolRefused(f"{kind}; arc_agi3 has no read-only tools")
+
+    def reset(self) -> Frame:
+        self._wrapper, self._unplayed = self._unplayed or self._make(), None
+        self._receipts = []
+        self._grid = None
+        return self._show(self._wrapper.observation_space)
+
+    def observe(self) -> Frame:
+        if self._current is None:
+            raise RuntimeError(f"{self.name}: call reset() before observe()")
+        return self._current
+
+    def receipts(self, since: int = 0) -> tuple[Receipt, ...]:
+        if since < 0:
+            raise ValueError(f"since counts applied actions and cannot be negative, got {since}")
+        return tuple(self._receipts[since:]) if self._current is not None else ()
+
+    def step(self, action: str) -> Frame:
+        if self._current is None:
+            raise RuntimeError(f"{self.name}: call reset() before step()")
+        name, cell = parse_action(action)
+        allowed = self._allowed()
+        if name not in allowed:
+            listed = ", ".join(a for a in ACTIONS if a in allowed) or "none (call reset())"
+            raise ValueError(
+                f"action {action!r} is not allowed in state {self._current.state.value} of game {self.game_id}; "
+                f"allowed actions: {listed}"
+            )
+        before = self._data
+        data = self._wrapper.step(self.toolkit.arcengine.GameAction[name], data=cell)
+        if data is None:
+            raise RuntimeError(f"arc_agi3: game {self.game_id} failed to play {action}: {self.log.last()}")
+        changed = self._changed(name, before, data)
+        self._receipts.append(Receipt(len(self._receipts) + 1, action, changed))
+        return self._show(data)
+
+    def scorecard(self) -> dict[str, Any]:
+        """The toolkit's scorecard of this game's plays, kept small: its score and totals, and per
+        play the state, levels completed, actions, resets, score and actions per level."""
+        card = None if self._arcade is None else self._arcade.get_scorecard()
+        if card is None:
+            return {}
+        dumped = card.model_dump(mode="json")
+        plays = [
+            {key: run.get(key) for key in ("state", "levels_completed", "actions", "resets", "score", "level_actions")}
+            for environment in dumped.get("environments", [])
+            for run in environment.get("runs", [])
+        ]
+        totals = ("score", "total_levels_completed", "total_levels", "total_actions")
+        return {"game_id": self.game_id, "mode": self.mode, **{key: dumped.get(key) for key in totals}, "plays": plays}
+
+    def _make(self) -> Any:
+        """A new play of the game from the toolkit (its wrapper, reset to level 1)."""
+        if self._arcade is None:
+            self._arcade = self._open_arcade()
+        if self.mode == "offline":
+            self._check_listed()
+        wrapper = self._arcade.make(self.game_id, seed=self.seed)
+        if wrapper is None or wrapper.observation_space is None:
+            where = "the ARC-AGI-3 server" if self.mode == "online" else f"{self.environments_dir}"
+            raise EnvironmentConfigError(
+                f"arc_agi3 game {self.game_id!r} from {where} could not be loaded: {self.log.last()}",
+                "options.game_id" if self.mode == "online" else "options.environments_dir",
+                "check the game's files (metadata.json's class_name and the game's .py file, which the toolkit "
+                "executes)"
+                if self.mode == "offline"
+                else f"check the game id and {API_KEY}",
+            )
+        return wrapper
+
+    def _open_arcade(self) -> Any:
+        arc_agi = self.toolkit.arc_agi
+        if self.mode == "online":
+            return arc_agi.Arcade(
+                arc_api_key=os.environ.get(API_KEY, ""),
+                operation_mode=arc_agi.OperationMode.ONLINE,
+                logger=self.logger,
+            )
+        if os.environ.get("OPERATION_MODE", "").strip().lower() == "competition":
+            raise EnvironmentConfigError(
+                "OPERATION_MODE=competition is set (in the environment or a .env file in the current folder), "
+                "which makes the ARC-AGI-3 toolkit go online instead of playing offline",
+                "options.mode",
+                "unset OPERATION_MODE (or remove it from .env), or use mode: online",
+            )
+        return arc_agi.Arcade(
+            operation_mode=arc_agi.OperationMode.OFFLINE,
+            environments_dir=str(self.environments_dir),
+            logger=self.logger,
+        )
+
+    def _check_listed(self) -> None:
+        base = self.game_id.split("-", 1)[0]
+        listed = sorted({info.game_id for info in self._arcade.get_environments()})
+        if not any(game.split("-", 1)[0] == base for game in listed):
+            holds = ", ".join(listed) or "no game (no readable metadata.json)"
+            raise EnvironmentConfigError(
+                f"arc_agi3 option 'game_id': {self.environments_dir} holds no game {self.game_id!r}; it holds {holds}",
+                "options.game_id",
+                "name a game whose metadata.json is under environments_dir, or point environments_dir at its folder",
+            )
+
+    def _allowed(self) -> frozenset[str]:
+        assert self._current is not None
+        return self._allowed_after(self._current.state, self._data)
+
+    def _changed(self, name: str, before: Any, after: Any) -> str:
+        """What an applied action did, in a few words, for its receipt."""
+        state = after.state.value
+        if state == GameState.WIN.value:
+            return "game won"
+        if state == GameState.GAME_OVER.value:
+            return "game over"
+        if name == RESET:
+            return "game restarted at level 1" if after.full_reset else "level restarted"
+        if after.levels_completed > before.levels_completed:
+            return f"level {after.levels_completed + 1} reached"
+        if after.frame and (self._grid is None or (after.frame[-1] != self._grid).any()):
+            return "grid changed"
+        return "nothing"
+
+    def _show(self, data: Any) -> Frame:
+        """The frame of the toolkit's answer: its last animation frame, rendered (module docstring)."""
+        self._data = data
+        if data.frame:
+            self._grid = data.frame[-1]
+        if self._grid is None:
+            raise RuntimeError(f"arc_agi3: game {self.game_id} returned no frame")
+        state = GameState(data.state.value) if data.state.value in GameState.__members__ else GameState.NOT_FINISHED
+        levels = max(int(data.win_levels), 1)
+        level = levels if state is GameState.WIN else min(int(data.levels_completed) + 1, levels)
+        rows = grid_rows(self._grid)
+        available = [name for name in ACTIONS if name in self._allowed_after(state, data)]
+        shown = ", ".join(f"{name} x y" if name == CLICK else name for name in available) or "none"
+        lines = [
+            f"ARC LEVEL {level}/{levels} | STATE {state.value}",
+            f"GAME {self.game_id} | LEVELS COMPLETED {data.levels_completed}/{data.win_levels} | "
+            f"FRAMES {len(data.frame)} (an action's animation; the last is shown)",
+            f"GRID {len(rows[0]) if rows else 0}x{len(rows)}: one hex digit per cell, its colour 0-f; "
+            "x is the column from the left, y the row from the top, both from 0",
+            *rows,
+            f"ACTIONS {shown}",
+            "(by convention " + "; ".join(f"{name} {CONVENTION[name]}" for name in available) + "; each game decides)",
+        ]
+        self._current = Frame("\n".join(lines), state, level, levels)
+        return self._current
+
+    def _allowed_after(self, state: GameState, data: Any) -> frozenset[str]:
+        """The actions a frame in `state` allows: the game's available ones and RESET while playing."""
+        if state is GameState.WIN:
+            return frozenset()
+        if state is GameState.GAME_OVER:
+            return frozenset({RESET})
+        return frozenset({RESET, *(f"ACTION{number}" for number in (data.available_actions or ()))})
