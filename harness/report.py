@@ -24,6 +24,7 @@ missing or older than their run_meta.json, so one command reports the sweep and 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from html import escape
@@ -149,16 +150,18 @@ def _summary(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 
 
 def _checked(entry: Any, path: Path, where: str, required: Sequence[str], numbers: Sequence[str]) -> dict[str, Any]:
-    """`entry` if it is an object with the `required` keys and numbers (or null) under `numbers`."""
+    """`entry` if it is an object with the `required` keys and numbers (or null) under `numbers`.
+    NaN and infinities (a mean of nothing) are read as null: shown as unknown, never plotted."""
     if not isinstance(entry, dict):
         raise ReportError(f"{path}: {where} is not a JSON object; fix: {FIX}")
-    missing = [key for key in required if entry.get(key) is None]
-    if missing:
-        raise ReportError(f"{path}: {where} has no {', '.join(missing)} (needs {', '.join(required)}); fix: {FIX}")
     for key in numbers:
         value = entry.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise ReportError(f"{path}: {where}: {key} is {json.dumps(value)}, not a number; fix: {FIX}")
+    entry = {key: None if key in numbers and not math.isfinite(value or 0) else value for key, value in entry.items()}
+    missing = [key for key in required if entry.get(key) is None]
+    if missing:
+        raise ReportError(f"{path}: {where} has no {', '.join(missing)} (needs {', '.join(required)}); fix: {FIX}")
     return entry
 
 
@@ -232,7 +235,8 @@ def _stale(folder: Path) -> bool:
 def sweep_page(sweep: Sweep, links: dict[str, str]) -> str:
     grouped = _by_profile(sweep.results)
     environments = {str(run.get("environment")) for run in sweep.results if run.get("environment") is not None}
-    subtitle = f"{len(sweep.results)} runs · {len(grouped)} profiles · {len(environments)} environments"
+    counts = {"run": len(sweep.results), "profile": len(grouped), "environment": len(environments)}
+    subtitle = " · ".join(f"{count} {what}{'s' * (count != 1)}" for what, count in counts.items())
     sections = [
         section(
             "Profiles compared",
@@ -294,7 +298,7 @@ def _profiles_table(profiles: list[dict[str, Any]], grouped: dict[str, list[dict
         "retries",
         "mean compactions",
     )
-    return table(header, rows, numeric=range(1, len(header)))
+    return table(header, rows, numeric=range(1, len(header)), wide=True)
 
 
 def _format(value: Any, pattern: str) -> str | None:
@@ -372,28 +376,31 @@ def _interval_text(interval: tuple[float, float] | None) -> str | None:
 
 
 def _runs_table(results: list[dict[str, Any]], links: dict[str, str]) -> str:
-    header: tuple[str, ...] = ("run", "profile", "environment", "game", "seed", "rep", "outcome", "levels", "turns")
-    header += ("tokens in", "cached", "out", "cost", "retries", "compactions", "wall s")
-    rows = []
-    for run in results:
-        run_id = str(run["run_id"])
-        shown: Any = link(links[run_id], run_id) if run_id in links else run_id
-        rows.append(
-            (
-                shown,
-                run["profile"],
-                run.get("environment"),
-                run.get("game"),
-                run.get("seed"),
-                run.get("repetition"),
-                outcome(str(run["outcome"])),
-                run.get("levels"),
-                run.get("turns"),
-                *(_format(run.get(key), "{:,}") for key in ("tokens_in", "tokens_cached", "tokens_out")),
-                _format(run.get("cost"), "${:.4f}"),
-                run.get("retries"),
-                run.get("compactions"),
-                _format(run.get("wall_seconds"), "{:.1f}"),
-            )
-        )
-    return table(header, rows, numeric=(4, 5, *range(7, len(header))))
+    """One row a run, its id linking to its page; a column no run has a value in is left out."""
+    columns: dict[str, Callable[[dict[str, Any]], Any]] = {
+        "run": lambda run: (
+            link(links[str(run["run_id"])], str(run["run_id"])) if str(run["run_id"]) in links else run["run_id"]
+        ),
+        "profile": lambda run: run["profile"],
+        "environment": lambda run: run.get("environment"),
+        "game": lambda run: run.get("game"),
+        "seed": lambda run: run.get("seed"),
+        "rep": lambda run: run.get("repetition"),
+        "outcome": lambda run: outcome(str(run["outcome"])),
+        "levels": lambda run: run.get("levels"),
+        "turns": lambda run: run.get("turns"),
+        "tokens in": lambda run: _format(run.get("tokens_in"), "{:,}"),
+        "cached": lambda run: _format(run.get("tokens_cached"), "{:,}"),
+        "out": lambda run: _format(run.get("tokens_out"), "{:,}"),
+        "cost": lambda run: _format(run.get("cost"), "${:.4f}"),
+        "retries": lambda run: run.get("retries"),
+        "compactions": lambda run: run.get("compactions"),
+        "wall s": lambda run: _format(run.get("wall_seconds"), "{:.1f}"),
+    }
+    cells = {name: [cell(run) for run in results] for name, cell in columns.items()}
+    shown = [name for name, values in cells.items() if any(value is not None for value in values)]
+    numeric = [
+        index for index, name in enumerate(shown) if name not in ("run", "profile", "environment", "game", "outcome")
+    ]
+    rows = [[cells[name][index] for name in shown] for index in range(len(results))]
+    return table(shown, rows, numeric=numeric, wide=True)

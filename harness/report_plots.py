@@ -20,7 +20,7 @@ from html import escape
 
 FONT = 12  # px; the label widths below assume about 0.6 em per character
 CHAR = FONT * 0.6
-LABELS_MAX = 260  # px: the widest label column; a longer label is cut, whole in its tooltip
+LABELS_MAX = 400  # px: the widest label column; a longer label is cut, whole in its tooltip
 WIDTH = 1100  # px: every plot's width in the viewBox; the page scales it to fit
 
 BLUE, LIGHT_BLUE, ORANGE, RED, YELLOW, GREEN, PURPLE, GREY = (
@@ -108,11 +108,15 @@ def _tip(note: str) -> str:
 
 
 def _legend(entries: Sequence[tuple[str, str, str]], x: float, y: float) -> list[str]:
-    """Entries (name, colour, shape: "area", "line", "dot", "rule") in a row from (x, y)."""
+    """Entries (name, colour, shape: "area", "line", "dot", "rule", "tick") in a row from (x, y)."""
     body = []
     for name, colour, shape in entries:
         if shape == "area":
             body.append(f'<rect x="{x:.1f}" y="{y - 9:.1f}" width="14" height="10" fill="{colour}"/>')
+        elif shape == "tick":
+            body.append(
+                f'<line x1="{x + 7:.1f}" y1="{y - 10:.1f}" x2="{x + 7:.1f}" y2="{y + 2:.1f}" stroke="{colour}" stroke-width="2"/>'
+            )
         elif shape == "dot":
             body.append(f'<circle cx="{x + 7:.1f}" cy="{y - 4:.1f}" r="4.5" fill="{colour}"/>')
         else:
@@ -138,10 +142,13 @@ def timeline(
     height: float = 240,
 ) -> str:
     """Values per turn, `turns` the x of each value (a run's step numbers, gaps allowed). The strip
-    above the plot holds one row per marker kind; `hover(i)` is the tooltip of the i-th turn's column."""
+    above the plot holds one row per marker kind (and per rule kind, past RULES_MAX rules); `hover(i)`
+    is the tooltip of the i-th turn's column."""
+    dense = len(rules) > RULES_MAX
     kinds = list(dict.fromkeys(marker.kind for marker in markers))
+    rows = kinds + list(dict.fromkeys(rule.kind for rule in rules if dense))
     legend_y, strip_top = 16.0, 30.0
-    top = strip_top + 14 * len(kinds) + (8 if kinds else 0)
+    top = strip_top + 14 * len(rows) + (8 if rows else 0)
     left, right, bottom = 64.0, WIDTH - 16.0, top + height
     first, last = (min(turns), max(turns)) if turns else (1, 1)
     span = max(last - first, 1)
@@ -188,19 +195,24 @@ def timeline(
                     f'<circle cx="{x_of(turn):.1f}" cy="{y_of(value):.1f}" r="2.5" fill="{one.colour}"/>'
                     for turn, value in zip(turns, one.values, strict=True)
                 ]
-    for rule in rules:
+    for rule in () if dense else rules:
         x = x_of(rule.x)
         body.append(
             f'<line x1="{x:.1f}" y1="{strip_top - 4}" x2="{x:.1f}" y2="{bottom}" stroke="{rule.colour}" '
             f'stroke-width="1.5" stroke-dasharray="4 3">{_tip(rule.note)}</line>'
         )
-    for row, kind in enumerate(kinds):
+    for row, kind in enumerate(rows):  # the legend names each row's kind by its colour
         y = strip_top + 14 * row + 4
-        body.append(_text(left - 6, y + 4, kind, "end", fill="#555", font_size="10"))
         body += [
             f'<circle cx="{x_of(marker.x):.1f}" cy="{y:.1f}" r="4.5" fill="{marker.colour}">{_tip(marker.note)}</circle>'
             for marker in markers
             if marker.kind == kind
+        ]
+        body += [
+            f'<line x1="{x_of(rule.x):.1f}" y1="{y - 6:.1f}" x2="{x_of(rule.x):.1f}" y2="{y + 6:.1f}" '
+            f'stroke="{rule.colour}" stroke-width="2">{_tip(rule.note)}</line>'
+            for rule in rules
+            if dense and rule.kind == kind
         ]
     if hover is not None and turns:
         width = max((right - left) / (span + 2 * pad), 1.0)
@@ -211,7 +223,9 @@ def timeline(
         ]
     shapes = [(one.name, one.colour, "area" if one.area else "line") for one in series]
     shapes += [(kind, next(m.colour for m in markers if m.kind == kind), "dot") for kind in kinds]
-    shapes += [(kind, colour, "rule") for kind, colour in dict.fromkeys((r.kind, r.colour) for r in rules)]
+    shapes += [
+        (kind, colour, "tick" if dense else "rule") for kind, colour in dict.fromkeys((r.kind, r.colour) for r in rules)
+    ]
     body += _legend(shapes, left, legend_y)
     return _svg(svg_id, title, bottom + 44, body)
 
@@ -222,7 +236,7 @@ def _label_column(labels: Sequence[str]) -> float:
 
 def _row_label(label: str, x: float, y: float, width: float) -> str:
     """A row's label, right-aligned at `x`, cut to fit `width` (its whole text in a tooltip)."""
-    fits = max(int((width - 16) / CHAR), 4)
+    fits = max(round((width - 16) / CHAR), 4)
     shown = label if len(label) <= fits else label[: fits - 1] + "…"
     return f"<g>{_tip(label)}{_text(x, y, shown, 'end')}</g>"
 
@@ -246,6 +260,8 @@ def _axis(
 
 
 ROW = 30.0  # px per label row
+RULES_MAX = 40
+"""More lines than this across a timeline would hide it: they are drawn as ticks in the strip above instead."""
 
 
 def interval_bars(

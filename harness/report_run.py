@@ -221,9 +221,8 @@ def _summary(run: Run) -> list[tuple[str, Any]]:
     retries = [retry for step in steps for retry in step.retries]
     faults = Counter(str(retry.get("outcome")) for retry in retries if retry.get("outcome") != REJECTED)
     rejected = len(retries) - faults.total()
-    kinds = ", ".join(
-        [f"{rejected} rejected replies"] * bool(rejected) + [f"{n} {kind}" for kind, n in faults.most_common()]
-    )
+    replies = f"{rejected} rejected repl{'ies' if rejected > 1 else 'y'}"
+    kinds = ", ".join([replies] * bool(rejected) + [f"{n} {kind}" for kind, n in faults.most_common()])
     failure = meta.get("failure")
     rows: list[tuple[str, Any]] = [
         ("outcome", outcome(str(meta.get("outcome", "unknown (no run_meta.json)")))),
@@ -323,7 +322,8 @@ def _plots(run: Run) -> list[str]:
         "Each turn's usage is every provider call since the turn before it (its retries and compaction "
         "calls too). Markers above the plot: each retry of the turn's action request (a reply the harness "
         "rejected, or a provider fault), compaction calls that failed, turns whose request dropped the "
-        "oldest messages of the one before; dashed lines: a compaction committed, a resume. Hover for the figures."
+        "oldest messages of the one before. A compaction committed and a resume: a dashed line across the plots "
+        "(a tick above them, where there are too many lines to read). Hover for the figures."
     )
     return [note(about), tokens, output]
 
@@ -369,6 +369,9 @@ def _rules(run: Run) -> list[Rule]:
     return rules
 
 
+INCIDENTS_OPEN = 40  # a longer list (a long run's compactions) is folded, its counts in its heading
+
+
 def _incidents(run: Run) -> str:
     rows: list[tuple[Any, str, Any]] = []
     for step in run.steps:
@@ -391,7 +394,11 @@ def _incidents(run: Run) -> str:
         rows.append((run.failed_turn.get("turn"), "failed closed", run.failed_turn.get("failure")))
     if not rows:
         return note("none: every turn's first reply was accepted, nothing was compacted, and the run never resumed")
-    return table(("step", "what", "detail"), rows, numeric=(0,))
+    listed = table(("step", "what", "detail"), rows, numeric=(0,))
+    if len(rows) <= INCIDENTS_OPEN:
+        return listed
+    kinds = ", ".join(f"{what}: {count}" for what, count in Counter(row[1] for row in rows).items())
+    return f"<details><summary>{escape(f'{len(rows)} of them ({kinds}): show the list')}</summary>{listed}</details>"
 
 
 def _diagram(run: Run) -> list[str]:
