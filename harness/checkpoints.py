@@ -15,7 +15,10 @@ Rules:
    cursor, and the facts and the events it added, each a JSON array), so that a commit writes two
    rows, not one per record: each table a commit touches is another page written to the WAL.
 2. One transaction per `commit`: a checkpoint is in the store whole or not at all. Everything a commit
-   writes is encoded before the transaction begins, so a bad input raises with nothing written.
+   writes is encoded before the transaction begins, so a bad input raises with nothing written. A
+   commit of one row (no continuation, no new meta: every commit of a keyless run) is one INSERT,
+   which SQLite runs as a transaction of its own; BEGIN and COMMIT around it would cost the commit
+   two more statements and a second take of the database's locks.
 3. Continuation deltas. The RuntimeState is stored as a delta from the previous checkpoint's state
    when it extends that state (each list in its payload, `items` above all, keeps the old list as its
    prefix, and the turn spans likewise): the appended elements, and the payload values and envelope
@@ -321,9 +324,14 @@ class SQLiteCheckpointStore:
             if state is None or state is self._previous
             else self._continuation_row(sequence, state)
         )
+        statements = self._statements(sequence, cursor, facts, events, row)
         try:
-            with _transaction(connection):
-                self._write(connection, sequence, cursor, facts, events, row)
+            if len(statements) == 1:  # the usual commit (keyless, no switch): SQLite makes one statement atomic
+                connection.execute(*statements[0])
+            else:
+                with _transaction(connection):
+                    for statement in statements:
+                        connection.execute(*statement)
         except sqlite3.Error as error:
             raise CheckpointError(f"{self.path}: checkpoint {sequence} was not written: {error}") from None
         if self._pending_meta is not None:
@@ -385,23 +393,24 @@ class SQLiteCheckpointStore:
 
     # -- writing ------------------------------------------------------------------------------------
 
-    def _write(
+    def _statements(
         self,
-        connection: sqlite3.Connection,
         sequence: int,
         cursor: bytes,
         facts: bytes | None,
         events: bytes | None,
         continuation: tuple[int, int, int, bytes] | None,
-    ) -> None:
-        """One checkpoint's rows, inside its transaction."""
+    ) -> list[tuple[str, tuple[object, ...]]]:
+        """One checkpoint's rows, as the statements that write them."""
+        statements: list[tuple[str, tuple[object, ...]]] = []
         if self._pending_meta is not None:
-            connection.execute("INSERT INTO meta VALUES (?, ?)", (sequence, orjson.dumps(asdict(self._pending_meta))))
-        connection.execute(
-            "INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?)", (sequence, time.time(), cursor, facts, events)
+            statements.append(("INSERT INTO meta VALUES (?, ?)", (sequence, orjson.dumps(asdict(self._pending_meta)))))
+        statements.append(
+            ("INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?)", (sequence, time.time(), cursor, facts, events))
         )
         if continuation is not None:
-            connection.execute("INSERT INTO continuation VALUES (?, ?, ?, ?)", continuation)
+            statements.append(("INSERT INTO continuation VALUES (?, ?, ?, ?)", continuation))
+        return statements
 
     def _continuation_row(self, sequence: int, state: RuntimeState) -> tuple[tuple[int, int, int, bytes], int]:
         """((sequence, snapshot, grown bytes, body), the body's size before sealing): a delta when rule 3
