@@ -104,6 +104,9 @@ class Runner:
             self.redactor, self.run_dir = session.redactor, session.run_dir
             with self._world(session) as (world, frame):
                 outcome, failure = self._play(session, world, frame)
+            scorecard = getattr(self.environment, "scorecard", None)  # a game's own score (arc_agi3's toolkit)
+            if callable(scorecard):
+                session.record_environment_scorecard(scorecard())
             return session.finish(outcome, failure, levels_won=session.levels_won)
 
     @contextmanager

@@ -733,6 +733,12 @@ class Session:
         """A named point of the caller's (after_side_effect), reported to the session's `on_point`."""
         self._on_point(point)
 
+    def record_environment_scorecard(self, scorecard: Mapping[str, Any]) -> None:
+        """A game's own account of the run (arc_agi3's: the ARC-AGI-3 toolkit's scorecard, kept
+        small), written into run_meta.json as `environment_scorecard` with its next write."""
+        if self._writer is not None:
+            self._meta["environment_scorecard"] = dict(scorecard)
+
     def record_fact(self, fact: Mapping[str, Any]) -> None:
         """A durable fact of the caller's (a side effect's receipt, a user constraint: a JSON object
         with a `kind`), committed with the next checkpoint, and kept by every one after it."""

@@ -129,7 +129,11 @@ class ToolkitLog(logging.Handler):
         self.messages.append(" ".join(record.getMessage().split())[:300])
 
     def last(self) -> str:
-        return self.messages[-1] if self.messages else "the toolkit logged no reason"
+        return self.since(len(self.messages) - 1)
+
+    def since(self, start: int) -> str:
+        """The messages logged from number `start` on, in order, as one line."""
+        return "; ".join(self.messages[max(start, 0) :]) or "the toolkit logged no reason"
 
 
 @dataclass(frozen=True)
@@ -342,11 +346,12 @@ class ArcAgi3:
             self._arcade = self._open_arcade()
         if self.mode == "offline":
             self._check_listed()
+        logged = len(self.log.messages)
         wrapper = self._arcade.make(self.game_id, seed=self.seed)
         if wrapper is None or wrapper.observation_space is None:
             where = "the ARC-AGI-3 server" if self.mode == "online" else f"{self.environments_dir}"
             raise EnvironmentConfigError(
-                f"arc_agi3 game {self.game_id!r} from {where} could not be loaded: {self.log.last()}",
+                f"arc_agi3 game {self.game_id!r} from {where} could not be loaded: {self.log.since(logged)}",
                 "options.game_id" if self.mode == "online" else "options.environments_dir",
                 "check the game's files (metadata.json's class_name and the game's .py file, which the toolkit "
                 "executes)"

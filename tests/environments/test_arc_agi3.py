@@ -1,0 +1,298 @@
+"""arc_agi3: real ARC-AGI-3 games through the official toolkit, offline, on turnstate's own two games.
+
+The toolkit is the `arc` extra (Python 3.12+): without it these tests skip, saying so, except the one
+that checks the refusal a profile then gets; .ci/arc runs them in a 3.12 virtual environment."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+
+import pytest
+
+from turnstate.harness.environments import EnvironmentConfigError, GameState, make_environment
+from turnstate.harness.environments.arc_agi3 import ArcAgi3
+from turnstate.harness.environments.protocol import Frame, ToolEnvironment
+from turnstate.harness.profile import PROFILES_DIR, ProfileError, load_profile, parse_profile
+from turnstate.harness.runner import Runner
+from turnstate.harness.side_effects import JOURNAL
+from turnstate.local_provider.arc_policy import arc_reply, arc_summary, next_action
+from turnstate.local_provider.policy import reply, summarize, think
+
+from ..arc_extra import TOOLKIT
+from ..harness.test_run import read_steps, with_changes
+
+toolkit = pytest.mark.skipif(
+    not TOOLKIT,
+    reason="the ARC-AGI-3 toolkit is not installed (Python 3.12+ and pip install 'turnstate[arc]'); .ci/arc runs these",
+)
+ARC_PROFILE = PROFILES_DIR / "local-arc.yaml"
+NOTES_SYSTEM = "Play. End every reply with one line that starts with 'NOTES:'."
+PLAIN_SYSTEM = "Play. Answer with one line ACTION: <action>."
+ACTION_LINE = re.compile(r"^ACTION: (.+)$", re.MULTILINE)
+MAX_STEPS = 60
+
+Window = Callable[[list[tuple[str, str]]], list[tuple[str, str]]]
+
+
+def game(game_id: str, seed: int = 0) -> ArcAgi3:
+    environment = make_environment("arc_agi3", seed, {"game_id": game_id})
+    assert isinstance(environment, ArcAgi3)
+    return environment
+
+
+def rows_of(frame: Frame) -> list[str]:
+    lines = frame.text.splitlines()
+    start = next(number for number, line in enumerate(lines) if line.startswith("GRID ")) + 1
+    return lines[start : start + 64]
+
+
+def action_in(answer: str) -> str:
+    return ACTION_LINE.findall(answer)[-1]
+
+
+def play(game_id: str, window: Window, system: str) -> list[Frame]:
+    """The chat model playing from `window(exchanges)` and the latest frame, until the game ends."""
+    environment = game(game_id)
+    frames = [environment.reset()]
+    exchanges: list[tuple[str, str]] = []
+    while frames[-1].state is GameState.NOT_FINISHED and len(frames) <= MAX_STEPS:
+        messages = [
+            {"role": role, "content": text}
+            for pair in window(exchanges)
+            for role, text in zip(("user", "assistant"), pair, strict=True)
+        ]
+        answer = reply(system, [*messages, {"role": "user", "content": frames[-1].text}])
+        exchanges.append((frames[-1].text, answer))
+        frames.append(environment.step(action_in(answer)))
+    return frames
+
+
+def last_exchange(exchanges: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    return exchanges[-1:]
+
+
+def test_without_the_toolkit_a_profile_naming_arc_agi3_is_refused_naming_python_3_12_and_the_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "arc_agi", None)  # an import of it fails, as on an install without the extra
+    text = ARC_PROFILE.read_text()
+    with pytest.raises(ProfileError) as caught:
+        parse_profile(text, source="profiles/local-arc.yaml")
+    message = str(caught.value)
+    assert message.startswith("profiles/local-arc.yaml: environment.name: arc_agi3 ")
+    assert "Python 3.12" in message and "pip install 'turnstate[arc]'" in message and "Traceback" not in message
+
+
+@pytest.mark.parametrize(
+    ("options", "key", "named"),
+    [
+        ({"game_id": "move", "environments_dir": "https://example.org/games"}, "options.environments_dir", "is a URL"),
+        ({"game_id": "move", "environments_dir": "/nonexistent/games"}, "options.environments_dir", "is not a folder"),
+        ({"game_id": "../move"}, "options.game_id", "must be an ARC-AGI-3 game id"),
+        ({}, "options.game_id", "must be an ARC-AGI-3 game id"),
+        ({"game_id": "move", "mode": "remote"}, "options.mode", "must be offline or online"),
+        ({"game_id": "move", "colour": "red"}, "options", "has no option 'colour'"),
+    ],
+)
+def test_a_bad_option_is_named_with_its_key_before_the_toolkit_is_touched(options, key, named):
+    with pytest.raises(EnvironmentConfigError, match=re.escape(named)) as caught:
+        make_environment("arc_agi3", 0, options)
+    assert caught.value.key == key and caught.value.fix
+
+
+def test_online_needs_arc_api_key_and_takes_no_environments_dir(monkeypatch):
+    monkeypatch.delenv("ARC_API_KEY", raising=False)
+    with pytest.raises(EnvironmentConfigError, match="needs an ARC-AGI-3 API key in ARC_API_KEY") as caught:
+        make_environment("arc_agi3", 0, {"game_id": "ls20", "mode": "online"})
+    assert caught.value.fix.startswith("export ARC_API_KEY=")
+    with pytest.raises(EnvironmentConfigError, match="'environments_dir' is for offline games"):
+        make_environment("arc_agi3", 0, {"game_id": "ls20", "mode": "online", "environments_dir": "."})
+
+
+@toolkit
+def test_a_game_the_folder_lacks_is_named_with_what_it_holds(tmp_path):
+    with pytest.raises(EnvironmentConfigError, match="holds no game 'ls20'; it holds cued, move") as caught:
+        make_environment("arc_agi3", 0, {"game_id": "ls20"})
+    assert caught.value.key == "options.game_id"
+
+
+@toolkit
+def test_a_game_file_that_fails_to_load_is_named_at_validation_with_the_toolkits_reason(tmp_path):
+    folder = tmp_path / "broken"
+    folder.mkdir()
+    (folder / "metadata.json").write_text(json.dumps({"game_id": "brok", "class_name": "Brok"}))
+    (folder / "brok.py").write_text("raise RuntimeError('this game is broken')\n")
+    text = ARC_PROFILE.read_text().replace("game_id: cued", f"game_id: brok\n    environments_dir: {tmp_path}")
+    with pytest.raises(ProfileError) as caught:
+        parse_profile(text, source="p.yaml")
+    message = str(caught.value)
+    assert message.startswith("p.yaml: environment.options.environments_dir: arc_agi3 game 'brok' from ")
+    assert "this game is broken" in message and "fix: check the game's files" in message
+
+
+@toolkit
+def test_a_frame_is_64_rows_of_64_hex_digits_under_its_header_and_the_available_actions():
+    frame = game("move").reset()
+    lines = frame.text.splitlines()
+    assert lines[0] == "ARC LEVEL 1/2 | STATE NOT_FINISHED"
+    assert (frame.state, frame.level, frame.levels) == (GameState.NOT_FINISHED, 1, 2)
+    rows = rows_of(frame)
+    assert len(rows) == 64 and all(re.fullmatch(r"[0-9a-f]{64}", row) for row in rows)
+    assert sum(row.count("9") for row in rows) == 64 and sum(row.count("3") for row in rows) == 64  # 8 x 8 blocks
+    assert "ACTIONS RESET, ACTION1, ACTION2, ACTION3, ACTION4, ACTION6 x y" in frame.text
+
+
+@toolkit
+def test_the_actions_are_tools_and_action6_takes_integer_x_and_y_from_0_to_63():
+    environment = game("move")
+    assert isinstance(environment, ToolEnvironment) and environment.tools == ()
+    click = {spec.name: spec for spec in environment.action_tools}["ACTION6"]
+    assert click.parameters["required"] == ["x", "y"]
+    assert [(p["minimum"], p["maximum"]) for p in click.parameters["properties"].values()] == [(0, 63), (0, 63)]
+
+
+@toolkit
+@pytest.mark.parametrize(
+    ("action", "problem"),
+    [
+        ("ACTION6", "ACTION6 takes two integers, x (the column) then y (the row)"),
+        ("ACTION6 3", "ACTION6 takes two integers"),
+        ("ACTION6 64 0", "ACTION6's x must be an integer from 0 to 63, got '64'"),
+        ("ACTION6 0 -1", "ACTION6's y must be an integer from 0 to 63, got '-1'"),
+        ("ACTION6 a b", "ACTION6's x must be an integer"),
+        ("ACTION1 3", "ACTION1 takes no values"),
+        ("ACTION9", "unknown action 'ACTION9'"),
+        ("ACTION5", "action 'ACTION5' is not allowed in state NOT_FINISHED of game move"),
+    ],
+)
+def test_a_malformed_or_unavailable_action_is_refused_naming_the_problem_and_changes_nothing(action, problem):
+    environment = game("move")
+    first = environment.reset()
+    with pytest.raises(ValueError, match=re.escape(problem)):
+        environment.step(action)
+    assert environment.observe() == first and environment.receipts() == ()
+
+
+@toolkit
+def test_a_click_on_the_cell_next_to_the_player_steps_there_and_leaves_a_receipt():
+    environment = game("move")
+    rows = rows_of(environment.reset())
+    y, x = next((y, row.index("9")) for y, row in enumerate(rows) if "9" in row)
+    target = (x + 8, y) if x + 8 < 64 and rows[y][x + 8] == "0" else (x - 8, y)
+    frame = environment.step(f"ACTION6 {target[0]} {target[1]}")
+    assert rows_of(frame)[target[1]][target[0]] == "9"
+    assert environment.receipts()[-1].changed in ("grid changed", "level 2 reached")
+
+
+@toolkit
+def test_game_over_allows_only_reset_which_restarts_the_level_with_the_cue_dark():
+    environment = game("cued")
+    frame = environment.reset()
+    cue = rows_of(frame)[0][0]
+    wrong = "c" if cue == "e" else "e"
+    while frame.state is GameState.NOT_FINISHED:
+        frame = environment.step(next_action(rows_of(frame), wrong))
+    assert frame.state is GameState.GAME_OVER and environment.receipts()[-1].changed == "game over"
+    with pytest.raises(ValueError, match="allowed actions: RESET"):
+        environment.step("ACTION1")
+    restarted = environment.step("RESET")
+    assert (restarted.state, restarted.level) == (GameState.NOT_FINISHED, 1)
+    assert rows_of(restarted)[0] == "5" * 64  # the bar is dark: the cue was shown once
+    assert environment.receipts()[-1].changed == "level restarted"
+
+
+@toolkit
+def test_the_simple_game_is_won_from_the_latest_frame_alone():
+    frames = play("move", last_exchange, PLAIN_SYSTEM)
+    assert (frames[-1].state, frames[-1].level) == (GameState.WIN, 2)
+
+
+@toolkit
+def test_the_memory_game_is_lost_when_the_cue_is_not_kept_and_won_when_notes_keep_it():
+    lost = play("cued", last_exchange, PLAIN_SYSTEM)[-1]
+    assert lost.state is GameState.GAME_OVER
+    won = play("cued", last_exchange, NOTES_SYSTEM)[-1]
+    assert (won.state, won.level) == (GameState.WIN, 2)
+
+
+def play_thinking(remember: bool) -> tuple[list[Frame], list[str]]:
+    """The reasoning model, each turn only the latest frame, reading back its thoughts if `remember`."""
+    environment = game("cued")
+    frames, thoughts = [environment.reset()], []
+    while frames[-1].state is GameState.NOT_FINISHED and len(frames) <= MAX_STEPS:
+        thought, answer = think(
+            NOTES_SYSTEM, [{"role": "user", "content": frames[-1].text}], thoughts if remember else []
+        )
+        assert "NOTES" not in answer
+        thoughts.append(thought)
+        frames.append(environment.step(action_in(answer)))
+    return frames, thoughts
+
+
+@toolkit
+def test_the_reasoning_model_notes_the_cue_in_its_thought_and_wins_only_when_its_thoughts_are_replayed():
+    frames, thoughts = play_thinking(remember=True)
+    assert frames[-1].state is GameState.WIN
+    assert thoughts[0] == f"NOTES: arc level 1 cue {rows_of(frames[0])[0][0]}"
+    assert thoughts[1] == "Level 1: following the cue I noted."
+    assert play_thinking(remember=False)[0][-1].state is GameState.GAME_OVER
+
+
+@toolkit
+def test_a_summary_keeps_the_cue_of_the_level_being_played_and_other_games_frames_are_left_alone():
+    frame = game("cued").reset()
+    cue = rows_of(frame)[0][0]
+    assert summarize([frame.text]) == arc_summary([frame.text]) == f"NOTES: arc level 1 cue {cue}"
+    assert arc_reply(PLAIN_SYSTEM, [{"role": "user", "content": "LEVEL 1/3 | STATE NOT_FINISHED\n#@A#"}]) is None
+    assert arc_reply(PLAIN_SYSTEM, [{"role": "user", "content": frame.text}]) is not None
+
+
+def run_arc(tmp_path, **changes: dict):
+    return Runner(with_changes(load_profile(ARC_PROFILE), **changes), tmp_path).run()
+
+
+@toolkit
+def test_after_game_over_the_runner_resets_and_replays_the_game_over_frame_first(tmp_path):
+    result = run_arc(
+        tmp_path, agent={"max_context_length": 2500, "max_actions": 12}
+    )  # too small a window to keep notes
+    assert result.outcome == "max_actions" and result.levels_won == 0
+    journal = [json.loads(line) for line in (result.artifacts / JOURNAL).read_text().splitlines()]
+    reset = next(number for number, entry in enumerate(journal) if entry["action"] == "RESET")
+    assert journal[reset]["key"].endswith(" reset")
+    step = int(journal[reset]["key"].split()[1])
+    sent = read_steps(result.artifacts)[step]["messages_sent"]  # the next request
+    latest = [message["content"] for message in sent if message["role"] == "user"][-1]
+    over, restarted = (
+        latest.index("ARC LEVEL 1/2 | STATE GAME_OVER"),
+        latest.index("ARC LEVEL 1/2 | STATE NOT_FINISHED"),
+    )
+    assert over < restarted  # the GAME_OVER frame first, then the frame RESET led to
+
+
+@toolkit
+def test_acting_through_tools_the_frames_come_back_as_tool_results_and_the_game_is_won(tmp_path):
+    result = run_arc(tmp_path, agent={"action_mode": "tools"})
+    assert (result.outcome, result.levels_won) == ("win", 2), result.failure
+    steps = read_steps(result.artifacts)
+    assert all(step["tool_calls"][0]["name"] == step["action"] for step in steps)
+    results = [m for m in steps[-1]["messages_sent"] if m["role"] == "tool"]
+    assert results and results[-1]["content"].startswith("ARC LEVEL")
+
+
+@toolkit
+def test_turnstate_run_of_the_arc_profile_wins_on_the_local_provider_and_records_the_scorecard(tmp_path):
+    command = [sys.executable, "-m", "turnstate.harness.cli", "run", str(ARC_PROFILE), "--out", str(tmp_path)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "INFO" not in done.stdout  # the toolkit's own logging stays out of the terminal
+    (run_dir,) = [path for path in tmp_path.iterdir() if path.is_dir()]
+    meta = json.loads((run_dir / "run_meta.json").read_text())
+    assert (meta["outcome"], meta["levels_won"]) == ("win", 2)
+    scorecard = meta["environment_scorecard"]
+    assert (scorecard["game_id"], scorecard["total_levels_completed"], scorecard["total_levels"]) == ("cued", 2, 2)
+    assert scorecard["plays"] == [scorecard["plays"][0]] and scorecard["plays"][0]["state"] == "WIN"
+    assert scorecard["total_actions"] == meta["accepted_actions"]
+    assert not (tmp_path / "recordings").exists()
