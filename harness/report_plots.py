@@ -23,7 +23,8 @@ CHAR = FONT * 0.6
 LABELS_MAX = 400  # px: the widest label column; a longer label is cut, whole in its tooltip
 WIDTH = 1100  # px: every plot's width in the viewBox; the page scales it to fit
 
-BLUE, LIGHT_BLUE, ORANGE, RED, YELLOW, GREEN, PURPLE, GREY = (
+BLACK, BLUE, LIGHT_BLUE, ORANGE, RED, YELLOW, GREEN, PURPLE, GREY = (
+    "#222222",
     "#4c78a8",
     "#9ecae9",
     "#f58518",
@@ -140,17 +141,20 @@ def timeline(
     y_label: str = "",
     hover: Callable[[int], str] | None = None,
     height: float = 240,
+    x_range: tuple[int, int] | None = None,
 ) -> str:
     """Values per turn, `turns` the x of each value (a run's step numbers, gaps allowed). The strip
     above the plot holds one row per marker kind (and per rule kind, past RULES_MAX rules); `hover(i)`
-    is the tooltip of the i-th turn's column."""
+    is the tooltip of the i-th turn's column. The x axis spans every turn, marker and rule, and
+    `x_range` (plots stacked on one turn axis pass the same)."""
     dense = len(rules) > RULES_MAX
     kinds = list(dict.fromkeys(marker.kind for marker in markers))
     rows = kinds + list(dict.fromkeys(rule.kind for rule in rules if dense))
     legend_y, strip_top = 16.0, 30.0
     top = strip_top + 14 * len(rows) + (8 if rows else 0)
     left, right, bottom = 64.0, WIDTH - 16.0, top + height
-    first, last = (min(turns), max(turns)) if turns else (1, 1)
+    xs = [*turns, *(marker.x for marker in markers), *(rule.x for rule in rules), *(x_range or ())]
+    first, last = (min(xs), max(xs)) if xs else (1, 1)
     span = max(last - first, 1)
     pad = 0.5 if last - first < 40 else 0.0  # a few turns: half a turn of room either side
 

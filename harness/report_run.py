@@ -49,6 +49,7 @@ from turnstate.harness.report_page import (
     write_page,
 )
 from turnstate.harness.report_plots import (
+    BLACK,
     BLUE,
     GREEN,
     GREY,
@@ -218,7 +219,7 @@ def _summary(run: Run) -> list[tuple[str, Any]]:
     steps = run.steps
     usage: Mapping[str, Any] = meta["usage"] if isinstance(meta.get("usage"), dict) else _total(steps)
     environment = _get(meta, "settings", "environment") or {}
-    retries = [retry for step in steps for retry in step.retries]
+    retries = [retry for _, retry in _retries(run)]
     faults = Counter(str(retry.get("outcome")) for retry in retries if retry.get("outcome") != REJECTED)
     rejected = len(retries) - faults.total()
     replies = f"{rejected} rejected repl{'ies' if rejected > 1 else 'y'}"
@@ -288,6 +289,8 @@ def _plots(run: Run) -> list[str]:
         return [note("no step records: the run took no turn")]
     turns = [step.step for step in run.steps]
     markers, rules = _markers(run), _rules(run)
+    xs = [*turns, *(marker.x for marker in markers), *(rule.x for rule in rules)]
+    x_range = (min(xs), max(xs))  # both plots on one turn axis
 
     def hover(index: int) -> str:
         step = run.steps[index]
@@ -311,12 +314,21 @@ def _plots(run: Run) -> list[str]:
         rules=rules,
         y_label="tokens",
         hover=hover,
+        x_range=x_range,
     )
     outputs = [Series("output tokens", values("output_tokens"), ORANGE)]
     if any(values("reasoning_tokens")):
         outputs.append(Series("of which reasoning", values("reasoning_tokens"), PURPLE))
     output = timeline(
-        "plot-output", "output tokens per turn", turns, outputs, rules=rules, y_label="tokens", hover=hover, height=150
+        "plot-output",
+        "output tokens per turn",
+        turns,
+        outputs,
+        rules=rules,
+        y_label="tokens",
+        hover=hover,
+        height=150,
+        x_range=x_range,
     )
     about = (
         "Each turn's usage is every provider call since the turn before it (its retries and compaction "
@@ -328,30 +340,51 @@ def _plots(run: Run) -> list[str]:
     return [note(about), tokens, output]
 
 
+def _retries(run: Run) -> list[tuple[int, dict[str, Any]]]:
+    """Each attempt that did not yield its turn's action, with its step: the steps' retries, and the
+    attempts of the turn that failed closed (failed_turn.json), which no step holds."""
+    found = [(step.step, retry) for step in run.steps for retry in step.retries]
+    failed = run.failed_turn
+    if failed is not None and isinstance(failed.get("turn"), int):
+        attempts = [attempt for attempt in failed.get("attempts") or [] if isinstance(attempt, dict)]
+        found += [
+            (failed["turn"], attempt) for attempt in attempts if attempt.get("outcome") not in ("accepted", "compacted")
+        ]
+    return found
+
+
+def _retry_kind(retry: dict[str, Any]) -> str:
+    return "rejected reply" if retry.get("outcome") == REJECTED else "provider fault"
+
+
+def _retry_text(retry: dict[str, Any]) -> str:
+    waited = f"; waited {retry['waited_seconds']} s" if retry.get("waited_seconds") else ""
+    return f"{retry.get('outcome')}" + (f": {retry['problem']}" if retry.get("problem") else "") + waited
+
+
 def _markers(run: Run) -> list[Marker]:
-    markers = []
+    markers = [
+        Marker(
+            step,
+            _retry_kind(retry),
+            YELLOW if retry.get("outcome") == REJECTED else RED,
+            f"step {step}: {_retry_text(retry)}",
+        )
+        for step, retry in _retries(run)
+    ]
     for step in run.steps:
-        for retry in step.retries:
-            rejected = retry.get("outcome") == REJECTED
-            what = f"step {step.step}: {retry.get('outcome')}" + (
-                f": {retry['problem']}" if retry.get("problem") else ""
-            )
-            waited = f"; waited {retry['waited_seconds']} s" if retry.get("waited_seconds") else ""
-            markers.append(
-                Marker(
-                    step.step,
-                    "rejected reply" if rejected else "provider fault",
-                    YELLOW if rejected else RED,
-                    what + waited,
-                )
-            )
         for call in step.failed_compaction_calls:
             markers.append(
                 Marker(step.step, "failed compaction call", PURPLE, f"step {step.step}: {call.get('outcome')}")
             )
+        if step.trimmed and step.compaction is None:
+            text = f"step {step.step}: its request dropped the oldest {step.trimmed} messages of the one before"
+            markers.append(Marker(step.step, "history trimmed", GREY, text))
     failed = run.failed_turn
     if failed is not None and isinstance(failed.get("turn"), int):
-        markers.append(Marker(failed["turn"], "failed closed", RED, f"turn {failed['turn']}: {failed.get('failure')}"))
+        markers.append(
+            Marker(failed["turn"], "failed closed", BLACK, f"turn {failed['turn']}: {failed.get('failure')}")
+        )
     return [marker for marker in markers if run.steps[0].step <= marker.x <= run.steps[-1].step + 1]
 
 
@@ -375,12 +408,7 @@ INCIDENTS_OPEN = 40  # a longer list (a long run's compactions) is folded, its c
 def _incidents(run: Run) -> str:
     rows: list[tuple[Any, str, Any]] = []
     for step in run.steps:
-        for retry in step.retries:
-            waited = f"; waited {retry['waited_seconds']} s" if retry.get("waited_seconds") else ""
-            kind = "rejected reply" if retry.get("outcome") == REJECTED else "provider fault"
-            rows.append(
-                (step.step, kind, f"{retry.get('outcome')}: {retry.get('problem') or ''}".rstrip(": ") + waited)
-            )
+        rows += [(step.step, _retry_kind(retry), _retry_text(retry)) for retry in step.retries]
         for call in step.failed_compaction_calls:
             rows.append((step.step, "failed compaction call", f"{call.get('outcome')}: {call.get('problem') or ''}"))
         if step.compaction is not None:
@@ -391,7 +419,9 @@ def _incidents(run: Run) -> str:
         details = {key: value for key, value in resume.items() if key != "step"} if isinstance(resume, dict) else resume
         rows.append((_get(resume, "step"), "resumed after it", details))
     if run.failed_turn is not None:
-        rows.append((run.failed_turn.get("turn"), "failed closed", run.failed_turn.get("failure")))
+        turn = run.failed_turn.get("turn")
+        rows += [(turn, _retry_kind(retry), _retry_text(retry)) for at, retry in _retries(run) if at == turn]
+        rows.append((turn, "failed closed", run.failed_turn.get("failure")))
     if not rows:
         return note("none: every turn's first reply was accepted, nothing was compacted, and the run never resumed")
     listed = table(("step", "what", "detail"), rows, numeric=(0,))

@@ -196,9 +196,37 @@ def test_a_run_page_marks_each_retry_as_a_rejected_reply_or_a_provider_fault(run
     tokens = parsed(re.search(r'<svg id="plot-tokens".*?</svg>', write_report(run_dir).read_text(), re.S)[0])
     notes = [element.text for circle in tokens.iter(f"{SVG}circle") for element in circle.iter(f"{SVG}title")]
     rejected = [text for text in notes if "action_rejected" in text]
-    faults = [text for text in notes if text.startswith("step") and "action_rejected" not in text]
+    faults = [text for text in notes if re.match(r"step \d+: (transient|refusal)", text)]
     assert len(rejected) + len(faults) == meta["failed_attempts"] == 3
     assert len(rejected) == 1 and "no 'ACTION: <name>' line" in rejected[0]
+    assert [text.split(":")[0] for text in faults] == ["step 3", "step 10"]  # the rate limit, the refusal
+
+
+def test_a_run_page_marks_each_turn_whose_request_dropped_the_oldest_messages(run_dir):
+    trimmed = [
+        record["step"]
+        for path in sorted(run_dir.glob("step_*.json"))
+        if (record := json.loads(path.read_text()))["request"]["dropped"]
+    ]
+    tokens = parsed(re.search(r'<svg id="plot-tokens".*?</svg>', write_report(run_dir).read_text(), re.S)[0])
+    notes = [element.text for circle in tokens.iter(f"{SVG}circle") for element in circle.iter(f"{SVG}title")]
+    marked = [int(text.split(":")[0].removeprefix("step ")) for text in notes if "dropped the oldest" in text]
+    assert trimmed and marked == trimmed
+
+
+def test_a_run_that_failed_closed_marks_its_last_turns_attempts_and_the_failure_on_both_plots(tmp_path):
+    data = yaml.safe_load(DEFAULT_PROFILE.read_text())
+    data["client"]["local"] = {"faults": [{"at": at, "kind": "malformed"} for at in (9, 10, 11, 12)]}
+    result = Runner(Profile.model_validate(data), tmp_path).run()
+    assert result.outcome == "failed_closed" and result.artifacts is not None
+    page = write_report(result.artifacts).read_text()
+    assert "<th>retries by kind</th><td>4 rejected replies</td>" in page
+    plots = [parsed(svg) for svg in re.findall(r'<svg id="plot-(?:tokens|output)".*?</svg>', page, re.S)]
+    assert len(plots) == 2
+    failed = [title.text for title in plots[0].iter(f"{SVG}title") if title.text and title.text.startswith("turn 9:")]
+    assert failed == [f"turn 9: {result.failure}"]
+    for plot in plots:  # one turn axis, to the failed turn
+        assert "9" in [text.text for text in plot.iter(f"{SVG}text")]
 
 
 def test_a_run_page_marks_compactions_on_the_timeline(tmp_path):
