@@ -613,6 +613,48 @@ def report(folder: Path) -> None:
 
 
 @main.command()
+@click.argument("sweep_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--out",
+    "sweep_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="the sweep's folder  [default: sweeps/<the sweep's id>]",
+)
+@click.option("--in-flight", type=click.IntRange(min=1), help="runs at once (default: the sweep's budget)")
+def sweep(sweep_file: Path, sweep_dir: Path | None, in_flight: int | None) -> None:
+    """Run SWEEP_FILE's profiles x environments x seeds x repetitions, each an ordinary run with its own
+    folder and checkpoints, and write results.csv, results.jsonl, summary.json and report.html. Run it
+    again on the same folder to go on: ended runs are skipped, unfinished ones resume."""
+    from turnstate.harness.sweep import SweepError, load_sweep
+    from turnstate.harness.sweep_engines import PoolEngine, run_sweep
+
+    try:
+        plan = load_sweep(sweep_file)
+    except SweepError as error:
+        _fail(str(error))
+    folder = sweep_dir or Path("sweeps") / plan.sweep.id
+    if plan.sweep.engine != "pool":
+        _fail(f"{sweep_file}: engine: {plan.sweep.engine} is not available yet; fix: use engine: pool")
+    engine = PoolEngine(plan.adapter_ids)
+
+    def ended(row: Mapping[str, Any]) -> None:
+        click.echo(f"{row['key']}: {row['outcome']} ({row['levels']} levels, {row['turns']} turns, ${row['cost']:.4f})")
+
+    click.echo(f"sweep {plan.sweep.id}: {len(plan.runs)} runs into {folder}")
+    try:
+        run_sweep(plan, folder, engine, in_flight=in_flight, on_row=ended)
+    except KeyboardInterrupt:
+        click.echo(f"interrupted; run it again to go on: turnstate sweep {sweep_file} --out {folder}", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    except OSError as error:
+        _fail(f"{folder}: cannot write the sweep's folder ({error.strerror})")
+    try:
+        click.echo(f"report: {write_report(folder)}")
+    except ReportError as error:
+        click.echo(f"warning: no report: {error}", err=True)
+
+
+@main.command()
 @click.option("--port", default=0, show_default=True, type=click.IntRange(0, 65535), help="0 picks a free port")
 @click.option(
     "--context-window",

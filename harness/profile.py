@@ -16,7 +16,7 @@ import math
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import yaml
@@ -565,6 +565,9 @@ def _check_environment(environment: EnvironmentConfig) -> None:
         raise _Contradiction(f"environment.{error.key}", str(error), error.fix) from None
 
 
+_Settings = TypeVar("_Settings", bound=BaseModel)
+
+
 class ProfileError(ValueError):
     """Every problem of one profile file, each as `file: key.path: problem; fix: ...`."""
 
@@ -620,6 +623,11 @@ def profile_json_schema() -> dict[str, Any]:
 
 
 def load_profile(path: str | Path) -> Profile:
+    return load_settings(path, Profile)
+
+
+def load_settings(path: str | Path, model: type[_Settings]) -> _Settings:
+    """A YAML settings file (a profile, a sweep) read with the profile's rules and validated as `model`."""
     path = Path(path)
     try:
         with path.open("rb") as file:
@@ -629,7 +637,7 @@ def load_profile(path: str | Path) -> Profile:
     if len(raw) > MAX_PROFILE_BYTES:
         problem = f"the file is larger than {MAX_PROFILE_BYTES // 1024} KiB, far more than any profile"
         raise ProfileError(str(path), [("", problem, "check the path: a profile is a page of settings")])
-    return parse_profile(_decode(raw, str(path)), source=str(path))
+    return parse_settings(_decode(raw, str(path)), str(path), model)
 
 
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
@@ -659,6 +667,10 @@ _SAVE_AS_UTF8 = "save the file as UTF-8"
 
 
 def parse_profile(text: str, source: str = "<profile>") -> Profile:
+    return parse_settings(text, source, Profile)
+
+
+def parse_settings(text: str, source: str, model: type[_Settings]) -> _Settings:
     try:
         data = yaml.load(text, Loader=_ProfileLoader)  # a SafeLoader: builds plain data only
     except _Refused as error:
@@ -670,9 +682,9 @@ def parse_profile(text: str, source: str = "<profile>") -> Profile:
     if not isinstance(data, dict):
         raise ProfileError(source, [("", "the profile must be a mapping of keys", "start with `id: ...`")])
     try:
-        return Profile.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as error:
-        raise ProfileError(source, [_explain(item) for item in error.errors()]) from None
+        raise ProfileError(source, [_explain(item, model) for item in error.errors()]) from None
 
 
 def _where(error: yaml.YAMLError, text: str) -> str:
@@ -825,7 +837,7 @@ def _scalar_problem(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> tuple[str
     return None
 
 
-def _explain(item: Any) -> tuple[str, str, str]:
+def _explain(item: Any, model: type[BaseModel]) -> tuple[str, str, str]:
     context = item.get("ctx") or {}
     contradiction = context.get("error")
     if isinstance(contradiction, _Contradiction):
@@ -834,7 +846,7 @@ def _explain(item: Any) -> tuple[str, str, str]:
     path = ".".join(str(part) for part in location)
     kind = item["type"]
     if kind == "extra_forbidden":
-        allowed = ", ".join(_allowed_keys(location[:-1]))
+        allowed = ", ".join(_allowed_keys(location[:-1], model))
         return path, "unknown key", f"remove it or correct the spelling (allowed here: {allowed})"
     if kind == "missing":
         return path, "required key is missing", "add it"
@@ -866,8 +878,8 @@ _FIXES = {
 }
 
 
-def _allowed_keys(location: tuple[Any, ...]) -> list[str]:
-    model: Any = Profile
+def _allowed_keys(location: tuple[Any, ...], settings: type[BaseModel]) -> list[str]:
+    model: Any = settings
     for part in location:
         if isinstance(part, int):
             continue

@@ -1,0 +1,374 @@
+"""Sweeps: profiles x environments (games, seeds) x repetitions, run as ordinary runs.
+
+A sweep file (YAML, read with the profile's rules: unknown keys, wrong types and bad bytes are named
+with the file, key and fix) names the profiles (paths relative to the sweep file, or shipped names),
+the environments with their seeds, the repetitions, a budget (runs in flight, a total cost cap in the
+profiles' configured prices) and the engine. Each planned run is an ordinary run (its own folder under
+`SWEEP_DIR/runs/<key>/`, its own checkpoints), so everything a run guarantees holds for a sweep's:
+a kill costs at most a turn, and `turnstate resume` works on any of them.
+
+The sweep folder:
+- `sweep.json`: the sweep as validated, with the file it came from;
+- `results.jsonl` and `results.csv`: one row per planned run (RESULT_COLUMNS), written again whole
+  (temporary file, then rename) each time a run ends, so a kill leaves the last whole table;
+- `summary.json`: per profile, its runs, wins and success rate with a 95% interval across the seeds
+  (Wilson's score interval: it stays inside [0, 1] and is not degenerate at 0 or n wins, which the
+  normal approximation is, with the few seeds a sweep has), mean cost, turns and tokens; and the
+  comparisons (`compare:`, or every pair of profiles that differ only in compaction): the
+  difference in success rate and its 95% interval (Newcombe's hybrid score interval, built from the
+  two Wilson intervals).
+
+Resuming a sweep (`turnstate sweep SWEEP.yaml` again on the same folder): a run that ended (win,
+max_actions, failed_closed) is skipped, its row read from its run_meta.json; a run that did not end
+(killed, interrupted: run_meta says running or interrupted) resumes from its checkpoint; a run that
+never started starts. The cost cap counts every ended run's cost, skipped ones included: no new run
+starts once it is reached (the runs in flight finish), and the runs it kept from starting are rows
+with outcome `not_started`.
+
+Engines (sweep_engines.py): a local process pool, one process per run (the default: nothing to
+install), or Ray tasks on an existing cluster (`engine: ray` or `--ray ADDRESS`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from turnstate.harness.profile import (
+    EnvironmentConfig,
+    Profile,
+    ProfileError,
+    _Section,
+    load_profile,
+    load_settings,
+    resolve_profile,
+)
+from turnstate.harness.resume import RUN_META, run_meta
+
+ENDED_OUTCOMES = ("win", "max_actions", "failed_closed")  # a sweep's resume skips these runs
+NOT_STARTED = "not_started"  # a run the cost cap kept from starting
+RESULT_COLUMNS = (
+    "run_id",
+    "key",
+    "profile",
+    "environment",
+    "game",
+    "seed",
+    "repetition",
+    "outcome",
+    "levels",
+    "turns",
+    "tokens_in",
+    "tokens_cached",
+    "tokens_out",
+    "cost",
+    "retries",
+    "compactions",
+    "wall_seconds",
+    "resumes",
+    "run_dir",
+)
+Z_95 = 1.959963984540054  # the normal quantile of a two-sided 95% interval
+
+
+class SweepEnvironment(_Section):
+    name: str = "beacon_grid"
+    options: dict[str, Any] = Field(default_factory=dict)
+    seeds: tuple[int, ...] = Field(default=(0,), min_length=1, strict=False)
+
+
+class SweepBudget(_Section):
+    in_flight: int = Field(default=2, ge=1, le=512, description="runs at once")
+    cost_cap: float | None = Field(default=None, ge=0, description="USD, in the profiles' configured prices")
+
+
+class Comparison(_Section):
+    a: str = Field(description="a profile id: the difference is a's success rate less b's")
+    b: str
+
+
+class Sweep(_Section):
+    id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    profiles: tuple[str, ...] = Field(min_length=1, strict=False)
+    environments: tuple[SweepEnvironment, ...] = Field(default=(SweepEnvironment(),), min_length=1, strict=False)
+    repetitions: int = Field(default=1, ge=1, le=1000)
+    budget: SweepBudget = SweepBudget()
+    engine: Literal["pool", "ray"] = "pool"
+    ray_address: str | None = None
+    compare: tuple[Comparison, ...] = Field(default=(), strict=False)
+
+
+class SweepError(Exception):
+    """A sweep that cannot be planned or run as asked; the message names the file and the fix."""
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run of the sweep: its profile (the environment and seed set), where it is written, and
+    what identifies it in the results."""
+
+    key: str  # its folder under runs/, unique in the sweep
+    profile: dict[str, Any]  # the profile as JSON data (it crosses to another process)
+    profile_id: str
+    environment: str
+    game: str
+    seed: int
+    repetition: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    sweep: Sweep
+    source: Path
+    runs: tuple[PlannedRun, ...]
+    comparisons: tuple[tuple[str, str], ...]
+
+    @property
+    def adapter_ids(self) -> list[str]:
+        return sorted({str(planned.profile["runtime"]["adapter_id"]) for planned in self.runs})
+
+
+def load_sweep(path: Path) -> Plan:
+    """The sweep file, validated, and its runs planned; a SweepError (ProfileError's lines) if not."""
+    try:
+        sweep = load_settings(path, Sweep)
+    except ProfileError as error:
+        raise SweepError(str(error)) from None
+    profiles: list[Profile] = []
+    for index, given in enumerate(sweep.profiles):
+        beside = path.parent / given
+        try:
+            profiles.append(load_profile(beside if beside.is_file() else resolve_profile(given)))
+        except ProfileError as error:
+            raise SweepError(f"{path}: profiles.{index} ({given}): {error}") from None
+    ids = [profile.id for profile in profiles]
+    repeated = sorted({name for name in ids if ids.count(name) > 1})
+    if repeated:
+        raise SweepError(
+            f"{path}: profiles: the profile id {repeated[0]!r} is named twice; fix: name each profile once"
+        )
+    for index, comparison in enumerate(sweep.compare):
+        for side in ("a", "b"):
+            if getattr(comparison, side) not in ids:
+                raise SweepError(
+                    f"{path}: compare.{index}.{side}: {getattr(comparison, side)!r} is not a profile of this sweep; "
+                    f"fix: use one of {', '.join(ids)}"
+                )
+    runs = tuple(_planned(path, sweep, profiles))
+    comparisons = tuple((item.a, item.b) for item in sweep.compare) or compaction_pairs(profiles)
+    return Plan(sweep, path, runs, comparisons)
+
+
+def _planned(path: Path, sweep: Sweep, profiles: Sequence[Profile]) -> Iterable[PlannedRun]:
+    names = [environment.name for environment in sweep.environments]
+    for number, environment in enumerate(sweep.environments):
+        label = environment.name if names.count(environment.name) == 1 else f"{environment.name}{number + 1}"
+        game = str(environment.options.get("game_id", environment.name))
+        for seed in environment.seeds:
+            config = EnvironmentConfig(name=environment.name, seed=seed, options=environment.options)
+            try:
+                checked = [profile.model_copy(update={"environment": config}) for profile in profiles]
+                for profile in checked:
+                    Profile.model_validate(profile.model_dump(mode="json"))  # the profile's own checks, game included
+            except ValueError as error:
+                raise SweepError(f"{path}: environments.{number} (seed {seed}): {error}") from None
+            for profile in checked:
+                for repetition in range(1, sweep.repetitions + 1):
+                    yield PlannedRun(
+                        key=f"{profile.id}.{label}.s{seed}.r{repetition}",
+                        profile=profile.model_dump(mode="json"),
+                        profile_id=profile.id,
+                        environment=environment.name,
+                        game=game,
+                        seed=seed,
+                        repetition=repetition,
+                    )
+
+
+def compaction_pairs(profiles: Sequence[Profile]) -> tuple[tuple[str, str], ...]:
+    """Every pair of profiles that differ in their compaction alone, the one with compaction first:
+    the seed's open question (does compaction cost task success?) answered by default."""
+
+    def without_compaction(profile: Profile) -> str:
+        data = profile.model_dump(mode="json")
+        data.pop("id")
+        data["runtime"].pop("compaction")
+        return json.dumps(data, sort_keys=True)
+
+    pairs = []
+    for first in profiles:
+        for second in profiles:
+            none = second.runtime.compaction.strategy == "none"
+            if first is not second and none and first.runtime.compaction.strategy != "none":
+                if without_compaction(first) == without_compaction(second):
+                    pairs.append((first.id, second.id))
+    return tuple(pairs)
+
+
+# -- one run -----------------------------------------------------------------------------------------
+
+
+def run_folder(runs_root: Path, key: str) -> Path | None:
+    """The run folder of the planned run `key` (the newest, should a start have left two), if any."""
+    holder = runs_root / key
+    if not holder.is_dir():
+        return None
+    made = sorted(path for path in holder.iterdir() if (path / RUN_META).is_file())
+    return made[-1] if made else None
+
+
+def is_ended(run_dir: Path | None) -> bool:
+    return run_dir is not None and run_meta(run_dir).get("outcome") in ENDED_OUTCOMES
+
+
+def play(planned: PlannedRun, runs_root: Path) -> None:
+    """Play `planned` to its end in this process: resumed from its checkpoint if it began before,
+    skipped if it ended. What the run records (its folder, run_meta.json) is the result."""
+    from turnstate.harness.cli import freeze_startup_objects
+    from turnstate.harness.resume import run_profile
+    from turnstate.harness.runner import Runner
+
+    existing = run_folder(runs_root, planned.key)
+    if is_ended(existing):
+        return
+    freeze_startup_objects()
+    if existing is not None:
+        Runner(run_profile(existing), existing.parent).resume(existing)
+    else:
+        out = runs_root / planned.key
+        out.mkdir(parents=True, exist_ok=True)
+        Runner(Profile.model_validate(planned.profile), out).run()
+
+
+# -- results -----------------------------------------------------------------------------------------
+
+
+def result_row(planned: PlannedRun, runs_root: Path, sweep_dir: Path, error: str | None = None) -> dict[str, Any]:
+    """The results row of `planned`, from its run_meta.json (outcome `not_started` without one; `error`
+    names a run whose process failed without recording an end)."""
+    run_dir = run_folder(runs_root, planned.key)
+    meta = run_meta(run_dir) if run_dir is not None else {}
+    usage = meta.get("usage") or {}
+    outcome = str(meta.get("outcome") or NOT_STARTED)
+    if error is not None and outcome not in ENDED_OUTCOMES:
+        outcome = "error"
+    return {
+        "run_id": run_dir.name if run_dir is not None else None,
+        "key": planned.key,
+        "profile": planned.profile_id,
+        "environment": planned.environment,
+        "game": planned.game,
+        "seed": planned.seed,
+        "repetition": planned.repetition,
+        "outcome": outcome,
+        "levels": meta.get("levels_won", 0),
+        "turns": meta.get("turns", 0),
+        "tokens_in": usage.get("input_tokens", 0),
+        "tokens_cached": usage.get("cached_input_tokens", 0),
+        "tokens_out": usage.get("output_tokens", 0),
+        "cost": meta.get("cost_estimate", 0.0),
+        "retries": meta.get("failed_attempts", 0),
+        "compactions": meta.get("compactions", 0),
+        "wall_seconds": meta.get("wall_seconds", 0.0),
+        "resumes": len(meta.get("resumes") or ()),
+        "run_dir": None if run_dir is None else str(run_dir.relative_to(sweep_dir)),
+        **({"error": error} if error is not None and outcome == "error" else {}),
+    }
+
+
+def write_results(sweep_dir: Path, rows: Sequence[Mapping[str, Any]], comparisons: Sequence[tuple[str, str]]) -> None:
+    """results.jsonl, results.csv and summary.json, each replaced whole."""
+    lines = "".join(json.dumps(row, sort_keys=False) + "\n" for row in rows)
+    table = io.StringIO()
+    writer = csv.DictWriter(table, fieldnames=RESULT_COLUMNS, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    summary = summarize(rows, comparisons)
+    for name, text in (
+        ("results.jsonl", lines),
+        ("results.csv", table.getvalue()),
+        ("summary.json", json.dumps(summary, indent=2) + "\n"),
+    ):
+        replace_file(sweep_dir / name, text)
+
+
+def replace_file(path: Path, text: str) -> None:
+    """`path` holds `text` whole, or what it held before: a kill never leaves it cut short."""
+    temporary = path.with_name(path.name + ".new")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def summarize(rows: Sequence[Mapping[str, Any]], comparisons: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """Per profile, over its ended runs: wins, success rate and its 95% interval, means; then the
+    comparisons' differences with their intervals."""
+    by_profile: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        by_profile.setdefault(str(row["profile"]), []).append(row)
+    profiles = []
+    for profile, runs in by_profile.items():
+        ended = [row for row in runs if row["outcome"] in ENDED_OUTCOMES]
+        wins = sum(row["outcome"] == "win" for row in ended)
+        low, high = wilson(wins, len(ended))
+        profiles.append(
+            {
+                "profile": profile,
+                "planned": len(runs),
+                "runs": len(ended),
+                "wins": wins,
+                "success_rate": wins / len(ended) if ended else None,
+                "success_low": low,
+                "success_high": high,
+                **{
+                    f"mean_{name}": _mean(ended, name)
+                    for name in ("cost", "turns", "levels", "tokens_in", "tokens_out")
+                },
+            }
+        )
+    found = {entry["profile"]: entry for entry in profiles}
+    differences = []
+    for a, b in comparisons:
+        if a in found and b in found and found[a]["runs"] and found[b]["runs"]:
+            difference, low, high = newcombe(found[a]["wins"], found[a]["runs"], found[b]["wins"], found[b]["runs"])
+            differences.append({"a": a, "b": b, "difference": difference, "low": low, "high": high})
+    return {"profiles": profiles, "comparisons": differences}
+
+
+def _mean(rows: Sequence[Mapping[str, Any]], name: str) -> float | None:
+    return sum(float(row[name]) for row in rows) / len(rows) if rows else None
+
+
+def wilson(successes: int, trials: int, z: float = Z_95) -> tuple[float | None, float | None]:
+    """Wilson's score interval for a proportion (None, None without trials)."""
+    if trials == 0:
+        return None, None
+    p = successes / trials
+    centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
+    spread = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / (1 + z * z / trials)
+    return max(0.0, centre - spread), min(1.0, centre + spread)
+
+
+def newcombe(wins_a: int, runs_a: int, wins_b: int, runs_b: int) -> tuple[float, float, float]:
+    """The difference of two proportions and Newcombe's hybrid score interval (his method 10)."""
+    p_a, p_b = wins_a / runs_a, wins_b / runs_b
+    low_a, high_a = wilson(wins_a, runs_a)
+    low_b, high_b = wilson(wins_b, runs_b)
+    assert low_a is not None and high_a is not None and low_b is not None and high_b is not None
+    difference = p_a - p_b
+    low = difference - math.sqrt((p_a - low_a) ** 2 + (high_b - p_b) ** 2)
+    high = difference + math.sqrt((high_a - p_a) ** 2 + (p_b - low_b) ** 2)
+    return difference, max(-1.0, low), min(1.0, high)
+
+
+def write_sweep_record(sweep_dir: Path, plan: Plan) -> None:
+    record = {"source": str(plan.source), **plan.sweep.model_dump(mode="json"), "planned_runs": len(plan.runs)}
+    replace_file(sweep_dir / "sweep.json", json.dumps(record, indent=2) + "\n")
