@@ -269,8 +269,9 @@ class ArcAgi3:
         self.tools: tuple[ToolSpec, ...] = ()
         self.toolkit = load_toolkit()
         self.log = ToolkitLog()
-        self.logger = logging.getLogger(f"{TOOLKIT_LOGGER}.{id(self)}")
-        self.logger.propagate = False
+        # A logger of this game's own, outside logging's registry (which keeps every logger it names
+        # for good): the toolkit logs to it, and only this game's ToolkitLog hears it.
+        self.logger = logging.Logger(TOOLKIT_LOGGER, logging.WARNING)
         self.logger.addHandler(self.log)
         self._arcade: Any = None
         self._wrapper: Any = None
