@@ -33,7 +33,7 @@ svg.plot { width: 100%; height: auto; display: block; }
 .diagram { overflow-x: auto; border: 1px solid #eee; padding: 6px; }
 .diagram svg { max-width: 100%; height: auto; }
 .win { color: #2e7d32; font-weight: 600; } .bad { color: #c62828; font-weight: 600; }
-div.wide { overflow-x: auto; } table.wide { font-size: 12px; } table.wide td { white-space: nowrap; padding: 2px 6px; }
+div.wide { overflow-x: auto; } table.wide { font-size: 12px; } table.wide td, table.wide th { white-space: nowrap; padding: 2px 6px; }
 pre { background: #f6f6f6; padding: 8px; overflow-x: auto; font-size: 12px; }
 """
 
