@@ -1,0 +1,72 @@
+"""The compaction sweep on both environments (sweeps/compaction-arc.yaml: 3 local profiles x beacon_grid
+and the ARC-AGI-3 game `cued` x 2 seeds) with the process pool: killed outright mid-way (the driver and its runs),
+then run again, it ends every run and writes the results and the report. Needs the arc extra; .ci/arc
+runs it."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from turnstate.harness.report import write_report
+from turnstate.harness.sweep import load_sweep
+from turnstate.harness.sweep_engines import PoolEngine, run_sweep
+
+from ..arc_extra import TOOLKIT
+from ..harness.test_sweep import _group_is_gone
+
+SWEEP = Path(__file__).resolve().parents[2] / "sweeps" / "compaction-arc.yaml"
+KEY = "sweep-test-key-0123456789abcdef"  # exact resumes: the encrypted reasoning is kept, sealed
+
+pytestmark = pytest.mark.skipif(
+    not TOOLKIT, reason="the ARC-AGI-3 toolkit is not installed (Python 3.12+ and pip install 'turnstate[arc]')"
+)
+
+
+def test_the_sweep_on_both_environments_resumes_the_runs_a_crash_killed(tmp_path, monkeypatch):
+    monkeypatch.setenv("TURNSTATE_CHECKPOINT_KEY", KEY)
+    out = tmp_path / "sweep"
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "turnstate.harness.cli", "sweep", str(SWEEP), "--out", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while len(list(out.glob("runs/*/*/step_000004.json"))) < 2:
+        assert driver.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    os.killpg(driver.pid, signal.SIGKILL)  # the machine's crash: the driver and the runs at once
+    driver.wait()
+    assert _group_is_gone(driver.pid, within=15)
+    killed = [
+        path.parent
+        for path in out.glob("runs/*/*/run_meta.json")
+        if json.loads(path.read_text())["outcome"] == "running"
+    ]
+    assert killed
+
+    plan = load_sweep(SWEEP)
+    rows = run_sweep(plan, out, PoolEngine(plan.adapter_ids))
+    outcomes = {(row["profile"], row["environment"]): set() for row in rows}
+    for row in rows:
+        outcomes[row["profile"], row["environment"]].add(row["outcome"])
+    assert all(found == {"win"} for (profile, game), found in outcomes.items() if game == "beacon_grid")
+    assert outcomes["local-openai-continuous", "arc_agi3"] == {"win"}
+    assert outcomes["local-openai-uncompacted", "arc_agi3"] == {"failed_closed"}  # its window overflows
+    resumed = {row["run_dir"] for row in rows if row["resumes"] == 1}
+    assert resumed == {str(path.relative_to(out)) for path in killed}  # the same runs went on
+    with (out / "results.csv").open() as table:
+        assert len(list(csv.DictReader(table))) == 12
+    summary = json.loads((out / "summary.json").read_text())
+    (difference,) = [item for item in summary["comparisons"] if item["a"] == "local-openai-continuous"]
+    assert difference["difference"] == 0.5 and difference["low"] < 0.5 < difference["high"]
+    assert write_report(out) == out / "report.html"
