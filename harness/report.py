@@ -3,15 +3,16 @@ FOLDER/report.html (harness/report_page.py says what self-contained means here).
 
 A run folder is reported by harness/report_run.py. A sweep folder (what `turnstate sweep` writes)
 holds:
-- sweep.json: the sweep's definition; its `name` titles the page (the folder's name without one).
-- results.jsonl: one JSON object a line, one line a run. Each needs `run_id`, `profile` and
-  `outcome` ("win", "game_over", "max_actions", "failed", ...); the rest is shown where present:
-  environment, game, seed, repetition, levels, turns, tokens_in, tokens_cached, tokens_out, cost,
-  retries, compactions, wall_seconds (numbers, or null), and run_dir, the run's folder relative to
-  the sweep's.
-- summary.json: a list of per-profile objects, each with `profile`, `runs`, `wins` and
-  `success_rate`, and where present `success_low` and `success_high` (a 95% interval across seeds),
-  `mean_cost` and `mean_turns`. The with/without-compaction comparisons, each `{a, b, difference}`
+- sweep.json: the sweep's definition; its `name` or `id` titles the page (else the folder's name).
+- results.jsonl: one JSON object a line, one line a planned run. Each needs `profile` and `outcome`
+  ("win", "max_actions", "failed_closed", "not_started", "error", ...); the rest is shown where
+  present: run_id (null for a run that never started; `key` names it then), environment, game,
+  seed, repetition, levels, turns, tokens_in, tokens_cached, tokens_out, cost, retries, compactions,
+  wall_seconds, resumes (numbers, or null), error, and run_dir, the run's folder relative to the
+  sweep's.
+- summary.json: a list of per-profile objects, each with `profile`, `runs` (those that ended) and
+  `wins`, and where present `success_rate` (null when no run ended), `success_low` and
+  `success_high` (a 95% interval across seeds), `planned`, `mean_cost` and `mean_turns`. The with/without-compaction comparisons, each `{a, b, difference}`
   with `low` and `high` where present, may be a `comparisons` list in any of those objects, or
   summary.json may be an object `{"profiles": [...], "comparisons": [...]}`. Without summary.json
   (a sweep stopped before writing it) the page derives runs, wins and means from the results, and
@@ -51,7 +52,7 @@ __all__ = ["REPORT", "ReportError", "write_report"]
 
 SWEEP, RESULTS, SUMMARY = "sweep.json", "results.jsonl", "summary.json"
 FIX = "restore the file as `turnstate sweep` wrote it"
-RESULT_REQUIRED = ("run_id", "profile", "outcome")
+RESULT_REQUIRED = ("profile", "outcome")
 RESULT_NUMBERS = (
     "seed",
     "repetition",
@@ -64,9 +65,11 @@ RESULT_NUMBERS = (
     "retries",
     "compactions",
     "wall_seconds",
+    "resumes",
 )
-PROFILE_REQUIRED = ("profile", "runs", "wins", "success_rate")
-PROFILE_NUMBERS = ("runs", "wins", "success_rate", "success_low", "success_high", "mean_cost", "mean_turns")
+PROFILE_REQUIRED = ("profile", "runs", "wins")
+PROFILE_NUMBERS = ("planned", "runs", "wins", "success_rate", "success_low", "success_high", "mean_cost", "mean_turns")
+NOT_STARTED = "not_started"  # a planned run the sweep never started (its cost cap)
 COMPARISON_REQUIRED = ("a", "b", "difference")
 COMPARISON_NUMBERS = ("difference", "low", "high")
 
@@ -107,7 +110,7 @@ def write_sweep_report(folder: Path) -> Path:
 
 def read_sweep(folder: Path) -> Sweep:
     definition = read_json(folder / SWEEP, FIX) if (folder / SWEEP).is_file() else None
-    name = definition.get("name") if isinstance(definition, dict) else None
+    name = (definition.get("name") or definition.get("id")) if isinstance(definition, dict) else None
     results_path = folder / RESULTS
     results = [
         _checked(entry, results_path, f"line {number}", RESULT_REQUIRED, RESULT_NUMBERS)
@@ -168,15 +171,17 @@ def _checked(entry: Any, path: Path, where: str, required: Sequence[str], number
 def _derived_summary(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     summary = []
     for profile, runs in _by_profile(results).items():
-        wins = sum(run["outcome"] == "win" for run in runs)
+        started = [run for run in runs if run["outcome"] != NOT_STARTED]
+        wins = sum(run["outcome"] == "win" for run in started)
         summary.append(
             {
                 "profile": profile,
-                "runs": len(runs),
+                "planned": len(runs),
+                "runs": len(started),
                 "wins": wins,
-                "success_rate": wins / len(runs),
-                "mean_cost": _mean(run.get("cost") for run in runs),
-                "mean_turns": _mean(run.get("turns") for run in runs),
+                "success_rate": wins / len(started) if started else None,
+                "mean_cost": _mean(run.get("cost") for run in started),
+                "mean_turns": _mean(run.get("turns") for run in started),
             }
         )
     return summary
@@ -194,29 +199,35 @@ def _mean(values: Iterable[Any]) -> float | None:
     return sum(known) / len(known) if known else None
 
 
-def _run_reports(sweep: Sweep) -> dict[str, str]:
-    """Each run's page, written where missing or older than its run_meta.json: run_id -> its link
-    from the sweep's page. A run whose page cannot be written is noted, not fatal to the sweep's."""
+def run_name(run: dict[str, Any]) -> str:
+    """What the page calls a run: its id, or its key in the sweep before it started."""
+    return str(run.get("run_id") or run.get("key") or "(unnamed run)")
+
+
+def _run_reports(sweep: Sweep) -> dict[int, str]:
+    """Each run's page, written where missing or older than its run_meta.json: the run's line (its
+    index in the results) -> its link from the sweep's page. A run whose page cannot be written is
+    noted, not fatal to the sweep's."""
     links = {}
-    for run in sweep.results:
+    for index, run in enumerate(sweep.results):
         given = run.get("run_dir")
         if not isinstance(given, str) or not given:
             continue
         relative = PurePosixPath(given)
         if relative.is_absolute() or ".." in relative.parts:
-            sweep.notes.append(f"run {run['run_id']}: run_dir {given} is not inside the sweep folder; not linked")
+            sweep.notes.append(f"run {run_name(run)}: run_dir {given} is not inside the sweep folder; not linked")
             continue
         folder = sweep.folder / relative
         if not folder.is_dir() or not is_run(folder):
-            sweep.notes.append(f"run {run['run_id']}: no run folder at {given}")
+            sweep.notes.append(f"run {run_name(run)}: no run folder at {given}")
             continue
         try:
             if _stale(folder):
                 write_run_report(folder)
         except ReportError as error:
-            sweep.notes.append(f"run {run['run_id']}: its report was not written: {error}")
+            sweep.notes.append(f"run {run_name(run)}: its report was not written: {error}")
             continue
-        links[str(run["run_id"])] = str(relative / REPORT)
+        links[index] = str(relative / REPORT)
     return links
 
 
@@ -232,7 +243,7 @@ def _stale(folder: Path) -> bool:
 # The page.
 
 
-def sweep_page(sweep: Sweep, links: dict[str, str]) -> str:
+def sweep_page(sweep: Sweep, links: dict[int, str]) -> str:
     grouped = _by_profile(sweep.results)
     environments = {str(run.get("environment")) for run in sweep.results if run.get("environment") is not None}
     counts = {"run": len(sweep.results), "profile": len(grouped), "environment": len(environments)}
@@ -250,7 +261,8 @@ def sweep_page(sweep: Sweep, links: dict[str, str]) -> str:
     ]
     if sweep.definition is not None:
         definition = escape(json.dumps(sweep.definition, indent=2, ensure_ascii=False))
-        sections.append(section("Sweep definition", f"<pre>{definition}</pre>", section_id="definition"))
+        folded = f"<details><summary>sweep.json</summary><pre>{definition}</pre></details>"
+        sections.append(section("Sweep definition", folded, section_id="definition"))
     return page(f"turnstate sweep {sweep.name}", subtitle, sections)
 
 
@@ -270,9 +282,10 @@ def _profiles_table(profiles: list[dict[str, Any]], grouped: dict[str, list[dict
         rows.append(
             (
                 entry["profile"],
+                entry.get("planned"),
                 entry["runs"],
                 entry["wins"],
-                _percent(entry["success_rate"]),
+                _percent(entry.get("success_rate")),
                 f"{_percent(interval[0])} – {_percent(interval[1])}" if interval else None,
                 _format(entry.get("mean_turns"), "{:.1f}"),
                 _format(entry.get("mean_cost"), "${:.4f}"),
@@ -286,7 +299,8 @@ def _profiles_table(profiles: list[dict[str, Any]], grouped: dict[str, list[dict
         )
     header = (
         "profile",
-        "runs",
+        "planned",
+        "runs ended",
         "wins",
         "success",
         "95% interval",
@@ -313,7 +327,7 @@ def _profile_plots(profiles: list[dict[str, Any]], grouped: dict[str, list[dict[
         "plot-success",
         "success rate per profile, with its 95% interval across seeds",
         names,
-        [entry["success_rate"] for entry in profiles],
+        [entry.get("success_rate") for entry in profiles],
         [_interval(entry, "success_low", "success_high") for entry in profiles],
         axis_label="success rate (wins / runs); whiskers: 95% interval across seeds",
     )
@@ -375,12 +389,9 @@ def _interval_text(interval: tuple[float, float] | None) -> str | None:
     return f"{_points(interval[0])} – {_points(interval[1])}" if interval else None
 
 
-def _runs_table(results: list[dict[str, Any]], links: dict[str, str]) -> str:
-    """One row a run, its id linking to its page; a column no run has a value in is left out."""
+def _runs_table(results: list[dict[str, Any]], links: dict[int, str]) -> str:
+    """One row a run, its name linking to its page; a column no run has a value in is left out."""
     columns: dict[str, Callable[[dict[str, Any]], Any]] = {
-        "run": lambda run: (
-            link(links[str(run["run_id"])], str(run["run_id"])) if str(run["run_id"]) in links else run["run_id"]
-        ),
         "profile": lambda run: run["profile"],
         "environment": lambda run: run.get("environment"),
         "game": lambda run: run.get("game"),
@@ -396,11 +407,20 @@ def _runs_table(results: list[dict[str, Any]], links: dict[str, str]) -> str:
         "retries": lambda run: run.get("retries"),
         "compactions": lambda run: run.get("compactions"),
         "wall s": lambda run: _format(run.get("wall_seconds"), "{:.1f}"),
+        "resumes": lambda run: run.get("resumes"),
+        "error": lambda run: run.get("error"),
     }
-    cells = {name: [cell(run) for run in results] for name, cell in columns.items()}
+    names = [
+        link(links[index], run_name(run)) if index in links else run_name(run) for index, run in enumerate(results)
+    ]
+    cells = {"run": names, **{name: [cell(run) for run in results] for name, cell in columns.items()}}
+    if cells["game"] == cells["environment"]:  # an environment of one game (the built-in ones) names it twice
+        del cells["game"]
     shown = [name for name, values in cells.items() if any(value is not None for value in values)]
     numeric = [
-        index for index, name in enumerate(shown) if name not in ("run", "profile", "environment", "game", "outcome")
+        index
+        for index, name in enumerate(shown)
+        if name not in ("run", "profile", "environment", "game", "outcome", "error")
     ]
     rows = [[cells[name][index] for name in shown] for index in range(len(results))]
     return table(shown, rows, numeric=numeric, wide=True)

@@ -20,7 +20,7 @@ from html import escape
 
 FONT = 12  # px; the label widths below assume about 0.6 em per character
 CHAR = FONT * 0.6
-LABELS_MAX = 400  # px: the widest label column; a longer label is cut, whole in its tooltip
+LABELS_MAX = 460  # px: the widest label column; a longer label is cut, whole in its tooltip
 WIDTH = 1100  # px: every plot's width in the viewBox; the page scales it to fit
 
 BLACK, BLUE, LIGHT_BLUE, ORANGE, RED, YELLOW, GREEN, PURPLE, GREY = (
@@ -272,7 +272,7 @@ def interval_bars(
     svg_id: str,
     title: str,
     labels: Sequence[str],
-    values: Sequence[float],
+    values: Sequence[float | None],
     intervals: Sequence[tuple[float, float] | None],
     *,
     domain: tuple[float, float] = (0.0, 1.0),
@@ -281,7 +281,8 @@ def interval_bars(
     axis_label: str = "",
 ) -> str:
     """One row per label: the value as a bar from the domain's start (or, without `bars`, a dot),
-    its interval as a whisker, and the figures at the right. A zero inside the domain is drawn."""
+    its interval as a whisker, and the figures at the right. A zero inside the domain is drawn. A
+    row without a value (no run ended) has only its label and "no value"."""
     left = _label_column(labels)
     right = WIDTH - 190.0
     top, bottom = 10.0, 10.0 + ROW * len(labels)
@@ -291,6 +292,9 @@ def interval_bars(
     for row, (label, value, interval) in enumerate(zip(labels, values, intervals, strict=True)):
         middle = top + ROW * row + ROW / 2
         body.append(_row_label(label, left - 8, middle + 4, left))
+        if value is None:
+            body.append(_text(right + 12, middle + 4, "no value", fill="#888"))
+            continue
         figures = show(value) + (f"  [{show(interval[0])}, {show(interval[1])}]" if interval else "")
         tip = _tip(f"{label}: {figures}")
         if bars:

@@ -384,6 +384,24 @@ def test_a_figure_that_is_not_finite_is_shown_as_unknown_and_never_plotted(sweep
     assert "nan" not in page.lower().replace("nanosecond", "")
 
 
+def test_a_run_the_sweep_never_started_is_named_by_its_key_and_a_profile_without_ended_runs_has_no_value(sweep):
+    never = result_line(None, "capped", "not_started", key="capped.beacon_grid.s0.r1", run_dir=None, turns=0)
+    write_lines(sweep / "results.jsonl", [*map(json.loads, (sweep / "results.jsonl").read_text().splitlines()), never])
+    summary = json.loads((sweep / "summary.json").read_text())
+    summary.append({"profile": "capped", "planned": 1, "runs": 0, "wins": 0, "success_rate": None, "success_low": None})
+    (sweep / "summary.json").write_text(json.dumps(summary))
+    page = write_report(sweep).read_text()
+    assert "<td>capped.beacon_grid.s0.r1</td>" in page and "not_started" in page
+    success = parsed(re.search(r'<svg id="plot-success".*?</svg>', page, re.S)[0])
+    assert "no value" in [text.text for text in success.iter(f"{SVG}text")]
+    assert all(math.isfinite(value) for value in coordinates(ElementTree.tostring(success, encoding="unicode")))
+
+
+def test_a_sweeps_id_titles_its_page_when_it_has_no_name(sweep):
+    (sweep / "sweep.json").write_text(json.dumps({"id": "compaction", "profiles": ["a"]}))
+    assert "<h1>turnstate sweep compaction</h1>" in write_report(sweep).read_text()
+
+
 def test_a_run_dir_outside_the_sweep_folder_is_neither_linked_nor_written_to(sweep, played):
     outside = sweep.parent / "elsewhere"
     shutil.copytree(played, outside)
@@ -410,7 +428,11 @@ def test_a_run_dir_outside_the_sweep_folder_is_neither_linked_nor_written_to(swe
             'line 1: cost is "cheap", not a number',
         ),
         ("summary.json", '{"profile": "p"}', "summary.json: not a list of per-profile objects"),
-        ("summary.json", '[{"profile": "p", "runs": 2}]', "summary.json: item 0 has no wins, success_rate"),
+        (
+            "summary.json",
+            '[{"profile": "p", "runs": 2}]',
+            "summary.json: item 0 has no wins (needs profile, runs, wins)",
+        ),
         (
             "summary.json",
             '[{"profile": "p", "runs": 1, "wins": 1, "success_rate": 1, "comparisons": {}}]',
