@@ -67,11 +67,10 @@ from long_run import RUNS, WARM_TURNS, WIDE_WINDOW, TimedAdapter, long_profile, 
 from turnstate.adapters.contract import Endpoint, ProviderAdapter
 from turnstate.harness.accounting import UsageJournal
 from turnstate.harness.checkpoints import CHECKPOINT_FILE, KEY_VARIABLE, Checkpoint, SQLiteCheckpointStore
-from turnstate.harness.cli import freeze_startup_objects
 from turnstate.harness.endpoint import LOCAL_API_KEY
 from turnstate.harness.environments.protocol import Frame
 from turnstate.harness.profile import DEFAULT_PROFILE, Profile, load_profile
-from turnstate.harness.runner import Runner
+from turnstate.harness.runner import Runner, freeze_startup_objects
 from turnstate.harness.session import AcceptedReply, Point, Session
 from turnstate.harness.side_effects import JournaledEnvironment
 from turnstate.strategies import STRATEGIES

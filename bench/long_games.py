@@ -27,9 +27,8 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from turnstate.harness.cli import freeze_startup_objects
 from turnstate.harness.profile import PROFILES_DIR, Profile, load_profile
-from turnstate.harness.runner import Runner
+from turnstate.harness.runner import Runner, freeze_startup_objects
 
 PROFILES = (
     "local-openai-harness-summary",

@@ -48,10 +48,9 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from turnstate.adapters.contract import Endpoint, ModelRequest, ModelResponse, ProviderAdapter, ProviderError
 from turnstate.adapters.json_bytes import json_bytes
 from turnstate.harness.artifacts import ArtifactWriter, step_name
-from turnstate.harness.cli import freeze_startup_objects
 from turnstate.harness.endpoint import LOCAL_API_KEY
 from turnstate.harness.profile import DEFAULT_PROFILE, Profile, load_profile
-from turnstate.harness.runner import Runner
+from turnstate.harness.runner import Runner, freeze_startup_objects
 from turnstate.local_provider.server import LocalProvider
 
 TURNS_PER_LEVEL = 3  # levels enough that the game outlasts the turns (a level takes about 7)

@@ -8,7 +8,6 @@ or opaque provider state."""
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import re
@@ -80,7 +79,7 @@ from turnstate.harness.profile import (
 from turnstate.harness.report import ReportError, write_report
 from turnstate.harness.report_run import write_run_report
 from turnstate.harness.resume import ResumeError, run_profile
-from turnstate.harness.runner import Runner, RunResult, StepProgress
+from turnstate.harness.runner import Runner, RunResult, StepProgress, freeze_startup_objects
 from turnstate.harness.side_effects import JournalError
 from turnstate.machine.engine import MachineSpec, Row
 
@@ -203,15 +202,6 @@ def _what_was_recorded(runner: Runner | None) -> str:
         return "no run had started, so nothing was recorded"
     meta = runner.run_dir / "run_meta.json"
     return f"the run is recorded in {meta}" if meta.is_file() else f"{runner.run_dir} holds no run_meta.json"
-
-
-def freeze_startup_objects() -> None:
-    """Leave what exists once the profile is loaded (modules, the adapter's SDK) out of garbage
-    collection: a long run's collections otherwise walk them again and again (in a wide 1000-turn
-    run, 2 ms of the local provider's 5 ms per call). For a process that runs one agent, as this
-    command is; a library caller decides for its own process."""
-    gc.collect()
-    gc.freeze()
 
 
 @contextmanager

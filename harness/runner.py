@@ -18,6 +18,7 @@ reply the last checkpoint accepted (settling what the kill left half done) befor
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -225,3 +226,12 @@ def _answered(environment: Environment, call: ToolCall) -> ToolResult:
         return ToolResult(call.id, call.name, environment.call_tool(call.name, call.arguments))
     except ToolRefused as refused:
         return ToolResult(call.id, call.name, str(refused), is_error=True)
+
+
+def freeze_startup_objects() -> None:
+    """Leave what exists once the profile is loaded (modules, the adapter's SDK) out of garbage
+    collection: a long run's collections otherwise walk them again and again (in a wide 1000-turn
+    run, 2 ms of the local provider's 5 ms per call). For a process that runs one agent, as this
+    command is; a library caller decides for its own process."""
+    gc.collect()
+    gc.freeze()

@@ -233,9 +233,8 @@ def is_ended(run_dir: Path | None) -> bool:
 def play(planned: PlannedRun, runs_root: Path) -> None:
     """Play `planned` to its end in this process: resumed from its checkpoint if it began before,
     skipped if it ended. What the run records (its folder, run_meta.json) is the result."""
-    from turnstate.harness.cli import freeze_startup_objects
     from turnstate.harness.resume import run_profile
-    from turnstate.harness.runner import Runner
+    from turnstate.harness.runner import Runner, freeze_startup_objects
 
     existing = run_folder(runs_root, planned.key)
     if is_ended(existing):
