@@ -9,7 +9,6 @@ or opaque provider state."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import signal
@@ -77,7 +76,7 @@ from turnstate.harness.profile import (
     shipped_profiles,
 )
 from turnstate.harness.report import ReportError, write_report
-from turnstate.harness.report_run import write_run_report
+from turnstate.harness.report_run import nested, ran_configuration, run_redactor, write_run_report
 from turnstate.harness.resume import ResumeError, run_profile
 from turnstate.harness.runner import Runner, RunResult, StepProgress, freeze_startup_objects
 from turnstate.harness.side_effects import JournalError
@@ -377,11 +376,11 @@ def _profile_entry(name: str, path: Path) -> dict[str, Any]:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, yaml.YAMLError) as error:
         return entry | {"error": f"cannot read it ({type(error).__name__})"}
-    compaction = _field(data, "runtime", "compaction", "strategy")
-    base_url = _field(data, "client", "base_url")
+    compaction = nested(data, "runtime", "compaction", "strategy")
+    base_url = nested(data, "client", "base_url")
     return entry | {
-        "adapter": str(_field(data, "runtime", "adapter_id")),
-        "strategy": str(_field(data, "runtime", "strategy")),
+        "adapter": str(nested(data, "runtime", "adapter_id")),
+        "strategy": str(nested(data, "runtime", "strategy")),
         "compaction": str(compaction if compaction is not None else CompactionConfig().strategy),
         "endpoint": str(base_url if base_url is not None else ClientConfig().base_url),
     }
@@ -550,7 +549,7 @@ def _draw_run(run_dir: Path, out_dir: Path) -> None:
 def _run_configuration(run_dir: Path) -> tuple[str, dict[str, MachineSpec]] | None:
     """The configuration named by the run's run_meta.json (`strategy`, `runtime.compaction.kind`), or
     None if the run wrote none."""
-    from turnstate.strategies import STRATEGIES, configuration_name
+    from turnstate.strategies import STRATEGIES
 
     path = run_dir / "run_meta.json"
     fix = "fix: pass a run folder that `turnstate run` wrote"
@@ -560,21 +559,11 @@ def _run_configuration(run_dir: Path) -> tuple[str, dict[str, MachineSpec]] | No
         return None
     except (OSError, ValueError) as error:
         _fail(f"{path}: not a run's metadata ({getattr(error, 'strerror', None) or 'not JSON'}); {fix}")
-    strategy = STRATEGIES.get(str(_field(meta, "strategy")))
-    kind = _field(meta, "runtime", "compaction", "kind")
-    ran = next((known for known in strategy.specs if known == kind), None) if strategy else None
-    if strategy is None or ran is None:
+    ran = ran_configuration(meta)
+    if ran is None:
         known = ", ".join(f"{name} ({', '.join(record.specs)})" for name, record in STRATEGIES.items())
         _fail(f"{path}: names no strategy and runtime.compaction.kind turnstate draws (it draws: {known}); {fix}")
-    name = configuration_name(strategy, ran)
-    return name, {name: strategy.specs[ran]}
-
-
-def _field(data: object, *keys: str) -> object:
-    """data[key][key]..., or None where a level is missing or not a mapping."""
-    for key in keys:
-        data = data.get(key) if isinstance(data, dict) else None
-    return data
+    return ran
 
 
 def _every_configuration(run_dir: Path, machine: str) -> tuple[str, dict[str, MachineSpec]]:
@@ -681,7 +670,7 @@ def show(run_dir: Path, step: int, as_json: bool) -> None:
             _fail(f"{run_dir} holds no step records; fix: pass a run folder that `turnstate run` wrote")
         _fail(f"{run_dir} recorded no step {step}; its steps are {_spans(steps)}; fix: pass one of them")
     meta = _optional_json(run_dir / "run_meta.json")
-    redactor = _show_redactor(meta)
+    redactor = run_redactor(meta)
     try:
         messages = redactor.scrub(sent_messages(run_dir, step))
     except StepRecordError as error:
@@ -745,22 +734,15 @@ def _optional_json(path: Path) -> Any:
         return None
 
 
-def _show_redactor(meta: Any) -> Redactor:
-    """What `show` prints passes a redactor, as everything a run prints does: the records were written
-    redacted, but a folder may come from elsewhere. It knows the run's key if this shell holds it."""
-    key_env = _field(meta, "settings", "client", "api_key_env")
-    return Redactor(secrets=[os.environ.get(key_env, "")] if isinstance(key_env, str) else ())
-
-
 def _settings_lines(meta: Any) -> list[str]:
     if not isinstance(meta, dict):
         return ["settings: unknown (no readable run_meta.json: a run killed before it wrote one?)"]
-    request = _field(meta, "settings", "request")
+    request = nested(meta, "settings", "request")
     request = request if isinstance(request, dict) else {}
     return [
         f"adapter {_inline(meta.get('adapter_id'))} (review status {_inline(meta.get('review_status'))}), "
         f"strategy {_inline(meta.get('strategy'))}",
-        f"compaction: {_pairs(_field(meta, 'runtime', 'compaction'))}",
+        f"compaction: {_pairs(nested(meta, 'runtime', 'compaction'))}",
         f"request: {_pairs({key: value for key, value in request.items() if key != 'options'})}",
         f"request options: {_inline(request.get('options', {}))}",
     ]
@@ -960,7 +942,7 @@ def events(run_dir: Path, check: bool) -> None:
     for note in read.notes:
         click.echo(f"warning: {note}", err=True)
     if not check:
-        redactor = _show_redactor(_optional_json(run_dir / "run_meta.json"))
+        redactor = run_redactor(_optional_json(run_dir / "run_meta.json"))
         made_by = {event.seq: event for _, event in read.events if isinstance(event, AssistantMessageEvent)}
         lines = [line for _, event in read.events for line in _event_lines(event, made_by)]
         if lines:

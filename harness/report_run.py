@@ -114,7 +114,7 @@ def read_run(folder: Path) -> Run:
     meta = read_json(folder / META, FIX) if (folder / META).is_file() else None
     if meta is not None and not isinstance(meta, dict):
         raise ReportError(f"{folder / META}: not a run's metadata (not a JSON object); fix: {FIX}")
-    redactor = _redactor(meta)
+    redactor = run_redactor(meta)
     names = sorted(path.name for path in folder.iterdir() if STEP_FILE.fullmatch(path.name))
     run = Run(folder, redactor.scrub(meta), [_step(folder / name, redactor) for name in names])
     if meta is None:
@@ -133,7 +133,7 @@ def read_run(folder: Path) -> Run:
         run.calls = Counter(
             str(entry.get("kind")) for _, entry in read_lines(folder / CALLS, FIX) if isinstance(entry, dict)
         )
-    if isinstance(_get(meta, "failed_turn"), str) and (folder / FAILED_TURN).is_file():
+    if isinstance(nested(meta, "failed_turn"), str) and (folder / FAILED_TURN).is_file():
         failed = read_json(folder / FAILED_TURN, FIX)
         run.failed_turn = redactor.scrub(failed) if isinstance(failed, dict) else None
     if (folder / TRANSITIONS).is_file():
@@ -147,12 +147,15 @@ def read_run(folder: Path) -> Run:
     return run
 
 
-def _redactor(meta: Any) -> Redactor:
-    key_env = _get(meta, "settings", "client", "api_key_env")
+def run_redactor(meta: Any) -> Redactor:
+    """What a page or a command shows of a run passes a redactor, as everything a run prints does: the
+    records were written redacted, but a folder may come from elsewhere. It knows the run's key if
+    this shell holds it."""
+    key_env = nested(meta, "settings", "client", "api_key_env")
     return Redactor(secrets=[os.environ.get(key_env, "")] if isinstance(key_env, str) else ())
 
 
-def _get(data: Any, *keys: str) -> Any:
+def nested(data: Any, *keys: str) -> Any:
     """data[key][key]..., or None where a level is missing or not a mapping."""
     for key in keys:
         data = data.get(key) if isinstance(data, dict) else None
@@ -164,7 +167,7 @@ USAGE_KEYS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning
 
 def _step(path: Path, redactor: Redactor) -> Step:
     record = read_json(path, FIX)
-    usage = _get(record, "usage")
+    usage = nested(record, "usage")
     problem = None
     if not isinstance(record, dict) or not isinstance(record.get("step"), int):
         problem = "not a step record (no step number)"
@@ -182,14 +185,14 @@ def _step(path: Path, redactor: Redactor) -> Step:
         retries=redactor.scrub([call for call in record.get("retries") or [] if isinstance(call, dict)]),
         failed_compaction_calls=redactor.scrub([call for call in attempts if call.get("outcome") != "compacted"]),
         compaction=redactor.scrub(record["compaction"]) if isinstance(record.get("compaction"), dict) else None,
-        trimmed=dropped if isinstance(dropped := _get(record, "request", "dropped"), int) else 0,
+        trimmed=dropped if isinstance(dropped := nested(record, "request", "dropped"), int) else 0,
     )
 
 
 def _declared(meta: Any) -> list[str]:
     from turnstate.strategies import STRATEGIES
 
-    strategy = _get(meta, "strategy")
+    strategy = nested(meta, "strategy")
     return [strategy] if strategy in STRATEGIES else list(STRATEGIES)
 
 
@@ -202,7 +205,7 @@ def run_page(run: Run) -> str:
     meta = run.meta or {}
     subtitle = (
         f"profile {meta.get('config_id', '—')} · adapter {meta.get('adapter_id', '—')} · "
-        f"strategy {meta.get('strategy', '—')} · compaction {_get(meta, 'runtime', 'compaction', 'kind') or '—'}"
+        f"strategy {meta.get('strategy', '—')} · compaction {nested(meta, 'runtime', 'compaction', 'kind') or '—'}"
     )
     sections = [
         section("Summary", facts(_summary(run)), *(note(text) for text in run.notes), section_id="summary"),
@@ -218,7 +221,7 @@ def _summary(run: Run) -> list[tuple[str, Any]]:
     meta = run.meta or {}
     steps = run.steps
     usage: Mapping[str, Any] = meta["usage"] if isinstance(meta.get("usage"), dict) else _total(steps)
-    environment = _get(meta, "settings", "environment") or {}
+    environment = nested(meta, "settings", "environment") or {}
     retries = [retry for _, retry in _retries(run)]
     faults = Counter(str(retry.get("outcome")) for retry in retries if retry.get("outcome") != REJECTED)
     rejected = len(retries) - faults.total()
@@ -242,7 +245,7 @@ def _summary(run: Run) -> list[tuple[str, Any]]:
         ("wall time", _seconds(meta)),
         ("resumes", _resumes(meta.get("resumes"))),
         ("environment", f"{environment.get('name', '—')} seed {environment.get('seed', '—')}"),
-        ("model", _get(meta, "settings", "request", "model")),
+        ("model", nested(meta, "settings", "request", "model")),
     ]
     unattributed = meta.get("unattributed_usage")
     if isinstance(unattributed, dict) and any(unattributed.values()):
@@ -280,7 +283,7 @@ def _calls(meta: Mapping[str, Any], calls: Counter[str]) -> str | None:
 def _resumes(resumes: Any) -> str:
     if not isinstance(resumes, list) or not resumes:
         return "none"
-    where = ", ".join(f"after step {_get(resume, 'step')}" for resume in resumes)
+    where = ", ".join(f"after step {nested(resume, 'step')}" for resume in resumes)
     return f"{len(resumes)}: {where}"
 
 
@@ -394,10 +397,10 @@ def _rules(run: Run) -> list[Rule]:
         for step in run.steps
         if step.compaction is not None
     ]
-    resumes = _get(run.meta, "resumes")
+    resumes = nested(run.meta, "resumes")
     for resume in resumes if isinstance(resumes, list) else []:
-        if isinstance(_get(resume, "step"), int):
-            text = f"resumed after step {resume['step']} ({_get(resume, 'continuation')})"
+        if isinstance(nested(resume, "step"), int):
+            text = f"resumed after step {resume['step']} ({nested(resume, 'continuation')})"
             rules.append(Rule(resume["step"] + 1, "resume", GREY, text))
     return rules
 
@@ -414,10 +417,10 @@ def _incidents(run: Run) -> str:
         if step.compaction is not None:
             shown = {key: value for key, value in step.compaction.items() if key != "usage" and value is not None}
             rows.append((step.step, "compaction", ", ".join(f"{key} {display(value)}" for key, value in shown.items())))
-    resumes = _get(run.meta, "resumes")
+    resumes = nested(run.meta, "resumes")
     for resume in resumes if isinstance(resumes, list) else []:
         details = {key: value for key, value in resume.items() if key != "step"} if isinstance(resume, dict) else resume
-        rows.append((_get(resume, "step"), "resumed after it", details))
+        rows.append((nested(resume, "step"), "resumed after it", details))
     if run.failed_turn is not None:
         turn = run.failed_turn.get("turn")
         rows += [(turn, _retry_kind(retry), _retry_text(retry)) for at, retry in _retries(run) if at == turn]
@@ -462,16 +465,28 @@ def _ident(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "-", name)
 
 
+def ran_configuration(meta: Any) -> tuple[str, dict[str, Any]] | None:
+    """The configuration a run_meta.json names (`strategy`, `runtime.compaction.kind`), as {name: its
+    machine}; None when it names none turnstate draws."""
+    from turnstate.strategies import STRATEGIES, configuration_name
+
+    strategy = STRATEGIES.get(str(nested(meta, "strategy")))
+    kind = nested(meta, "runtime", "compaction", "kind")
+    if strategy is None or kind not in strategy.specs:
+        return None
+    name = configuration_name(strategy, kind)
+    return name, {name: strategy.specs[kind]}
+
+
 def _configuration(meta: Any, machine: str) -> tuple[str, dict[str, Any]]:
-    """The configuration the run's run_meta.json names (strategy, runtime.compaction.kind); without
-    one, every configuration of the strategy whose machine the log names."""
+    """The configuration the run's run_meta.json names; without one, every configuration of the
+    strategy whose machine the log names."""
     from turnstate.strategies import STRATEGIES, configuration_name
 
     strategy = STRATEGIES[machine]
-    kind = _get(meta, "runtime", "compaction", "kind")
-    if kind in strategy.specs:
-        name = configuration_name(strategy, kind)
-        return name, {name: strategy.specs[kind]}
+    ran = ran_configuration(meta)
+    if ran is not None and nested(meta, "strategy") == machine:
+        return ran
     return machine, {configuration_name(strategy, each): spec for each, spec in strategy.specs.items()}
 
 
