@@ -47,26 +47,14 @@ from turnstate.harness.report_page import (
 )
 from turnstate.harness.report_plots import BLUE, GREEN, ORANGE, interval_bars, number, strips
 from turnstate.harness.report_run import META, is_run, write_run_report
+from turnstate.harness.sweep import NUMERIC_RESULT_COLUMNS
 
 __all__ = ["REPORT", "ReportError", "write_report"]
 
 SWEEP, RESULTS, SUMMARY = "sweep.json", "results.jsonl", "summary.json"
 FIX = "restore the file as `turnstate sweep` wrote it"
 RESULT_REQUIRED = ("profile", "outcome")
-RESULT_NUMBERS = (
-    "seed",
-    "repetition",
-    "levels",
-    "turns",
-    "tokens_in",
-    "tokens_cached",
-    "tokens_out",
-    "cost",
-    "retries",
-    "compactions",
-    "wall_seconds",
-    "resumes",
-)
+RESULT_NUMBERS = NUMERIC_RESULT_COLUMNS  # harness/sweep.py writes them
 PROFILE_REQUIRED = ("profile", "runs", "wins")
 PROFILE_NUMBERS = ("planned", "runs", "wins", "success_rate", "success_low", "success_high", "mean_cost", "mean_turns")
 NOT_STARTED = "not_started"  # a planned run the sweep never started (its cost cap)

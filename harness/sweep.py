@@ -56,15 +56,9 @@ from turnstate.harness.resume import RUN_META, run_meta
 
 ENDED_OUTCOMES = ("win", "max_actions", "failed_closed")  # a sweep's resume skips these runs
 NOT_STARTED = "not_started"  # a run the cost cap kept from starting
-RESULT_COLUMNS = (
-    "run_id",
-    "key",
-    "profile",
-    "environment",
-    "game",
+NUMERIC_RESULT_COLUMNS = (
     "seed",
     "repetition",
-    "outcome",
     "levels",
     "turns",
     "tokens_in",
@@ -75,6 +69,16 @@ RESULT_COLUMNS = (
     "compactions",
     "wall_seconds",
     "resumes",
+)
+RESULT_COLUMNS = (
+    "run_id",
+    "key",
+    "profile",
+    "environment",
+    "game",
+    *NUMERIC_RESULT_COLUMNS[:2],
+    "outcome",
+    *NUMERIC_RESULT_COLUMNS[2:],
     "run_dir",
 )
 Z_95 = 1.959963984540054  # the normal quantile of a two-sided 95% interval

@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from turnstate.harness.environments.catalog_hunt import integer_property, tool_schema
+from turnstate.harness.environments.levels import Played
 from turnstate.harness.environments.protocol import (
     RESET,
     EnvironmentConfigError,
@@ -254,7 +255,7 @@ def grid_rows(grid: Any) -> list[str]:
     return rows
 
 
-class ArcAgi3:
+class ArcAgi3(Played):
     """One ARC-AGI-3 game through the toolkit; `reset()` starts a new play of it."""
 
     name = "arc_agi3"
@@ -296,16 +297,6 @@ class ArcAgi3:
         self._receipts = []
         self._grid = None
         return self._show(self._wrapper.observation_space)
-
-    def observe(self) -> Frame:
-        if self._current is None:
-            raise RuntimeError(f"{self.name}: call reset() before observe()")
-        return self._current
-
-    def receipts(self, since: int = 0) -> tuple[Receipt, ...]:
-        if since < 0:
-            raise ValueError(f"since counts applied actions and cannot be negative, got {since}")
-        return tuple(self._receipts[since:]) if self._current is not None else ()
 
     def step(self, action: str) -> Frame:
         if self._current is None:

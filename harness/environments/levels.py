@@ -50,24 +50,14 @@ def validate_options(options: Mapping[str, object], game: str, specs: Mapping[st
     return values
 
 
-class LevelGame(ABC, Generic[Argument]):
-    """One seeded game that `reset()` can restart from level 1; a subclass is one game's rules."""
+class Played:
+    """What a built-in game keeps of its play, and how `observe` and `receipts` read it: the current
+    frame (set by reset(); step() and observe() refuse to run before it) and the receipts of the
+    actions applied since."""
 
     name: str
-    actions: tuple[str, ...]
-    levels: int
-
-    # Set by reset(); step() and observe() refuse to run before it (no current frame yet).
     _current: Frame | None = None
     _receipts: list[Receipt]
-    _level: int
-    _state: GameState
-    _first_frame_of_level: bool
-
-    def reset(self) -> Frame:
-        self._receipts = []
-        self._enter_level(1)
-        return self._show()
 
     def observe(self) -> Frame:
         if self._current is None:
@@ -78,6 +68,22 @@ class LevelGame(ABC, Generic[Argument]):
         if since < 0:
             raise ValueError(f"since counts applied actions and cannot be negative, got {since}")
         return tuple(self._receipts[since:]) if self._current is not None else ()
+
+
+class LevelGame(Played, ABC, Generic[Argument]):
+    """One seeded game that `reset()` can restart from level 1; a subclass is one game's rules."""
+
+    actions: tuple[str, ...]
+    levels: int
+
+    _level: int
+    _state: GameState
+    _first_frame_of_level: bool
+
+    def reset(self) -> Frame:
+        self._receipts = []
+        self._enter_level(1)
+        return self._show()
 
     def step(self, action: str) -> Frame:
         if self._current is None:
