@@ -88,6 +88,7 @@ class Sweep:
     profiles: list[dict[str, Any]]
     comparisons: list[dict[str, Any]]
     notes: list[str] = field(default_factory=list)
+    by_environment: list[dict[str, Any]] = field(default_factory=list)  # per profile and environment
 
 
 def write_sweep_report(folder: Path) -> Path:
@@ -108,7 +109,7 @@ def read_sweep(folder: Path) -> Sweep:
     if definition is None:
         sweep.notes.append(f"no {SWEEP}: the sweep's definition is unknown")
     if (folder / SUMMARY).is_file():
-        sweep.profiles, sweep.comparisons = _summary(folder / SUMMARY)
+        sweep.profiles, sweep.comparisons, sweep.by_environment = _summary(folder / SUMMARY)
     else:
         sweep.profiles = _derived_summary(results)
         sweep.notes.append(
@@ -117,7 +118,9 @@ def read_sweep(folder: Path) -> Sweep:
     return sweep
 
 
-def _summary(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _summary(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The per-profile entries, the comparisons (over all environments, then in each) and the entries
+    per profile and environment of a summary.json."""
     data = read_json(path, FIX)
     objects = data.get("profiles") if isinstance(data, dict) else data
     if not isinstance(objects, list):
@@ -126,7 +129,8 @@ def _summary(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         _checked(entry, path, f"item {index}", PROFILE_REQUIRED, PROFILE_NUMBERS) for index, entry in enumerate(objects)
     ]
     listed = [(f"item {index}.comparisons", entry.get("comparisons")) for index, entry in enumerate(profiles)]
-    listed.append(("comparisons", data.get("comparisons") if isinstance(data, dict) else None))
+    for key in ("comparisons", "comparisons_by_environment"):
+        listed.append((key, data.get(key) if isinstance(data, dict) else None))
     comparisons = []
     for where, found in listed:
         if found is None:
@@ -137,7 +141,14 @@ def _summary(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
             _checked(entry, path, f"{where}.{index}", COMPARISON_REQUIRED, COMPARISON_NUMBERS)
             for index, entry in enumerate(found)
         ]
-    return profiles, comparisons
+    per_environment = data.get("by_environment") if isinstance(data, dict) else None
+    if per_environment is not None and not isinstance(per_environment, list):
+        raise ReportError(f"{path}: by_environment is not a list of per-profile objects; fix: {FIX}")
+    by_environment = [
+        _checked(entry, path, f"by_environment.{index}", (*PROFILE_REQUIRED, "environment"), PROFILE_NUMBERS)
+        for index, entry in enumerate(per_environment or ())
+    ]
+    return profiles, comparisons, by_environment
 
 
 def _checked(entry: Any, path: Path, where: str, required: Sequence[str], numbers: Sequence[str]) -> dict[str, Any]:
@@ -244,6 +255,11 @@ def sweep_page(sweep: Sweep, links: dict[int, str]) -> str:
             section_id="profiles",
         ),
         section("Per profile", *_profile_plots(sweep.profiles, grouped), section_id="plots"),
+        *(
+            [section("By environment", _environments_table(sweep.by_environment), section_id="environments")]
+            if sweep.by_environment
+            else []
+        ),
         section("With and without compaction", *_comparisons(sweep.comparisons), section_id="comparisons"),
         section("Runs", _runs_table(sweep.results, links), section_id="runs"),
     ]
@@ -274,7 +290,7 @@ def _profiles_table(profiles: list[dict[str, Any]], grouped: dict[str, list[dict
                 entry["runs"],
                 entry["wins"],
                 _percent(entry.get("success_rate")),
-                f"{_percent(interval[0])} – {_percent(interval[1])}" if interval else None,
+                _interval_text_percent(interval),
                 _format(entry.get("mean_turns"), "{:.1f}"),
                 _format(entry.get("mean_cost"), "${:.4f}"),
                 *(
@@ -353,10 +369,14 @@ def _points(value: float) -> str:
 def _comparisons(comparisons: list[dict[str, Any]]) -> list[str]:
     if not comparisons:
         return [note("no comparisons in the summary (the sweep ran no profile pair with and without compaction)")]
-    labels = [f"{entry['a']} − {entry['b']}" for entry in comparisons]
+    on = [str(entry.get("environment") or "all") for entry in comparisons]
+    labels = [
+        f"{entry['a']} − {entry['b']}" + (f" ({where})" if len(set(on)) > 1 else "")
+        for entry, where in zip(comparisons, on, strict=True)
+    ]
     rows = [
-        (entry["a"], entry["b"], _points(entry["difference"]), _interval_text(_interval(entry, "low", "high")))
-        for entry in comparisons
+        (entry["a"], entry["b"], where, _points(entry["difference"]), _interval_text(_interval(entry, "low", "high")))
+        for entry, where in zip(comparisons, on, strict=True)
     ]
     plot = interval_bars(
         "plot-comparisons",
@@ -370,7 +390,29 @@ def _comparisons(comparisons: list[dict[str, Any]]) -> list[str]:
         axis_label="difference in success rate, a − b (percentage points); whiskers: its interval",
     )
     about = "Success of a minus success of b on the same games and seeds; an interval that holds 0 shows no difference."
-    return [note(about), table(("a", "b", "difference", "interval"), rows, numeric=(2, 3)), plot]
+    return [note(about), table(("a", "b", "on", "difference", "interval"), rows, numeric=(3, 4)), plot]
+
+
+def _environments_table(entries: list[dict[str, Any]]) -> str:
+    rows = [
+        (
+            entry["environment"],
+            entry["profile"],
+            entry["runs"],
+            entry["wins"],
+            _percent(entry.get("success_rate")),
+            _interval_text_percent(_interval(entry, "success_low", "success_high")),
+            _format(entry.get("mean_turns"), "{:.1f}"),
+            _format(entry.get("mean_cost"), "${:.4f}"),
+        )
+        for entry in entries
+    ]
+    header = ("environment", "profile", "runs ended", "wins", "success", "95% interval", "mean turns", "mean cost")
+    return table(header, rows, numeric=(2, 3, 4, 5, 6, 7))
+
+
+def _interval_text_percent(interval: tuple[float, float] | None) -> str | None:
+    return f"{_percent(interval[0])} – {_percent(interval[1])}" if interval else None
 
 
 def _interval_text(interval: tuple[float, float] | None) -> str | None:

@@ -11,7 +11,8 @@ The sweep folder:
 - `sweep.json`: the sweep as validated, with the file it came from;
 - `results.jsonl` and `results.csv`: one row per planned run (RESULT_COLUMNS), written again whole
   (temporary file, then rename) each time a run ends, so a kill leaves the last whole table;
-- `summary.json`: per profile, its runs, wins and success rate with a 95% interval across the seeds
+- `summary.json`: per profile (and, with several environments, per profile and environment), its
+  runs, wins and success rate with a 95% interval across the seeds
   (Wilson's score interval: it stays inside [0, 1] and is not degenerate at 0 or n wins, which the
   normal approximation is, with the few seeds a sweep has), mean cost, turns and tokens; and the
   comparisons (`compare:`, or every pair of profiles that differ only in compaction): the
@@ -312,8 +313,24 @@ def replace_file(path: Path, text: str) -> None:
 
 
 def summarize(rows: Sequence[Mapping[str, Any]], comparisons: Sequence[tuple[str, str]]) -> dict[str, Any]:
-    """Per profile, over its ended runs: wins, success rate and its 95% interval, means; then the
-    comparisons' differences with their intervals."""
+    """Per profile over all its ended runs, then per profile and environment: wins, success rate and
+    its 95% interval, means; and each comparison's difference with its interval, over all the
+    environments and in each (when the sweep has more than one)."""
+    environments = list(dict.fromkeys(str(row["environment"]) for row in rows))
+    overall = _groups(rows, comparisons)
+    summary: dict[str, Any] = {"profiles": overall[0], "comparisons": overall[1]}
+    if len(environments) > 1:
+        summary["by_environment"], summary["comparisons_by_environment"] = [], []
+        for environment in environments:
+            profiles, differences = _groups([row for row in rows if row["environment"] == environment], comparisons)
+            summary["by_environment"] += [{"environment": environment, **entry} for entry in profiles]
+            summary["comparisons_by_environment"] += [{"environment": environment, **entry} for entry in differences]
+    return summary
+
+
+def _groups(
+    rows: Sequence[Mapping[str, Any]], comparisons: Sequence[tuple[str, str]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     by_profile: dict[str, list[Mapping[str, Any]]] = {}
     for row in rows:
         by_profile.setdefault(str(row["profile"]), []).append(row)
@@ -343,7 +360,7 @@ def summarize(rows: Sequence[Mapping[str, Any]], comparisons: Sequence[tuple[str
         if a in found and b in found and found[a]["runs"] and found[b]["runs"]:
             difference, low, high = newcombe(found[a]["wins"], found[a]["runs"], found[b]["wins"], found[b]["runs"])
             differences.append({"a": a, "b": b, "difference": difference, "low": low, "high": high})
-    return {"profiles": profiles, "comparisons": differences}
+    return profiles, differences
 
 
 def _mean(rows: Sequence[Mapping[str, Any]], name: str) -> float | None:

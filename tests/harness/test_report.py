@@ -21,6 +21,7 @@ from turnstate.harness.profile import DEFAULT_PROFILE, Profile, load_profile, re
 from turnstate.harness.report import ReportError, write_report
 from turnstate.harness.report_plots import Marker, Rule, Series, interval_bars, number, strips, ticks, timeline
 from turnstate.harness.runner import Runner
+from turnstate.harness.sweep import summarize
 
 SVG = "{http://www.w3.org/2000/svg}"
 HOSTILE = "<script>alert('x')</script> & \"quoted\""
@@ -372,6 +373,25 @@ def test_a_sweep_summary_as_an_object_of_profiles_and_comparisons_is_read_too(sw
     comparisons = summary[0].pop("comparisons")
     (sweep / "summary.json").write_text(json.dumps({"profiles": summary, "comparisons": comparisons}))
     assert 'id="plot-comparisons"' in write_report(sweep).read_text()
+
+
+def test_a_sweep_of_several_environments_shows_each_profile_and_comparison_per_environment(sweep):
+    """summary.json as harness/sweep.py writes it for two environments."""
+    rows = [
+        result_line(f"{profile}-{game}", profile, outcome, environment=game, run_dir=f"runs/{profile}")
+        for profile, game, outcome in (
+            ("with-compaction", "beacon_grid", "win"),
+            ("without", "beacon_grid", "win"),
+            ("with-compaction", "arc_agi3", "win"),
+            ("without", "arc_agi3", "failed_closed"),
+        )
+    ]
+    write_lines(sweep / "results.jsonl", rows)
+    (sweep / "summary.json").write_text(json.dumps(summarize(rows, [("with-compaction", "without")])))
+    page = write_report(sweep).read_text()
+    assert 'id="environments"' in page
+    assert page.count("<td>arc_agi3</td>") >= 3  # two profiles, one comparison (and the runs table)
+    assert "+100 pp" in page and "+0 pp" in page and "+50 pp" in page  # on arc_agi3, beacon_grid, and all
 
 
 def test_a_figure_that_is_not_finite_is_shown_as_unknown_and_never_plotted(sweep):

@@ -23,6 +23,7 @@ from turnstate.harness.sweep import (
     load_sweep,
     newcombe,
     run_folder,
+    summarize,
     wilson,
 )
 from turnstate.harness.sweep_engines import PoolEngine, run_sweep
@@ -128,6 +129,39 @@ def test_newcombes_interval_for_a_difference_of_two_proportions():
     difference, low, high = newcombe(56, 70, 48, 80)  # Newcombe (1998), table II, example (a)
     assert difference == pytest.approx(0.2)
     assert (low, high) == (pytest.approx(0.0524, abs=1e-4), pytest.approx(0.3339, abs=1e-4))
+
+
+def test_the_summary_of_several_environments_gives_each_profile_and_comparison_per_environment_too():
+    def row(profile, environment, outcome):
+        return {
+            "profile": profile,
+            "environment": environment,
+            "outcome": outcome,
+            "cost": 0.01,
+            "turns": 10,
+            "levels": 1,
+            "tokens_in": 100,
+            "tokens_out": 10,
+        }
+
+    rows = [row("a", "grid", "win"), row("b", "grid", "win"), row("a", "arc", "win"), row("b", "arc", "failed_closed")]
+    summary = summarize(rows, [("a", "b")])
+    assert [(entry["profile"], entry["wins"], entry["runs"]) for entry in summary["profiles"]] == [
+        ("a", 2, 2),
+        ("b", 1, 2),
+    ]
+    assert [(entry["environment"], entry["profile"], entry["success_rate"]) for entry in summary["by_environment"]] == [
+        ("grid", "a", 1.0),
+        ("grid", "b", 1.0),
+        ("arc", "a", 1.0),
+        ("arc", "b", 0.0),
+    ]
+    assert [(entry["environment"], entry["difference"]) for entry in summary["comparisons_by_environment"]] == [
+        ("grid", 0.0),
+        ("arc", 1.0),
+    ]
+    assert summary["comparisons"][0]["difference"] == 0.5
+    assert "by_environment" not in summarize(rows[:2], [("a", "b")])  # one environment: nothing to split
 
 
 # -- the pool, on real runs -----------------------------------------------------------------------------
