@@ -625,6 +625,8 @@ def sweep(sweep_file: Path, sweep_dir: Path | None, in_flight: int | None) -> No
     except KeyboardInterrupt:
         click.echo(f"interrupted; run it again to go on: turnstate sweep {sweep_file} --out {folder}", err=True)
         sys.exit(EXIT_INTERRUPTED)
+    except SweepError as error:
+        _fail(str(error))
     except OSError as error:
         _fail(f"{folder}: cannot write the sweep's folder ({error.strerror})")
     try:

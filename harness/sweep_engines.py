@@ -19,6 +19,7 @@ row with outcome `error` and a one-line message; the sweep goes on with the othe
 
 from __future__ import annotations
 
+import fcntl
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -27,7 +28,8 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
@@ -37,6 +39,7 @@ from typing import Any, Protocol
 from turnstate.harness.sweep import (
     Plan,
     PlannedRun,
+    SweepError,
     is_ended,
     play,
     result_row,
@@ -47,6 +50,7 @@ from turnstate.harness.sweep import (
 
 WATCHDOG_SECONDS = 0.5
 STOP_SECONDS = 10.0
+LOCK_FILE = "sweep.lock"
 PRELOADED = ("turnstate.harness.runner", "turnstate.harness.cli", "turnstate.harness.sweep_engines")
 
 
@@ -85,8 +89,38 @@ def run_sweep(
     in_flight: int | None = None,
     on_row: Callable[[Mapping[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Play the plan's runs that have not ended, within its budget, and write the results; the rows."""
+    """Play the plan's runs that have not ended, within its budget, and write the results; the rows.
+    One driver at a time on a folder: a second is a SweepError (it would start the same runs)."""
     sweep_dir.mkdir(parents=True, exist_ok=True)
+    with _driving(sweep_dir):
+        return _drive(plan, sweep_dir, engine, in_flight, on_row)
+
+
+@contextmanager
+def _driving(sweep_dir: Path) -> Iterator[None]:
+    """The folder's lock (an flock: the kernel releases it when a driver dies)."""
+    descriptor = os.open(sweep_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(descriptor)
+        raise SweepError(
+            f"{sweep_dir}: another turnstate sweep is running on this folder; fix: wait for it, or stop it "
+            "(Ctrl-C) and run this one again to go on where it stopped"
+        ) from None
+    try:
+        yield
+    finally:
+        os.close(descriptor)
+
+
+def _drive(
+    plan: Plan,
+    sweep_dir: Path,
+    engine: Engine,
+    in_flight: int | None,
+    on_row: Callable[[Mapping[str, Any]], None] | None,
+) -> list[dict[str, Any]]:
     runs_root = sweep_dir / "runs"
     write_sweep_record(sweep_dir, plan)
     rows = {planned.key: result_row(planned, runs_root, sweep_dir) for planned in plan.runs}
@@ -199,7 +233,8 @@ def _play_in_process(planned: PlannedRun, runs_root: Path, report: Connection, d
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    """The signal as Ctrl-C, once: a second one must not cut short the end the run records."""
+    signal.signal(signum, signal.SIG_IGN)
     raise KeyboardInterrupt
 
 

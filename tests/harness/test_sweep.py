@@ -26,7 +26,7 @@ from turnstate.harness.sweep import (
     summarize,
     wilson,
 )
-from turnstate.harness.sweep_engines import PoolEngine, run_sweep
+from turnstate.harness.sweep_engines import PoolEngine, _driving, run_sweep
 
 from .test_resume import killed_run
 
@@ -213,6 +213,20 @@ def test_the_cost_cap_stops_new_runs_and_the_summary_counts_only_ended_ones(tmp_
     assert sorted(path.name for path in (tmp_path / "out" / "runs").iterdir()) == [rows[0]["key"]]
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert [(entry["planned"], entry["runs"]) for entry in summary["profiles"]] == [(2, 1), (2, 0)]
+
+
+def test_a_second_driver_on_the_same_folder_is_refused_while_the_first_runs(tmp_path):
+    plan = load_sweep(sweep_file(tmp_path))
+    out = tmp_path / "out"
+    with _driving(_made(out)):
+        with pytest.raises(SweepError, match="another turnstate sweep is running on this folder"):
+            run_sweep(plan, out, PoolEngine(plan.adapter_ids))
+    assert not (out / "runs").exists()  # nothing was started
+
+
+def _made(folder: Path) -> Path:
+    folder.mkdir()
+    return folder
 
 
 # -- stopping: no process left behind -------------------------------------------------------------------
