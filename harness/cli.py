@@ -600,21 +600,36 @@ def report(folder: Path) -> None:
     help="the sweep's folder  [default: sweeps/<the sweep's id>]",
 )
 @click.option("--in-flight", type=click.IntRange(min=1), help="runs at once (default: the sweep's budget)")
-def sweep(sweep_file: Path, sweep_dir: Path | None, in_flight: int | None) -> None:
+@click.option(
+    "--ray",
+    "ray_address",
+    metavar="ADDRESS",
+    help="run each run as a Ray task on the cluster at ADDRESS (HOST:PORT, auto); 'local' starts one here",
+)
+def sweep(sweep_file: Path, sweep_dir: Path | None, in_flight: int | None, ray_address: str | None) -> None:
     """Run SWEEP_FILE's profiles x environments x seeds x repetitions, each an ordinary run with its own
     folder and checkpoints, and write results.csv, results.jsonl, summary.json and report.html. Run it
     again on the same folder to go on: ended runs are skipped, unfinished ones resume."""
     from turnstate.harness.sweep import SweepError, load_sweep
-    from turnstate.harness.sweep_engines import PoolEngine, run_sweep
+    from turnstate.harness.sweep_engines import Engine, PoolEngine, run_sweep
 
     try:
         plan = load_sweep(sweep_file)
     except SweepError as error:
         _fail(str(error))
     folder = sweep_dir or Path("sweeps") / plan.sweep.id
-    if plan.sweep.engine != "pool":
-        _fail(f"{sweep_file}: engine: {plan.sweep.engine} is not available yet; fix: use engine: pool")
-    engine = PoolEngine(plan.adapter_ids)
+    engine: Engine
+    if ray_address is None and plan.sweep.engine == "pool":
+        engine = PoolEngine(plan.adapter_ids)
+    else:
+        from turnstate.harness.sweep_ray import DEFAULT_ADDRESS, RayEngine, RayEngineError
+
+        try:
+            engine = RayEngine(
+                ray_address or plan.sweep.ray_address or DEFAULT_ADDRESS, in_flight or plan.sweep.budget.in_flight
+            )
+        except RayEngineError as error:
+            _fail(str(error))
 
     def ended(row: Mapping[str, Any]) -> None:
         click.echo(f"{row['key']}: {row['outcome']} ({row['levels']} levels, {row['turns']} turns, ${row['cost']:.4f})")
