@@ -14,7 +14,11 @@ Rules:
    game's side effects are journaled: side_effects.py).
 4. An exception the run raises is caught in the task and returned as the row's one-line error: Ray
    prints nothing (a task that raised would have its traceback printed on the driver's stderr), and
-   the driver reads every result, so no "unhandled error" is printed either.
+   the driver reads every result, so no "unhandled error" is printed either. The raylet's own
+   messages (a worker died, the task will be retried: ids and colour codes) are printed on the
+   driver's stdout whatever `log_to_driver` says (measured); the engine turns that printing off while
+   it runs (`ray._private.worker._worker_logs_enabled`, the switch Ray's debugger uses); the row's
+   `resumes` says a run was retried.
 5. Ctrl-C (`stop`): the heartbeat file says `stop`, whose watchdog (rule 6) interrupts each run with a
    real SIGINT (it wakes a blocked read or sleep, which `ray.cancel`'s simulated interrupt does not),
    the run records `interrupted` as `turnstate run` does, and the next sweep resumes it. `ray.cancel`
@@ -124,6 +128,9 @@ class RayEngine:
                 ) from None
             self._connected = True
         self._task = ray.remote(max_retries=MAX_RETRIES, num_cpus=1)(_play_task)
+        self._printing = importlib.import_module("ray._private.worker")
+        self._printed = self._printing._worker_logs_enabled
+        self._printing._worker_logs_enabled = False  # rule 4
 
     def start(self, planned: PlannedRun, runs_root: Path) -> object:
         if self._heartbeat is None:
@@ -155,6 +162,7 @@ class RayEngine:
             self._result(ref)  # read, so Ray prints no "unhandled error" for it
 
     def close(self) -> None:
+        self._printing._worker_logs_enabled = self._printed
         if self._heartbeat is not None:
             self._heartbeat.close()
             self._heartbeat = None

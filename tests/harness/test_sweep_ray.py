@@ -1,0 +1,222 @@
+"""The Ray engine (harness/sweep_ray.py) on real runs against the embedded local provider: a local
+Ray started once for the module (`ray.init(num_cpus=2)`), the pool test's four runs, a run whose
+worker is SIGKILLed mid-way retried and resumed without replaying an action, Ctrl-C leaving no run
+playing, and a hard-killed driver leaving no process behind. Skipped without Ray."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip(
+    "ray", reason="Ray is not installed (pip install 'turnstate[ray]'): the Ray engine is not tested"
+)
+
+from turnstate.harness import sweep_ray  # noqa: E402
+from turnstate.harness.sweep import load_sweep, run_folder  # noqa: E402
+from turnstate.harness.sweep_engines import run_sweep  # noqa: E402
+from turnstate.harness.sweep_ray import RayEngine, RayEngineError  # noqa: E402
+
+from .test_cli import invoke  # noqa: E402
+from .test_sweep import sweep_file  # noqa: E402
+
+TWO_LONG_RUNS = """
+id: long
+profiles: [local-manual-rolling]
+environments:
+  - name: beacon_grid
+    options: {levels: 12}
+    seeds: [0, 1]
+budget: {in_flight: 2}
+"""  # about 1.2 s each here (90 of its 120 actions): a kill or a Ctrl-C at step 2 finds both playing
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[str]:
+    """A local Ray for the module (4-8 s to start here); its address, for a driver in another process."""
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    yield ray.get_runtime_context().gcs_address
+    ray.shutdown()
+
+
+def _holders(path: Path) -> set[int]:
+    """The processes that have `path` open (a run's checkpoint store is open while the run plays)."""
+    found = set()
+    for fd_dir in Path("/proc").glob("[0-9]*/fd"):
+        try:
+            if any(os.readlink(link) == str(path) for link in fd_dir.iterdir()):
+                found.add(int(fd_dir.parent.name))
+        except OSError:
+            continue
+    return found
+
+
+def _wait_for(found: object, what: str, within: float = 60) -> None:
+    deadline = time.monotonic() + within
+    while not found():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"{what} never happened"
+        time.sleep(0.02)
+
+
+def test_ray_plays_the_four_runs_and_writes_the_results(tmp_path, cluster):
+    plan = load_sweep(sweep_file(tmp_path))
+    rows = run_sweep(plan, tmp_path / "out", RayEngine(cluster))
+    assert [row["outcome"] for row in rows] == ["win"] * 4
+    lines = [json.loads(line) for line in (tmp_path / "out" / "results.jsonl").read_text().splitlines()]
+    assert lines == rows
+    for row in rows:
+        meta = json.loads((tmp_path / "out" / row["run_dir"] / "run_meta.json").read_text())
+        assert (row["turns"], row["tokens_in"], row["resumes"]) == (meta["turns"], meta["usage"]["input_tokens"], 0)
+    assert not (tmp_path / "out" / sweep_ray.HEARTBEAT).exists()  # the driver's heartbeat ends with it
+    assert ray.is_initialized()  # a caller's own connection is kept
+
+
+def test_a_run_whose_worker_is_killed_mid_way_is_retried_and_resumes_without_performing_an_action_twice(
+    tmp_path, cluster, capsys
+):
+    plan = load_sweep(sweep_file(tmp_path, text=TWO_LONG_RUNS))
+    out, target = tmp_path / "out", plan.runs[0]  # manual_rolling: exact when resumed keyless
+    done: list[list[dict[str, object]]] = []
+    driver = threading.Thread(target=lambda: done.append(run_sweep(plan, out, RayEngine(cluster))))
+    driver.start()
+    _wait_for(lambda: list(out.glob(f"runs/{target.key}/*/step_000002.json")), "the target's step 2")
+    run_dir = run_folder(out / "runs", target.key)
+    assert run_dir is not None
+    (worker,) = _holders(run_dir / "checkpoints.sqlite3")
+    assert worker != os.getpid()
+    os.kill(worker, signal.SIGKILL)
+    driver.join(timeout=120)
+    rows = {row["key"]: row for row in done[0]}
+    assert rows[target.key]["outcome"] == "win" and rows[target.key]["resumes"] == 1
+    assert rows[target.key]["run_id"] == run_dir.name  # the same run, gone on
+    keys = [json.loads(line)["key"] for line in (run_dir / "side_effects.jsonl").read_text().splitlines()]
+    assert len(keys) == len(set(keys)) == rows[target.key]["turns"]
+    assert all(row["outcome"] == "win" for row in rows.values())
+    printed = capsys.readouterr()
+    assert "worker died" not in printed.out + printed.err  # the raylet's message is not printed
+
+
+def _started_sweep(tmp_path: Path, address: str) -> tuple[subprocess.Popen[str], Path]:
+    """`turnstate sweep --ray ADDRESS` in a session of its own, once its first runs are playing."""
+    path = sweep_file(tmp_path, text=TWO_LONG_RUNS)
+    out = tmp_path / "out"
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "turnstate.harness.cli", "sweep", str(path), "--out", str(out), "--ray", address],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    _wait_for(lambda: driver.poll() is not None or list(out.glob("runs/*/*/step_000002.json")), "a step 2")
+    assert driver.poll() is None, driver.communicate()
+    return driver, out
+
+
+def test_ctrl_c_interrupts_the_runs_which_record_their_end_and_leaves_no_task_playing(tmp_path, cluster):
+    plan = load_sweep(sweep_file(tmp_path, text=TWO_LONG_RUNS))
+    out = tmp_path / "out"
+
+    def ctrl_c_at_step_2() -> None:
+        _wait_for(lambda: list(out.glob("runs/*/*/step_000002.json")), "a step 2")
+        os.kill(os.getpid(), signal.SIGINT)  # the driver's Ctrl-C, while it waits on Ray
+
+    threading.Thread(target=ctrl_c_at_step_2, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(plan, out, RayEngine(cluster))
+    outcomes = [json.loads(path.read_text())["outcome"] for path in out.glob("runs/*/*/run_meta.json")]
+    assert "interrupted" in outcomes and set(outcomes) <= {"interrupted", "win"}  # none left `running`
+    assert not any(_holders(path) for path in out.glob("runs/*/*/checkpoints.sqlite3"))  # no run playing
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert sorted(row["outcome"] for row in rows) == sorted(outcomes)
+
+
+def _descendants(pid: int) -> dict[int, str]:
+    """`pid`'s descendants (pid -> start time), from /proc."""
+    processes = sweep_ray._processes()
+    parents = {}
+    for child in processes:
+        try:
+            parents[child] = int(Path(f"/proc/{child}/stat").read_text().rpartition(")")[2].split()[1])
+        except (OSError, ValueError):
+            continue
+    found, waiting = {}, [pid]
+    while waiting:
+        parent = waiting.pop()
+        for child, its in parents.items():
+            if its == parent and child not in found:
+                found[child] = processes[child]
+                waiting.append(child)
+    return found
+
+
+def test_a_hard_killed_driver_of_a_local_ray_leaves_no_process_behind(tmp_path, cluster):
+    driver, _ = _started_sweep(tmp_path, "local")
+    started = _descendants(driver.pid)
+    assert any(Path(f"/proc/{pid}/cmdline").read_bytes().find(b"raylet") >= 0 for pid in started)
+    driver.kill()
+    driver.communicate()
+
+    def all_gone() -> bool:
+        now = sweep_ray._processes()
+        return not any(now.get(pid) == start for pid, start in started.items())
+
+    _wait_for(all_gone, "the end of every process the driver started", within=15)  # Ray's agents: 60 s alone
+
+
+@pytest.fixture
+def quick_watchdog(monkeypatch):
+    """The watchdog's times shortened (a second driver beat, a second of quiet is a driver gone)."""
+    monkeypatch.setattr(sweep_ray, "WATCHDOG_SECONDS", 0.05)
+    monkeypatch.setattr(sweep_ray, "HEARTBEAT_SECONDS", 0.1)
+    monkeypatch.setattr(sweep_ray, "DRIVER_GONE_SECONDS", 0.5)
+
+
+@pytest.mark.parametrize("heartbeat", ["mine stop\n", "another 3\n", "mine 1\n"], ids=["stop", "replaced", "quiet"])
+def test_a_runs_watchdog_interrupts_it_when_its_driver_stops_it_is_replaced_or_goes_quiet(
+    tmp_path, quick_watchdog, heartbeat
+):
+    path = tmp_path / sweep_ray.HEARTBEAT
+    path.write_text(heartbeat)  # never rewritten: a driver gone quiet, whatever it said last
+    watchdog = sweep_ray._Watchdog(path, "mine")
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            time.sleep(5)
+    finally:
+        watchdog.close()
+
+
+def test_a_runs_watchdog_leaves_it_alone_while_its_driver_beats(tmp_path, quick_watchdog):
+    beat = sweep_ray._Heartbeat(tmp_path / sweep_ray.HEARTBEAT)
+    watchdog = sweep_ray._Watchdog(beat.path, beat.token)
+    time.sleep(1.2)  # an interrupt would raise here
+    watchdog.close()
+    beat.close()
+    assert not beat.path.exists()
+
+
+def test_a_cluster_that_does_not_answer_is_one_clear_error(monkeypatch):
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    with pytest.raises(
+        RayEngineError, match=r"cannot connect to the Ray cluster at 127\.0\.0\.1:1 \(.*nothing answers"
+    ):
+        RayEngine("127.0.0.1:1")
+
+
+def test_the_cli_names_a_missing_ray_with_the_install_fix(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # what importing a Ray that is not installed raises
+    path = sweep_file(tmp_path, text="id: x\nprofiles: [local-manual-rolling]\nengine: ray\n")
+    result = invoke("sweep", str(path), "--out", str(tmp_path / "out"))
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.stderr.strip() == (
+        "error: the Ray engine needs Ray, which is not installed; fix: pip install 'turnstate[ray]'"
+    )
