@@ -87,6 +87,14 @@ def _ray() -> ModuleType:
         raise RayEngineError(f"the Ray engine needs Ray, which is not installed; {INSTALL_FIX}") from None
 
 
+def _ray_prints(enabled: bool) -> bool:
+    """Turn the driver's printing of Ray's worker and raylet lines on or off (rule 4); what it was."""
+    worker = vars(importlib.import_module("ray._private.worker"))
+    was = bool(worker.get("_worker_logs_enabled", True))
+    worker["_worker_logs_enabled"] = enabled
+    return was
+
+
 def _one_line(error: BaseException) -> str:
     lines = str(error).strip().splitlines()
     return f"{type(error).__name__}: {lines[0] if lines else ''}".rstrip(": ")
@@ -128,9 +136,7 @@ class RayEngine:
                 ) from None
             self._connected = True
         self._task = ray.remote(max_retries=MAX_RETRIES, num_cpus=1)(_play_task)
-        self._printing = importlib.import_module("ray._private.worker")
-        self._printed = self._printing._worker_logs_enabled
-        self._printing._worker_logs_enabled = False  # rule 4
+        self._printed = _ray_prints(False)  # rule 4
 
     def start(self, planned: PlannedRun, runs_root: Path) -> object:
         if self._heartbeat is None:
@@ -162,7 +168,7 @@ class RayEngine:
             self._result(ref)  # read, so Ray prints no "unhandled error" for it
 
     def close(self) -> None:
-        self._printing._worker_logs_enabled = self._printed
+        _ray_prints(self._printed)
         if self._heartbeat is not None:
             self._heartbeat.close()
             self._heartbeat = None
