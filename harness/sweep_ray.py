@@ -161,7 +161,7 @@ class RayEngine:
             self._heartbeat.stop_runs()
         for ref in refs:
             self._ray.cancel(ref)  # a task not yet started never starts
-        ended, going = self._ray.wait(refs, num_returns=len(refs), timeout=STOP_SECONDS + DRIVER_GONE_SECONDS)
+        _, going = self._ray.wait(refs, num_returns=len(refs), timeout=STOP_SECONDS)
         for ref in going:
             self._ray.cancel(ref, force=True)
         for ref in refs:
@@ -203,7 +203,10 @@ class _Heartbeat:
         count = 0
         while not self._closed.wait(HEARTBEAT_SECONDS):
             count += 1
-            self._beat(count)
+            try:
+                self._beat(count)
+            except OSError:  # a beat lost to a passing fault (a full disk, a share's hiccup): the next one
+                continue
 
     def stop_runs(self) -> None:
         self._stopping = True
@@ -280,27 +283,24 @@ def _play_task(planned: PlannedRun, runs_root: str, heartbeat: str, token: str) 
 # -- a local Ray of our own (rule 7) ------------------------------------------------------------------
 
 
-def _processes() -> dict[int, str]:
-    """Every process on this machine: pid -> its start time (ticks since boot), from /proc."""
+def _processes() -> dict[int, tuple[int, str]]:
+    """Every process on this machine: pid -> (its parent, its start time in ticks since boot), from /proc."""
     found = {}
     for entry in Path("/proc").iterdir():
         try:
-            found[int(entry.name)] = (entry / "stat").read_text().rpartition(")")[2].split()[19]
+            fields = (entry / "stat").read_text().rpartition(")")[2].split()
+            found[int(entry.name)] = (int(fields[1]), fields[19])
         except (ValueError, OSError, IndexError):
             continue
     return found
 
 
-def _descendants(processes: dict[int, str]) -> set[int]:
-    """This process's descendants among `processes`."""
+def _descendants(processes: dict[int, tuple[int, str]], root: int) -> set[int]:
+    """`root`'s descendants among `processes`."""
     children: dict[int, list[int]] = {}
-    for pid in processes:
-        try:
-            parent = int((Path("/proc") / str(pid) / "stat").read_text().rpartition(")")[2].split()[1])
-        except (ValueError, OSError, IndexError):
-            continue
+    for pid, (parent, _) in processes.items():
         children.setdefault(parent, []).append(pid)
-    found, waiting = set(), [os.getpid()]
+    found, waiting = set(), [root]
     while waiting:
         for child in children.get(waiting.pop(), ()):
             found.add(child)
@@ -313,12 +313,12 @@ class _LocalRay:
 
     def __init__(self, ray: ModuleType, num_cpus: int) -> None:
         linux = Path("/proc/self/stat").is_file()
-        before = _descendants(_processes()) if linux else set()
+        before = _descendants(_processes(), os.getpid()) if linux else set()
         ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
         self._reaper: subprocess.Popen[bytes] | None = None
         if linux:
             processes = _processes()
-            started = [f"{pid}:{processes[pid]}" for pid in _descendants(processes) - before]
+            started = [f"{pid}:{processes[pid][1]}" for pid in _descendants(processes, os.getpid()) - before]
             self._reaper = subprocess.Popen(
                 [sys.executable, "-m", "turnstate.harness.sweep_ray", *started],
                 stdin=subprocess.PIPE,
@@ -338,7 +338,7 @@ def _reap(started: Sequence[str]) -> None:
     """The reaper: wait for the driver's pipe to close, then SIGKILL each of `started` (PID:START)
     that is still the process it was."""
     sys.stdin.buffer.read()
-    now = _processes()
+    now = {pid: start for pid, (_, start) in _processes().items()}
     for item in started:
         pid, _, start = item.partition(":")
         if now.get(int(pid)) == start:

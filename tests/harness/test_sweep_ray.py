@@ -140,35 +140,17 @@ def test_ctrl_c_interrupts_the_runs_which_record_their_end_and_leaves_no_task_pl
     assert sorted(row["outcome"] for row in rows) == sorted(outcomes)
 
 
-def _descendants(pid: int) -> dict[int, str]:
-    """`pid`'s descendants (pid -> start time), from /proc."""
-    processes = sweep_ray._processes()
-    parents = {}
-    for child in processes:
-        try:
-            parents[child] = int(Path(f"/proc/{child}/stat").read_text().rpartition(")")[2].split()[1])
-        except (OSError, ValueError):
-            continue
-    found, waiting = {}, [pid]
-    while waiting:
-        parent = waiting.pop()
-        for child, its in parents.items():
-            if its == parent and child not in found:
-                found[child] = processes[child]
-                waiting.append(child)
-    return found
-
-
 def test_a_hard_killed_driver_of_a_local_ray_leaves_no_process_behind(tmp_path, cluster):
     driver, _ = _started_sweep(tmp_path, "local")
-    started = _descendants(driver.pid)
-    assert any(Path(f"/proc/{pid}/cmdline").read_bytes().find(b"raylet") >= 0 for pid in started)
+    processes = sweep_ray._processes()
+    started = {pid: processes[pid] for pid in sweep_ray._descendants(processes, driver.pid)}
+    assert any(b"raylet" in Path(f"/proc/{pid}/cmdline").read_bytes() for pid in started)
     driver.kill()
     driver.communicate()
 
     def all_gone() -> bool:
         now = sweep_ray._processes()
-        return not any(now.get(pid) == start for pid, start in started.items())
+        return not any(now.get(pid, (0, ""))[1] == start for pid, (_, start) in started.items())
 
     _wait_for(all_gone, "the end of every process the driver started", within=15)  # Ray's agents: 60 s alone
 
