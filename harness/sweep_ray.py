@@ -42,7 +42,7 @@ Rules:
    a reused pid is never taken for one) and the read end of a pipe from the driver; at EOF (the
    driver closed it after `ray.shutdown()`, or died) it kills those still there. Ray's workers (each
    in a process group of its own) exit with their raylet. Ray's processes ignore a terminal's Ctrl-C
-   (measured), so the driver can still cancel its tasks; the reaper ignores it too. Local Ray keeps
+   (measured), so the driver can still cancel its tasks; the reaper is in a session of its own. Local Ray keeps
    Ray's defaults (token authentication on). Linux only (it reads /proc); elsewhere no reaper.
 """
 
@@ -324,6 +324,7 @@ class _LocalRay:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
+                start_new_session=True,  # a terminal's Ctrl-C or hang-up is for the driver, not for it
             )
 
     def close(self) -> None:
@@ -349,5 +350,4 @@ def _reap(started: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _reap(sys.argv[1:])

@@ -122,37 +122,39 @@ def _started_sweep(tmp_path: Path, address: str) -> tuple[subprocess.Popen[str],
     return driver, out
 
 
-def test_ctrl_c_interrupts_the_runs_which_record_their_end_and_leaves_no_task_playing(tmp_path, cluster):
-    plan = load_sweep(sweep_file(tmp_path, text=TWO_LONG_RUNS))
-    out = tmp_path / "out"
-
-    def ctrl_c_at_step_2() -> None:
-        _wait_for(lambda: list(out.glob("runs/*/*/step_000002.json")), "a step 2")
-        os.kill(os.getpid(), signal.SIGINT)  # the driver's Ctrl-C, while it waits on Ray
-
-    threading.Thread(target=ctrl_c_at_step_2, daemon=True).start()
-    with pytest.raises(KeyboardInterrupt):
-        run_sweep(plan, out, RayEngine(cluster))
-    outcomes = [json.loads(path.read_text())["outcome"] for path in out.glob("runs/*/*/run_meta.json")]
-    assert "interrupted" in outcomes and set(outcomes) <= {"interrupted", "win"}  # none left `running`
-    assert not any(_holders(path) for path in out.glob("runs/*/*/checkpoints.sqlite3"))  # no run playing
-    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-    assert sorted(row["outcome"] for row in rows) == sorted(outcomes)
+def _all_gone(started: dict[int, tuple[int, str]]) -> bool:
+    now = sweep_ray._processes()
+    return not any(now.get(pid, (0, ""))[1] == start for pid, (_, start) in started.items())
 
 
-def test_a_hard_killed_driver_of_a_local_ray_leaves_no_process_behind(tmp_path, cluster):
-    driver, _ = _started_sweep(tmp_path, "local")
+def _started_processes(driver: subprocess.Popen[str]) -> dict[int, tuple[int, str]]:
+    """Every process the driver started, directly or not: its local Ray's among them."""
     processes = sweep_ray._processes()
     started = {pid: processes[pid] for pid in sweep_ray._descendants(processes, driver.pid)}
     assert any(b"raylet" in Path(f"/proc/{pid}/cmdline").read_bytes() for pid in started)
+    return started
+
+
+def test_ctrl_c_on_a_local_ray_interrupts_the_runs_which_record_their_end_and_leaves_no_process(tmp_path):
+    driver, out = _started_sweep(tmp_path, "local")
+    started = _started_processes(driver)
+    os.killpg(driver.pid, signal.SIGINT)  # a terminal's Ctrl-C: the driver's whole group, Ray's processes too
+    _, stderr = driver.communicate(timeout=60)
+    assert driver.returncode == 130 and "interrupted; run it again" in stderr and "Traceback" not in stderr
+    outcomes = [json.loads(path.read_text())["outcome"] for path in out.glob("runs/*/*/run_meta.json")]
+    assert "interrupted" in outcomes and set(outcomes) <= {"interrupted", "win"}  # none left `running`
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert sorted(row["outcome"] for row in rows if row["run_dir"]) == sorted(outcomes)
+    assert {row["outcome"] for row in rows if not row["run_dir"]} <= {"not_started"}  # a task cancelled unstarted
+    _wait_for(lambda: _all_gone(started), "the end of every process the driver started", within=15)
+
+
+def test_a_hard_killed_driver_of_a_local_ray_leaves_no_process_behind(tmp_path):
+    driver, _ = _started_sweep(tmp_path, "local")
+    started = _started_processes(driver)
     driver.kill()
     driver.communicate()
-
-    def all_gone() -> bool:
-        now = sweep_ray._processes()
-        return not any(now.get(pid, (0, ""))[1] == start for pid, (_, start) in started.items())
-
-    _wait_for(all_gone, "the end of every process the driver started", within=15)  # Ray's agents: 60 s alone
+    _wait_for(lambda: _all_gone(started), "the end of every process the driver started", within=15)  # agents: 60 s
 
 
 @pytest.fixture
