@@ -15,7 +15,8 @@ does:
    fresh fork of the server, a Ray run a reused worker: what a run imports lazily, a pool run
    imports each time.
 
-The pool and Ray alternate ROUNDS times; each figure is the median over the rounds. Printed (or JSON
+The pool and Ray alternate ROUNDS times, Ray shut down while the pool plays (its idle processes
+take CPU); each figure is the median over the rounds. Printed (or JSON
 with --json), never asserted; note the machine's load beside the figures (`uptime`):
 
     python bench/sweeps.py [--runs 20] [--levels 16] [--rounds 2] [--json]
@@ -92,25 +93,24 @@ def measure(runs: int, levels: int, rounds: int) -> dict[str, object]:
         warm_up = multiprocessing.get_context("forkserver").Process(target=time.sleep, args=(0,))
         warm_up.start()  # forked once the server has imported all that
         warm_up.join()
-        pool_start = time.perf_counter() - start
-        start = time.perf_counter()
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
-        ray_start = time.perf_counter() - start
+        note("pool_start", time.perf_counter() - start)
         for number in range(rounds):
+            # The pool's sweeps with no Ray up: a local Ray's processes (raylet, GCS, idle workers) take
+            # CPU even when no task runs, which the pool's figures must not pay.
             for in_flight in (1, 2):
                 wall, per_run = timed_sweep(
                     files[in_flight], folder / f"pool{in_flight}.{number}", PoolEngine(plan.adapter_ids)
                 )
                 note(f"pool{in_flight}_wall", wall)
                 note(f"pool{in_flight}_run", per_run)
-            for label in ("ray_first", "ray_warm"):
+            start = time.perf_counter()
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+            note("ray_start", time.perf_counter() - start)
+            for label in ("ray_first", "ray_warm"):  # the first sweep starts Ray's workers
                 wall, per_run = timed_sweep(files[2], folder / f"{label}.{number}", RayEngine("local", 2))
                 note(f"{label}_wall", wall)
                 note(f"{label}_run", per_run)
-            if number + 1 < rounds:  # the next round's first Ray sweep starts its workers again
-                ray.shutdown()
-                ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
-        ray.shutdown()
+            ray.shutdown()
     median = {name: statistics.median(values) for name, values in figures.items()}
     return {
         "runs": runs,
@@ -118,8 +118,6 @@ def measure(runs: int, levels: int, rounds: int) -> dict[str, object]:
         "rounds": rounds,
         "cores": os.cpu_count(),
         "load_average": os.getloadavg(),
-        "pool_start_seconds": pool_start,
-        "ray_start_seconds": ray_start,
         **{f"{name}_seconds": value for name, value in median.items()},
         **{
             f"{name}_per_minute": runs / median[f"{name}_wall"] * 60

@@ -60,7 +60,8 @@ def preloaded_modules(adapter_ids: Iterable[str]) -> list[str]:
     use it should not wait for it)."""
     from turnstate.adapters.registry import descriptor_for
 
-    return [*PRELOADED, *sorted({descriptor_for(name).implementation.partition(":")[0] for name in adapter_ids})]
+    adapters = sorted({descriptor_for(name).implementation.partition(":")[0] for name in adapter_ids})
+    return [*PRELOADED, *adapters, "turnstate.harness.sweep_fork"]  # the last: it freezes what came before
 
 
 class Engine(Protocol):
