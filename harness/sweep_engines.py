@@ -93,8 +93,11 @@ def run_sweep(
     """Play the plan's runs that have not ended, within its budget, and write the results; the rows.
     One driver at a time on a folder: a second is a SweepError (it would start the same runs)."""
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    with _driving(sweep_dir):
-        return _drive(plan, sweep_dir, engine, in_flight, on_row)
+    try:
+        with _driving(sweep_dir):
+            return _drive(plan, sweep_dir, engine, in_flight, on_row)
+    finally:
+        engine.close()  # also when the folder is another driver's: a Ray this engine started stops
 
 
 @contextmanager
@@ -152,8 +155,6 @@ def _drive(
             rows[planned.key] = result_row(planned, runs_root, sweep_dir)
         write_results(sweep_dir, list(rows.values()), plan.comparisons)
         raise
-    finally:
-        engine.close()
     return list(rows.values())
 
 
