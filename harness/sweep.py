@@ -33,6 +33,7 @@ install), or Ray tasks on an existing cluster (`engine: ray` or `--ray ADDRESS`)
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import math
@@ -239,18 +240,27 @@ def play(planned: PlannedRun, runs_root: Path) -> None:
     """Play `planned` to its end in this process: resumed from its checkpoint if it began before,
     skipped if it ended. What the run records (its folder, run_meta.json) is the result."""
     from turnstate.harness.resume import run_profile
-    from turnstate.harness.runner import Runner, freeze_startup_objects
+    from turnstate.harness.runner import Runner
 
     existing = run_folder(runs_root, planned.key)
     if is_ended(existing):
         return
-    freeze_startup_objects()
+    _freeze_once()
     if existing is not None:
         Runner(run_profile(existing), existing.parent).resume(existing)
     else:
         out = runs_root / planned.key
         out.mkdir(parents=True, exist_ok=True)
         Runner(Profile.model_validate(planned.profile), out).run()
+
+
+@functools.cache
+def _freeze_once() -> None:
+    """Freeze what exists when this process's first run starts, once: a Ray worker plays run after
+    run, and freezing again would keep each run's leftovers out of collection for good."""
+    from turnstate.harness.runner import freeze_startup_objects
+
+    freeze_startup_objects()
 
 
 # -- results -----------------------------------------------------------------------------------------

@@ -1,11 +1,12 @@
 """The compaction sweep on both environments (sweeps/compaction-arc.yaml: 3 local profiles x beacon_grid
-and the ARC-AGI-3 game `cued` x 2 seeds) with the process pool: killed outright mid-way (the driver and its runs),
-then run again, it ends every run and writes the results and the report. Needs the arc extra; .ci/arc
-runs it."""
+and the ARC-AGI-3 game `cued` x 2 seeds), on the process pool and on a local Ray: killed outright
+mid-way (the driver and its runs), then run again, it ends every run and writes the results and the
+report. Needs the arc extra (and the ray extra for Ray); .ci/arc runs it."""
 
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 import os
 import signal
@@ -17,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from turnstate.harness.report import write_report
-from turnstate.harness.sweep import load_sweep
-from turnstate.harness.sweep_engines import PoolEngine, run_sweep
+from turnstate.harness.sweep import Plan, load_sweep
+from turnstate.harness.sweep_engines import Engine, PoolEngine, run_sweep
 
 from ..arc_extra import TOOLKIT
 from ..harness.test_sweep import _group_is_gone
@@ -31,11 +32,31 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def test_the_sweep_on_both_environments_resumes_the_runs_a_crash_killed(tmp_path, monkeypatch):
+RAY = importlib.util.find_spec("ray") is not None
+ENGINES = [
+    "pool",
+    pytest.param(
+        "ray", marks=pytest.mark.skipif(not RAY, reason="Ray is not installed (pip install 'turnstate[ray]')")
+    ),
+]
+
+
+def engine_for(name: str, plan: Plan) -> Engine:
+    if name == "pool":
+        return PoolEngine(plan.adapter_ids)
+    from turnstate.harness.sweep_ray import RayEngine
+
+    return RayEngine("local", plan.sweep.budget.in_flight)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_sweep_on_both_environments_resumes_the_runs_a_crash_killed(tmp_path, monkeypatch, engine):
+    """On the pool, and on a local Ray (`--ray local`) started by the command and by the second sweep."""
     monkeypatch.setenv("TURNSTATE_CHECKPOINT_KEY", KEY)
     out = tmp_path / "sweep"
+    chosen = ["--ray", "local"] if engine == "ray" else []
     driver = subprocess.Popen(
-        [sys.executable, "-m", "turnstate.harness.cli", "sweep", str(SWEEP), "--out", str(out)],
+        [sys.executable, "-m", "turnstate.harness.cli", "sweep", str(SWEEP), "--out", str(out), *chosen],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -55,7 +76,7 @@ def test_the_sweep_on_both_environments_resumes_the_runs_a_crash_killed(tmp_path
     assert killed
 
     plan = load_sweep(SWEEP)
-    rows = run_sweep(plan, out, PoolEngine(plan.adapter_ids))
+    rows = run_sweep(plan, out, engine_for(engine, plan))
     outcomes = {(row["profile"], row["environment"]): set() for row in rows}
     for row in rows:
         outcomes[row["profile"], row["environment"]].add(row["outcome"])
