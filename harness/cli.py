@@ -20,7 +20,6 @@ from contextlib import contextmanager
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
-from types import FrameType
 from typing import Any, NoReturn, get_args
 
 import click
@@ -78,7 +77,7 @@ from turnstate.harness.profile import (
 from turnstate.harness.report import ReportError, write_report
 from turnstate.harness.report_run import nested, ran_configuration, run_redactor, write_run_report
 from turnstate.harness.resume import ResumeError, run_profile
-from turnstate.harness.runner import Runner, RunResult, StepProgress, freeze_startup_objects
+from turnstate.harness.runner import Runner, RunResult, StepProgress, freeze_startup_objects, interrupt_once
 from turnstate.harness.side_effects import JournalError
 from turnstate.machine.engine import MachineSpec, Row
 
@@ -208,12 +207,7 @@ def _sigterm_as_interrupt() -> Iterator[None]:
     """SIGTERM (what `timeout`, `docker stop` and CI cancellation send) stops a run as Ctrl-C does, so
     the runner still writes run_meta.json (outcome interrupted) instead of the process just dying."""
 
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        # Once: a second SIGTERM must not cut short the run_meta.json the first one asked for.
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    previous = signal.signal(signal.SIGTERM, interrupt_once)
     try:
         yield
     finally:

@@ -19,11 +19,13 @@ reply the last checkpoint accepted (settling what the kill left half done) befor
 from __future__ import annotations
 
 import gc
+import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from turnstate.adapters.contract import Endpoint, ProviderAdapter, ToolCall, ToolResult, ToolSpec
@@ -235,3 +237,10 @@ def freeze_startup_objects() -> None:
     command is; a library caller decides for its own process."""
     gc.collect()
     gc.freeze()
+
+
+def interrupt_once(signum: int, frame: FrameType | None) -> None:
+    """A signal handler that stops a run as Ctrl-C does (the runner still writes run_meta.json, outcome
+    interrupted), once: the same signal again must not cut short the end the first one asked for."""
+    signal.signal(signum, signal.SIG_IGN)
+    raise KeyboardInterrupt

@@ -33,17 +33,16 @@ from contextlib import contextmanager
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
-from types import FrameType
 from typing import Any, Protocol
 
+from turnstate.harness.runner import interrupt_once
 from turnstate.harness.sweep import (
+    ENDED_OUTCOMES,
     Plan,
     PlannedRun,
     SweepError,
-    is_ended,
     play,
     result_row,
-    run_folder,
     write_results,
     write_sweep_record,
 )
@@ -128,7 +127,7 @@ def _drive(
     runs_root = sweep_dir / "runs"
     write_sweep_record(sweep_dir, plan)
     rows = {planned.key: result_row(planned, runs_root, sweep_dir) for planned in plan.runs}
-    waiting = deque(planned for planned in plan.runs if not is_ended(run_folder(runs_root, planned.key)))
+    waiting = deque(planned for planned in plan.runs if rows[planned.key]["outcome"] not in ENDED_OUTCOMES)
     limit = in_flight or plan.sweep.budget.in_flight
     cap = plan.sweep.budget.cost_cap
     playing: dict[object, PlannedRun] = {}
@@ -220,24 +219,29 @@ def _play_in_process(planned: PlannedRun, runs_root: Path, report: Connection, d
     """A run's process: play it, send back None or a one-line error, exit. SIGTERM and Ctrl-C end the
     run as `turnstate run` ends it (run_meta.json says interrupted); the watchdog ends it when the
     driver is gone."""
-    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGTERM, interrupt_once)
     threading.Thread(target=_watch_driver, args=(driver,), daemon=True, name="turnstate-watchdog").start()
-    message: str | None = None
-    try:
-        play(planned, runs_root)
-    except KeyboardInterrupt:
-        message = "interrupted"
-    except Exception as error:  # noqa: BLE001 - any failure is this run's row, never a traceback
-        message = f"{type(error).__name__}: {error}".splitlines()[0]
+    message = played(planned, runs_root)
     report.send(message)
     report.close()
     sys.exit(0 if message is None else 1)
 
 
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    """The signal as Ctrl-C, once: a second one must not cut short the end the run records."""
-    signal.signal(signum, signal.SIG_IGN)
-    raise KeyboardInterrupt
+def played(planned: PlannedRun, runs_root: Path) -> str | None:
+    """`play` in an engine's process: None, "interrupted" (Ctrl-C, or a signal raised as it), or the
+    one-line error of any failure, which is the run's row and never a traceback."""
+    try:
+        play(planned, runs_root)
+    except KeyboardInterrupt:
+        return "interrupted"
+    except Exception as error:  # noqa: BLE001 - any failure is this run's row
+        return one_line(error)
+    return None
+
+
+def one_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0] if lines else ''}".rstrip(": ")
 
 
 def _watch_driver(driver: int) -> None:

@@ -63,8 +63,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from turnstate.harness.runner import interrupt_once
 from turnstate.harness.sweep import PlannedRun
-from turnstate.harness.sweep_engines import STOP_SECONDS, _interrupt
+from turnstate.harness.sweep_engines import STOP_SECONDS, one_line, played
 
 DEFAULT_ADDRESS = "auto"  # `engine: ray` without `ray_address`: the issue's "an existing cluster"
 INSTALL_FIX = "fix: pip install 'turnstate[ray]'"
@@ -93,11 +94,6 @@ def _ray_prints(enabled: bool) -> bool:
     was = bool(worker.get("_worker_logs_enabled", True))
     worker["_worker_logs_enabled"] = enabled
     return was
-
-
-def _one_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {lines[0] if lines else ''}".rstrip(": ")
 
 
 def _check_reachable(address: str) -> None:
@@ -131,7 +127,7 @@ class RayEngine:
             except Exception as error:  # noqa: BLE001 - ConnectionError, ValueError, RuntimeError, Ray's own
                 what = "start a local Ray" if address == "local" else f"connect to the Ray cluster at {address}"
                 raise RayEngineError(
-                    f"cannot {what} ({_one_line(error)}); fix: start the cluster (`ray start --head`) and pass "
+                    f"cannot {what} ({one_line(error)}); fix: start the cluster (`ray start --head`) and pass "
                     "its address (HOST:PORT, or `auto` on one of its nodes), or `local`"
                 ) from None
             self._connected = True
@@ -153,7 +149,7 @@ class RayEngine:
         try:
             return self._ray.get(ref)
         except Exception as error:  # noqa: BLE001 - ray.exceptions.RayError and kin: the row's error
-            return _one_line(error)
+            return one_line(error)
 
     def stop(self, handles: Sequence[object]) -> None:
         refs = list(handles)
@@ -262,22 +258,17 @@ def _play_task(planned: PlannedRun, runs_root: str, heartbeat: str, token: str) 
     """A run in a Ray worker: None, or its one-line error (rule 4). SIGINT (the watchdog's, or
     ray.cancel's) ends the run as Ctrl-C ends `turnstate run`; a second one is ignored while the run
     records its end. The worker's own SIGINT handler is back once the task ends."""
-    from turnstate.harness.sweep import play
-
-    previous = signal.signal(signal.SIGINT, _interrupt)
+    previous = signal.signal(signal.SIGINT, interrupt_once)
     try:
         watchdog = _Watchdog(Path(heartbeat), token)
         try:
-            play(planned, Path(runs_root))
+            return played(planned, Path(runs_root))
         finally:
             watchdog.close()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # the watchdog's signal, landing as the run ended
         return "interrupted"
-    except Exception as error:  # noqa: BLE001 - any failure is this run's row, never a traceback
-        return _one_line(error)
     finally:
         signal.signal(signal.SIGINT, previous)
-    return None
 
 
 # -- a local Ray of our own (rule 7) ------------------------------------------------------------------
