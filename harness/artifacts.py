@@ -12,7 +12,12 @@ Artifacts are for people and downstream tools, so they hold readable projections
 `Redactor` per run enforces three rules, here rather than trusted to each caller, and the same
 redactor cleans whatever the run shows on the terminal (its failure, its progress, its errors):
 1. Opaque provider state (encrypted content, signatures, redacted thinking) is dropped by key.
-2. Secret values (API keys) are replaced wherever they appear inside a string value.
+2. Secrets (API keys) are redacted structurally and, where long enough to be one, by value: the
+   value of a field or header that carries a key (KEY_FIELDS, and `Authorization: Bearer ...` or
+   `x-api-key: ...` written in a text) whatever it is, and a key of MIN_SECRET_CHARS or more
+   wherever a string holds it. A shorter key is a keyless server's placeholder (`x`, `EMPTY`,
+   `ollama`): replaced by value, it would rewrite every word that holds its letters, records a
+   resume reads back included (`"action_mode": "te[redacted]t"` for the key `x`).
 3. An opaque value the run has received (the runner hands each reply's native items to `learn`) is
    replaced wherever a string repeats it: a provider can echo a blob into a reply's text or an
    error's code. Every encrypted_content, signature and redacted_thinking data in the recorded
@@ -59,6 +64,27 @@ OPAQUE_KEYS = frozenset({"encrypted_content", "signature", "thought_signature"})
 OPAQUE_DATA_TYPE = "redacted_thinking"  # a block of this type holds opaque state under "data"
 _OPAQUE_DATA_KEYS = OPAQUE_KEYS | {"data"}
 REDACTED = "[redacted]"
+MIN_SECRET_CHARS = 12
+"""The shortest key redacted by value (rule 2): real providers' keys are 39 characters and more."""
+KEY_FIELDS = frozenset(
+    {"api_key", "api-key", "apikey", "authorization", "proxy-authorization", "x-api-key", "x-goog-api-key"}
+)
+"""Fields and headers (compared in lower case) whose value is a key, whatever its length (rule 2)."""
+_KEY_IN_TEXT = re.compile(
+    r"(?i)((?:proxy-)?authorization:\s*(?:bearer|basic)\s+|(?:x-goog-|x-)?api[-_]?key[\"']?\s*[:=]\s*[\"']?)[^\s\"',;]+"
+)
+_KEY_MARKERS = (
+    b"earer ",
+    b"asic ",
+    b"pi-key",
+    b"pi_key",
+    b"pikey",
+    b"PI-KEY",
+    b"PI_KEY",
+    b"PIKEY",
+    b"PI-Key",
+    b"pi-Key",
+)
 
 OPAQUE_MIN_CHARS = 64
 """The shortest run of base64 characters by which an opaque value is known (rule 3): longer than the
@@ -475,6 +501,14 @@ def new_run_id(profile_id: str) -> str:
     return f"{profile_id}-{stamp}-{_random.token_hex(3)}"
 
 
+def _is_key_field(key: Any, value: Any) -> bool:
+    """Whether `key: value` is a field or header that carries a key (rule 2)."""
+    return isinstance(key, str) and isinstance(value, str) and bool(value) and key.lower() in KEY_FIELDS
+
+
+_KEY_TEXT_MARKERS = tuple(marker.decode() for marker in _KEY_MARKERS)
+
+
 def _hidden_keys(mapping: Mapping[Any, Any]) -> frozenset[str]:
     """The keys of `mapping` whose values are opaque provider state (rule 1)."""
     return _OPAQUE_DATA_KEYS if mapping.get("type") == OPAQUE_DATA_TYPE else OPAQUE_KEYS
@@ -500,8 +534,9 @@ class Redactor:
     start and the opaque values it receives from `learn`."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
-        # Longest first, so a secret that contains another is replaced whole.
-        self._secrets = tuple(sorted({secret for secret in secrets if secret}, key=len, reverse=True))
+        # Longest first, so a secret that contains another is replaced whole (rule 2: long ones only).
+        long_enough = {secret for secret in secrets if len(secret) >= MIN_SECRET_CHARS}
+        self._secrets = tuple(sorted(long_enough, key=len, reverse=True))
         self._markers = _scrub_markers(self._secrets)
         self._opaque: dict[str, tuple[tuple[int, int], ...]] = {}  # a run's tail -> (length, hash) of each
 
@@ -520,6 +555,8 @@ class Redactor:
             value = self._without_opaque(value)
         for secret in self._secrets:
             value = value.replace(secret, REDACTED)
+        if any(marker in value for marker in _KEY_TEXT_MARKERS):
+            value = _KEY_IN_TEXT.sub(lambda match: match.group(1) + REDACTED, value)
         return value
 
     def scrub(self, value: Any) -> Any:
@@ -530,7 +567,11 @@ class Redactor:
             return self.text(value)
         if isinstance(value, Mapping):
             hidden = _hidden_keys(value)
-            return {_json_key(key): self.scrub(item) for key, item in value.items() if key not in hidden}
+            return {
+                _json_key(key): REDACTED if _is_key_field(key, item) else self.scrub(item)
+                for key, item in value.items()
+                if key not in hidden
+            }
         if isinstance(value, (list, tuple)):
             return [self.scrub(item) for item in value]
         if isinstance(value, (set, frozenset)):
@@ -674,7 +715,10 @@ def _scrub_markers(secrets: Sequence[str]) -> tuple[bytes, ...]:
     names = [*OPAQUE_KEYS, OPAQUE_DATA_TYPE]
     escaped = {json.dumps(secret, ensure_ascii=False)[1:-1].encode() for secret in secrets}
     escaped |= {json_bytes(secret)[1:-1] for secret in secrets}
-    return (*(f'"{name}"'.encode() for name in names), *escaped)
+    # A key field is found by its name in any case; the markers lower-case nothing, so each key
+    # field's name is a marker in the cases a client writes it, and a key in a text by its header's.
+    fields_ = {spelling for name in KEY_FIELDS for spelling in (name, name.title(), name.upper())}
+    return (*(f'"{name}"'.encode() for name in [*names, *fields_]), *_KEY_MARKERS, *escaped)
 
 
 def _fsync_directory(path: Path) -> None:

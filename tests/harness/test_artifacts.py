@@ -73,7 +73,9 @@ def read_all(run_dir) -> dict[str, str]:
 
 def test_a_secret_is_redacted_in_values_and_keys_stay_intact_whatever_the_secret_looks_like(tmp_path):
     # Also secrets JSON escapes: a record is scrubbed when its text holds a secret as JSON writes it.
-    for number, secret in enumerate(("k", "1", '"', "sk-secret-123", "back\\slash", "two\nlines", "clé-ü", "\x01ctl")):
+    # Each long enough to be redacted by value (test_redaction.py holds the shorter ones).
+    shapes = ("k", "1", '"', "sk-secret-123", "back\\slash", "two\nlines", "clé-ü", "\x01ctl")
+    for number, secret in enumerate(f"{shape}-0123456789" for shape in shapes):
         writer = ArtifactWriter(tmp_path, f"run-{number}", Redactor((secret,)))
         writer.write_json("run_meta.json", {"api_key_env": "KEY_VAR", "count": 1, "note": f"key={secret}"})
         writer.log_transition({"machine": "m", "note": f"[{secret}]"})

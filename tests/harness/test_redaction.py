@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from turnstate.adapters.json_bytes import json_bytes
-from turnstate.harness.artifacts import OPAQUE_MIN_CHARS, REDACTED, ArtifactWriter, Redactor
+from turnstate.harness.artifacts import MIN_SECRET_CHARS, OPAQUE_MIN_CHARS, REDACTED, ArtifactWriter, Redactor
 
 SECRET = "sk-test-redaction-0123456789"
 BLOB = base64.urlsafe_b64encode(bytes(range(200, 256)) * 5).decode()  # 376 characters, as the local provider's
@@ -167,3 +167,59 @@ RECORDS = st.recursive(
 def test_the_fast_path_writes_exactly_what_the_scrubbed_record_would(record):
     redactor = learned()
     assert redactor.render(record) == json_bytes(redactor.scrub(record)) + b"\n"
+
+
+# -- short keys: redacted where they are keys, never as letters (issue 30) ---------------------------
+
+PLACEHOLDER_KEYS = ["x", "EMPTY", "ollama", "sk-no-key-required", "sk-proj-" + "Q7vX2mLp9R" * 5]
+
+
+@pytest.mark.parametrize("key", PLACEHOLDER_KEYS)
+def test_a_key_is_redacted_in_its_headers_and_fields_whatever_its_length(key):
+    redactor = Redactor(secrets=(key,))
+    record = redactor.scrub({"headers": {"Authorization": f"Bearer {key}", "X-Api-Key": key, "api_key_env": "KEY"}})
+    assert record == {"headers": {"Authorization": REDACTED, "X-Api-Key": REDACTED, "api_key_env": "KEY"}}
+    assert redactor.text(f"sent Authorization: Bearer {key}\nx-api-key: {key}") == (
+        f"sent Authorization: Bearer {REDACTED}\nx-api-key: {REDACTED}"
+    )
+
+
+@pytest.mark.parametrize("key", PLACEHOLDER_KEYS)
+def test_a_key_is_redacted_by_value_only_when_it_is_long_enough_to_be_a_secret(key):
+    text = f'"action_mode": "text", the server said: invalid key {key}'
+    redacted = Redactor(secrets=(key,)).text(text)
+    if len(key) < MIN_SECRET_CHARS:
+        assert redacted == text  # `x` would otherwise turn "text" into "te[redacted]t"
+    else:
+        assert redacted == f'"action_mode": "text", the server said: invalid key {REDACTED}'
+
+
+@pytest.mark.parametrize("key", PLACEHOLDER_KEYS)
+def test_a_run_with_a_placeholder_key_records_its_own_settings_and_resumes_under_them(tmp_path, monkeypatch, key):
+    from turnstate.harness.profile import DEFAULT_PROFILE, load_profile
+    from turnstate.harness.resume import run_profile
+    from turnstate.harness.runner import Runner
+    from turnstate.local_provider.server import LocalProvider
+
+    from .test_run import with_changes
+
+    monkeypatch.setenv("TURNSTATE_TEST_KEY", key)
+    commits = 0
+
+    def interrupt_at_the_third_commit(point: str) -> None:
+        nonlocal commits
+        commits += point == "after_commit"
+        if commits == 3:
+            raise KeyboardInterrupt
+
+    with LocalProvider() as provider:
+        client = {"base_url": provider.openai_base_url, "api_key_env": "TURNSTATE_TEST_KEY"}
+        profile = with_changes(load_profile(DEFAULT_PROFILE), client=client)
+        with pytest.raises(KeyboardInterrupt):
+            Runner(profile, tmp_path, on_point=interrupt_at_the_third_commit).run()
+        (run_dir,) = tmp_path.iterdir()
+        recorded = json.loads((run_dir / "run_meta.json").read_text())
+        assert recorded["settings"] == profile.model_dump(mode="json")  # not a letter replaced
+        assert run_profile(run_dir).digest() == profile.digest()
+        resumed = Runner(run_profile(run_dir), tmp_path).resume(run_dir)
+    assert resumed.outcome == "win"

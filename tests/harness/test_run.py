@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from turnstate.harness import artifacts
 from turnstate.harness.artifacts import sent_messages
 from turnstate.harness.profile import DEFAULT_PROFILE, PROFILES_DIR, LocalProviderConfig, Profile, load_profile
 from turnstate.harness.runner import Runner
@@ -891,6 +892,7 @@ def test_a_reply_cut_to_fit_the_action_record_keeps_no_part_of_the_key(tmp_path)
 
 def test_the_progress_shows_an_action_as_the_step_record_has_it_redacted(tmp_path, monkeypatch):
     monkeypatch.setenv("TURNSTATE_TEST_KEY", "ACTION1")  # a key that is also an action's name
+    monkeypatch.setattr(artifacts, "MIN_SECRET_CHARS", 1)  # redacted by value, however short (it is no placeholder)
     shown = []
     with LocalProvider() as provider:
         client = {"base_url": provider.openai_base_url, "api_key_env": "TURNSTATE_TEST_KEY"}
