@@ -228,7 +228,9 @@ class SQLiteCheckpointStore:
     `SQLiteCheckpointStore(path, meta)` opens the store to write: it creates it with `meta` (unless
     `create` is False) or opens the existing one, refusing it if its meta differs from `meta` in a field
     `accept` does not name. `SQLiteCheckpointStore(path)` opens an existing store to read. `key` is the
-    encryption key; None reads TURNSTATE_CHECKPOINT_KEY."""
+    encryption key; None reads TURNSTATE_CHECKPOINT_KEY. A reader opened with `continuation=False` reads
+    the other layers only (`latest()` rebuilds no state), so it needs no key: what checks a run's
+    records against its checkpoints opens it so."""
 
     def __init__(
         self,
@@ -239,8 +241,10 @@ class SQLiteCheckpointStore:
         key: str | None = None,
         create: bool = True,
         synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
+        continuation: bool = True,
     ) -> None:
         self.path = Path(path)
+        self._reads_continuation = continuation or meta is not None
         refused = set(accept) - SWITCHABLE
         if refused:
             raise ValueError(f"a resume may accept another {', '.join(sorted(SWITCHABLE))}, not {sorted(refused)}")
@@ -360,7 +364,9 @@ class SQLiteCheckpointStore:
                 for added_facts, added_events in connection.execute(_ADDED_RECORDS, (sequence,)):
                     facts.extend(self._decoded(added_facts, "facts") if added_facts else ())
                     events.extend(self._decoded(added_events, "events") if added_events else ())
-                state, chain = self._rebuilt_state(connection, sequence)
+                state, chain = (
+                    self._rebuilt_state(connection, sequence) if self._reads_continuation else (None, _Chain())
+                )
                 metas = self._read_metas()
         except sqlite3.DatabaseError as error:
             raise CheckpointError(f"{self.path}: the checkpoints cannot be read: {error}") from None
@@ -552,6 +558,8 @@ class SQLiteCheckpointStore:
         """The cipher an existing store's continuation is sealed with, checked against its key check
         record, or None for a plain store (rule 6)."""
         store = dict(self._open_connection().execute("SELECT name, value FROM store").fetchall())
+        if not self._reads_continuation:
+            return None
         if store.get("cipher") == b"none":
             if key is not None and self._writer:
                 raise CheckpointError(

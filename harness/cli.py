@@ -59,7 +59,6 @@ from turnstate.harness.events import (
     ToolCallEvent,
     ToolResultEvent,
     UserInputEvent,
-    audit,
     read_events,
 )
 from turnstate.harness.profile import (
@@ -76,7 +75,7 @@ from turnstate.harness.profile import (
 )
 from turnstate.harness.report import ReportError, write_report
 from turnstate.harness.report_run import nested, ran_configuration, run_redactor, write_run_report
-from turnstate.harness.resume import ResumeError, run_profile
+from turnstate.harness.resume import ResumeError, audit_run, number_spans, run_profile
 from turnstate.harness.runner import Runner, RunResult, StepProgress, freeze_startup_objects, interrupt_once
 from turnstate.harness.side_effects import JournalError
 from turnstate.machine.engine import MachineSpec, Row
@@ -679,7 +678,7 @@ def show(run_dir: Path, step: int, as_json: bool) -> None:
     if step not in steps:
         if not steps:
             _fail(f"{run_dir} holds no step records; fix: pass a run folder that `turnstate run` wrote")
-        _fail(f"{run_dir} recorded no step {step}; its steps are {_spans(steps)}; fix: pass one of them")
+        _fail(f"{run_dir} recorded no step {step}; its steps are {number_spans(steps)}; fix: pass one of them")
     meta = _optional_json(run_dir / "run_meta.json")
     redactor = run_redactor(meta)
     try:
@@ -694,7 +693,7 @@ def show(run_dir: Path, step: int, as_json: bool) -> None:
     if not isinstance(record, dict):
         _fail(f"{path}: not a step record (not a JSON object); fix: restore the run folder as `turnstate run` wrote it")
     delta = record["request"]  # sent_messages checked it
-    lines = [f"step {step} of {run_dir} (its steps: {_spans(steps)})", *_settings_lines(redactor.scrub(meta))]
+    lines = [f"step {step} of {run_dir} (its steps: {number_spans(steps)})", *_settings_lines(redactor.scrub(meta))]
     lines += _calls_lines("compaction and summary calls before the request", record.get("compaction_calls"))
     dropped: list[Any] = []
     if delta["after_step"] is not None:
@@ -723,17 +722,6 @@ def _recorded_steps(run_dir: Path) -> list[int]:
             f"{run_dir}: cannot read the folder ({error.strerror}); fix: pass a run folder that `turnstate run` wrote"
         )
     return sorted(int(match[1]) for name in names if (match := _STEP_FILE.fullmatch(name)))
-
-
-def _spans(numbers: list[int]) -> str:
-    """Sorted numbers as spans: 1-5, 7, 9-10."""
-    spans: list[list[int]] = []
-    for number in numbers:
-        if spans and number == spans[-1][1] + 1:
-            spans[-1][1] = number
-        else:
-            spans.append([number, number])
-    return ", ".join(str(first) if first == last else f"{first}-{last}" for first, last in spans)
 
 
 def _optional_json(path: Path) -> Any:
@@ -949,7 +937,7 @@ def events(run_dir: Path, check: bool) -> None:
     if not path.is_file():
         fix = "fix: pass a run folder that `turnstate run` wrote"
         _fail(f"{path}: missing; {fix}" if run_dir.is_dir() else f"{run_dir}: not a folder; {fix}")
-    read = audit(path) if check else read_events(path)
+    read = audit_run(run_dir) if check else read_events(path)
     for note in read.notes:
         click.echo(f"warning: {note}", err=True)
     if not check:

@@ -7,8 +7,8 @@ the projection a model switch or a resume can rebuild a conversation from, and n
 
 Rules the log keeps (`check_events` verifies each; `EventLog` writes logs that keep them when its
 caller reports what the session did):
-1. Every event has a sequence number, strictly increasing down the file, and the turn and step it
-   belongs to (the step is the step record the turn commits as, or would have); neither goes back.
+1. Every event has a sequence number, from 1 and one more on each line down the file (a gap is
+   lost events), and the turn and step it belongs to (the step is the step record the turn commits as, or would have); neither goes back.
 2. Every reply the model gave a verdict on is an assistant_message with its status: `accepted`,
    `rejected` (with the caller's reason), `refused` (a provider refusal, with its reason) or `failed`
    (the turn failed closed, with why). Approvals and refusals stay visible; a rejected attempt is
@@ -326,6 +326,37 @@ def _redacted(value: Any, redact: Callable[[str], str]) -> Any:
     return value
 
 
+@dataclass(frozen=True)
+class LogPosition:
+    """How far a log got: its last whole event's number, and its last checkpoint event's id and step
+    (0 for none)."""
+
+    last_seq: int = 0
+    checkpoint: int = 0
+    checkpoint_step: int = 0
+
+
+def log_position(path: Path | str) -> LogPosition | None:
+    """The position of the log at `path` (None: there is no log), read from its end back to its last
+    checkpoint event, changing nothing; a torn last line is no event. Lines it cannot read give way
+    to the lines before them: `audit` names them."""
+    try:
+        content = Path(path).read_bytes()
+    except FileNotFoundError:
+        return None
+    lines = content[: content.rfind(b"\n") + 1].split(b"\n")[:-1]
+    last_seq = 0
+    for line in reversed(lines):
+        try:
+            event = parse_event(line)
+        except ValueError:
+            continue
+        last_seq = last_seq or event.seq
+        if isinstance(event, CheckpointEvent) and event.checkpoint_id.isdigit():
+            return LogPosition(last_seq, int(event.checkpoint_id), event.step)
+    return LogPosition(last_seq)
+
+
 @dataclass
 class EventsRead:
     """A log as read: its events with their line numbers, the problems found (in the file's order),
@@ -424,10 +455,19 @@ class _Walk:
 
     def order(self, line: int, event: Event) -> None:
         if self.last is None:
+            if event.seq != 1:
+                self.problem(
+                    line, f"the log starts at seq {event.seq}: the {event.seq - 1} events before it are missing"
+                )
             return
         before_line, before = self.last
         if event.seq <= before.seq:
             self.problem(line, f"seq {event.seq} does not follow seq {before.seq} (line {before_line})")
+        elif event.seq > before.seq + 1:
+            missing = event.seq - before.seq - 1
+            self.problem(
+                line, f"seq {event.seq} follows seq {before.seq} (line {before_line}): {missing} events are missing"
+            )
         for what in ("turn", "step"):
             now, then = getattr(event, what), getattr(before, what)
             if now < then:

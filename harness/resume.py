@@ -8,6 +8,22 @@ events.jsonl before the resumed run writes on. run_meta.json records how many ev
 
 The projection (the checkpoint's events: plain texts, no opaque state) is what a resume without the
 continuation, or a model switch, rebuilds the accepted state from (strategies/projection.py).
+
+A resume knows how far the run got from more than its checkpoints (`records_ahead`): the run's
+other records are written after the commits they follow, so none of them may be ahead of the last
+checkpoint. A checkpoint store behind them was damaged (a deleted or cut -wal file, a truncated or
+altered database); going on from it would replay turns the run already paid for, on a game already
+past them. So the resume is refused, naming each record that is ahead and the fix:
+- events.jsonl's last checkpoint event names a checkpoint the store does not hold (it is written
+  right after its commit);
+- side_effects.jsonl journals the action of a step past the last checkpoint's (an action is
+  performed only after its step's checkpoint);
+- a step record past the step in flight (step_NNNNNN.json is written as its turn commits, so the
+  one after the last checkpoint's may be there; none later);
+- run_meta.json counts more steps than that (it is written with a step's count only after the step
+  was recorded).
+And the other way: events.jsonl ending before the events the checkpoints hold, or missing, was cut
+or deleted.
 """
 
 from __future__ import annotations
@@ -19,9 +35,12 @@ from pathlib import Path
 from typing import Any
 
 from turnstate.adapters.contract import ToolCall, ToolResult
-from turnstate.harness.events import parse_event
+from turnstate.harness.artifacts import step_name
+from turnstate.harness.checkpoints import CHECKPOINT_FILE, CheckpointError, SQLiteCheckpointStore
+from turnstate.harness.events import EVENTS, AssistantMessageEvent, EventsRead, audit, log_position, parse_event
 from turnstate.harness.jsonl import whole_lines
 from turnstate.harness.profile import Profile, ProfileError, parse_profile
+from turnstate.harness.side_effects import JOURNAL, journaled_step, read_journal
 from turnstate.strategies.strategy import ProjectedTurn
 
 RUN_META = "run_meta.json"
@@ -134,3 +153,101 @@ def cut_events(path: Path, last_seq: int) -> int:
     if keep < len(content):
         os.truncate(path, keep)
     return cut
+
+
+def records_ahead(
+    run_dir: Path, *, checkpoint: int, step: int, events_through: int, meta: Mapping[str, Any]
+) -> list[str]:
+    """What the run's records say that its last checkpoint (number `checkpoint`, holding step `step`
+    and the events through `events_through`; 0s for none) does not: each a clause naming the file
+    (see the module docstring). `meta` is run_meta.json as the run last wrote it."""
+    problems = []
+    held = f"checkpoint {checkpoint} (step {step})" if checkpoint else "no checkpoint"
+    position = log_position(run_dir / EVENTS)
+    if position is not None and position.checkpoint > checkpoint:
+        problems.append(
+            f"{EVENTS} records checkpoint {position.checkpoint} (step {position.checkpoint_step}), "
+            f"and the checkpoint store holds {held}"
+        )
+    logged = 0 if position is None else position.last_seq
+    if logged < events_through:
+        how = f"ends at event {logged}" if position is not None else "is missing"
+        problems.append(f"{EVENTS} {how}, and the checkpoints hold the events through {events_through}: it was cut")
+    journaled = [journaled_step(key) or 0 for key in read_journal(run_dir / JOURNAL, cut=False)]
+    if journaled and max(journaled) > step:
+        problems.append(
+            f"{JOURNAL} journals the action of step {max(journaled)}, and the checkpoint store holds {held}"
+        )
+    recorded = _last_step_record(run_dir)
+    if recorded > step + 1:
+        problems.append(f"{step_name(recorded)} is there, and the checkpoint store holds {held}")
+    counted = meta.get("steps")
+    if isinstance(counted, int) and counted > step + 1:
+        problems.append(f"{RUN_META} counts {counted} steps, and the checkpoint store holds {held}")
+    return problems
+
+
+def _last_step_record(run_dir: Path) -> int:
+    """The highest step a step record in `run_dir` is there for (0: none)."""
+    numbers = [name[5:-5] for name in os.listdir(run_dir) if name.startswith("step_") and name.endswith(".json")]
+    return max((int(number) for number in numbers if number.isdigit()), default=0)
+
+
+def audit_run(run_dir: Path) -> EventsRead:
+    """The run's events.jsonl audited (events.audit), and held against its checkpoints and step
+    records: a log that ends before the events its checkpoints hold was cut; a log whose checkpoint
+    events name more checkpoints than the store holds has a damaged store behind it; a step record
+    of a step the checkpoints hold whose accepted reply the log lacks was cut from the log."""
+    path = run_dir / EVENTS
+    read = audit(path)
+    extra: list[str] = []
+    try:
+        with SQLiteCheckpointStore(run_dir / CHECKPOINT_FILE, continuation=False) as store:
+            restored = store.latest()
+    except CheckpointError as error:
+        if (run_dir / CHECKPOINT_FILE).exists():
+            extra.append(f"{path}: cannot be held against the checkpoints: {error}")
+        restored = None
+    events = [event for _, event in read.events]
+    last_seq = events[-1].seq if events else 0
+    checkpoints = [
+        int(event.checkpoint_id) for event in events if event.kind == "checkpoint" and event.checkpoint_id.isdigit()
+    ]
+    if restored is not None:
+        through = restored.events[-1]["seq"] if restored.events else 0
+        if last_seq < through:
+            extra.append(
+                f"{path}: the log ends at event {last_seq}, and the checkpoints hold the events through {through}: "
+                f"{through - last_seq} events were cut"
+            )
+        step = restored.cursor["step"]
+    else:
+        step = 0
+    held = restored.sequence if restored is not None else 0
+    if checkpoints and max(checkpoints) > held:
+        extra.append(
+            f"{path}: the log records checkpoint {max(checkpoints)}, and the checkpoint store holds "
+            f"{held or 'none'}: the store was damaged"
+        )
+    accepted = {
+        event.step for event in events if isinstance(event, AssistantMessageEvent) and event.status == "accepted"
+    }
+    unlogged = [number for number in range(1, min(step, _last_step_record(run_dir)) + 1) if number not in accepted]
+    recorded = [number for number in unlogged if (run_dir / step_name(number)).exists()]
+    if recorded:
+        extra.append(
+            f"{path}: {len(recorded)} steps have a step record and a checkpoint and no accepted reply in the log "
+            f"(steps {number_spans(recorded)}): they were cut from it"
+        )
+    return EventsRead(read.events, read.problems + extra, read.notes)
+
+
+def number_spans(numbers: list[int]) -> str:
+    """Sorted numbers as spans: 1-5, 7, 9-10."""
+    spans: list[list[int]] = []
+    for number in numbers:
+        if spans and number == spans[-1][1] + 1:
+            spans[-1][1] = number
+        else:
+            spans.append([number, number])
+    return ", ".join(str(first) if first == last else f"{first}-{last}" for first, last in spans)

@@ -35,7 +35,7 @@ from turnstate.harness.environments import RESET, Environment, Frame, GameState,
 from turnstate.harness.environments.protocol import ToolEnvironment, ToolRefused
 from turnstate.harness.profile import Profile
 from turnstate.harness.session import AcceptedReply, FailedClosed, Point, RunResult, Session, signals_deferred
-from turnstate.harness.side_effects import JOURNAL, JournaledEnvironment
+from turnstate.harness.side_effects import JOURNAL, JournaledEnvironment, action_key, reset_key
 from turnstate.strategies.offload import READ_TOOL_RESULT
 
 __all__ = ["RunResult", "Runner", "StepProgress", "signals_deferred"]
@@ -119,7 +119,8 @@ class Runner:
         assert session.run_dir is not None  # a runner's session always writes its run folder
         journal = session.run_dir / JOURNAL
         if session.resumed is not None:
-            world, frame = JournaledEnvironment.reopen(self.environment, journal)
+            applied = [fact["key"] for fact in session.facts if fact.get("kind") == "receipt" and fact["applied"]]
+            world, frame = JournaledEnvironment.reopen(self.environment, journal, applied)
         else:
             frame = self.environment.reset()
             world = JournaledEnvironment(self.environment, journal)
@@ -181,7 +182,7 @@ class Runner:
         if frame.state is GameState.GAME_OVER:
             if accepted.action_call is None:  # else the GAME_OVER frame is the action call's result
                 session.buffer(frame.text)
-            frame = _performed(session, world, f"step {accepted.step} reset", RESET)
+            frame = _performed(session, world, reset_key(accepted.step), RESET)
             observation = frame.text
         return observation, results
 
@@ -203,7 +204,7 @@ def _stepped(session: Session, world: JournaledEnvironment, accepted: AcceptedRe
     """The frame the accepted action led to, or the unchanged frame and why the environment refused it
     (the action was accepted from the model, so the refusal is what it reads next)."""
     assert accepted.action is not None
-    key = f"step {accepted.step}"
+    key = action_key(accepted.step)
     try:
         return _performed(session, world, key, accepted.action), None
     except ValueError as refused:

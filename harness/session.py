@@ -96,6 +96,7 @@ from turnstate.harness.resume import (
     ResumeError,
     cut_events,
     projected_turns,
+    records_ahead,
     run_meta,
     run_profile,
     with_calls_as_text,
@@ -270,6 +271,25 @@ def _logged_through(restored: RestoredCheckpoint | None) -> int:
     return restored.events[-1]["seq"] if restored is not None and restored.events else 0
 
 
+def _check_records_agree(run_dir: Path, restored: RestoredCheckpoint | None, meta: Mapping[str, Any]) -> None:
+    """Refuse a resume whose checkpoints are behind the run's other records, or whose event log is
+    behind its checkpoints (resume.records_ahead), before anything is cut or played."""
+    problems = records_ahead(
+        run_dir,
+        checkpoint=restored.sequence if restored else 0,
+        step=restored.cursor["step"] if restored else 0,
+        events_through=_logged_through(restored),
+        meta=meta,
+    )
+    if problems:
+        raise ResumeError(
+            f"{run_dir}: cannot resume: the run's records disagree with its checkpoints: {'; '.join(problems)}. "
+            "A checkpoint store behind the records was damaged (a deleted or cut -wal file, a truncated or altered "
+            "database), and going on from it would play again what the run already did; fix: restore the run "
+            "folder whole from a backup, or start the run again with `turnstate run`. Nothing was played and no record was cut"
+        )
+
+
 def _switch_record(before: CheckpointMeta, after: CheckpointMeta) -> dict[str, Any]:
     """A switch as run_meta.json records it: the configuration before and after (the fields a switch
     may change, in the meta's order), and what it dropped."""
@@ -416,6 +436,7 @@ class Session:
         restored = None
         if self._resume_dir is not None:
             restored = self.checkpoints.latest()
+            _check_records_agree(run_dir, restored, previous)
             cut = cut_events(run_dir / EVENTS, _logged_through(restored))
         self.events = self._stack.enter_context(EventLog(run_dir / EVENTS, redact=self.redactor.text))
         lost = UsageJournal.calls_after(run_dir / CALLS, restored.cursor["provider_calls"] if restored else 0)

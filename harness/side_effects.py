@@ -19,17 +19,46 @@ Rules:
    seed and actions (environments/protocol.py), so the replayed frames are the frames it saw.
 3. A line is whole or not at all: a torn last line (a kill mid-write) is cut off, so that action
    was not applied, which the rebuilt world agrees with, since the process that applied it died.
+4. The journal and the checkpoints agree, or nothing is played. A settled key is settled only for
+   the action journaled under it: asked for another action, `perform` raises JournalError (the
+   journal is not this run's, or the checkpoints were rolled back). A key journaled twice, and an
+   action the checkpoints' receipts record as applied that the journal lacks (a deleted or cut
+   journal: the rebuilt game would start over while the model goes on), are JournalErrors at
+   `reopen`, naming the line or the keys and the fix.
+
+Keys are `step N` for the action of accepted step N and `step N reset` for the reset after it
+(`action_key`, `reset_key`): `journaled_step` reads the step back, which a resume compares with its
+last checkpoint's (harness/resume.py).
 """
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Collection
 from pathlib import Path
 
 from turnstate.harness.environments.protocol import Environment, Frame
 from turnstate.harness.jsonl import AppendedLines, whole_lines
 
 JOURNAL = "side_effects.jsonl"
+_KEY = re.compile(r"step (\d+)( reset)?")
+
+
+def action_key(step: int) -> str:
+    """The key of accepted step `step`'s action."""
+    return f"step {step}"
+
+
+def reset_key(step: int) -> str:
+    """The key of the reset that follows step `step`'s action (it ended a game)."""
+    return f"step {step} reset"
+
+
+def journaled_step(key: str) -> int | None:
+    """The accepted step a key comes from (None: a key no runner writes)."""
+    match = _KEY.fullmatch(key)
+    return None if match is None else int(match.group(1))
 
 
 class JournalError(Exception):
@@ -42,23 +71,35 @@ class JournaledEnvironment:
     def __init__(self, environment: Environment, path: Path) -> None:
         self.environment = environment
         self.path = path
-        self._settled: dict[str, Frame] = {}  # keys applied before a resume, with the frame each led to
+        self._settled: dict[str, tuple[str, Frame]] = {}  # keys applied before a resume: action, frame
         self._applied: set[str] = set()
         self._journal = AppendedLines(path)
 
     @classmethod
-    def reopen(cls, environment: Environment, path: Path) -> tuple[JournaledEnvironment, Frame]:
+    def reopen(
+        cls, environment: Environment, path: Path, applied: Collection[str] = ()
+    ) -> tuple[JournaledEnvironment, Frame]:
         """Rule 2: the environment reset and every journaled action applied again, and the frame the
-        last one led to (the reset frame when none)."""
+        last one led to (the reset frame when none). `applied` are the keys the checkpoints' receipts
+        record as applied: each must be journaled (rule 4)."""
+        entries = read_journal(path)
+        missing = [key for key in applied if key not in entries]
+        if missing:
+            shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+            state = f"holds {len(entries)} actions" if path.exists() else "is missing"
+            raise JournalError(
+                f"{path}: the checkpoints record {len(missing)} actions applied that the journal lacks ({shown}); "
+                f"it {state}, so the game cannot be rebuilt where the run left it; fix: restore {JOURNAL} "
+                "from a backup of the run folder, or start the run again"
+            )
         frame = environment.reset()
-        entries = _read_journal(path)
         journaled = cls(environment, path)
-        for number, (key, action) in enumerate(entries, 1):
+        for number, (key, action) in enumerate(entries.items(), 1):
             try:
                 frame = environment.step(action)
             except ValueError as refused:
                 raise JournalError(f"{path}: line {number} ({action!r}) does not replay: {refused}") from None
-            journaled._settled[key] = frame
+            journaled._settled[key] = (action, frame)
             journaled._applied.add(key)
         return journaled, frame
 
@@ -66,7 +107,15 @@ class JournaledEnvironment:
         """Rule 1: the frame `action` led to, and whether it was settled (applied before a resume)
         rather than applied now. Raises ValueError, changing nothing, when the game refuses it."""
         if key in self._settled:
-            return self._settled.pop(key), True
+            journaled, frame = self._settled[key]
+            if journaled != action:
+                raise JournalError(
+                    f"{self.path}: {key} journaled {journaled!r}, and the checkpoints ask it to perform {action!r}: "
+                    "the journal is not this run's or the checkpoints were rolled back; fix: restore the run folder "
+                    "whole from one backup"
+                )
+            del self._settled[key]
+            return frame, True
         if key in self._applied:
             raise RuntimeError(f"{key} was applied already: it cannot be performed twice")
         frame = self.environment.step(action)
@@ -78,13 +127,26 @@ class JournaledEnvironment:
         self._journal.close()
 
 
-def _read_journal(path: Path) -> list[tuple[str, str]]:
-    """Rule 3: the journal's whole lines, a torn last line cut off."""
-    entries = []
-    for number, line in enumerate(whole_lines(path)[0].splitlines(), 1):
+def read_journal(path: Path, *, cut: bool = True) -> dict[str, str]:
+    """Rule 3: the journal's whole lines, key to action in the file's order (a torn last line cut
+    off the file unless `cut` is False); a key journaled twice is a JournalError (rule 4)."""
+    try:
+        content = whole_lines(path)[0] if cut else path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    entries: dict[str, str] = {}
+    lines = content.split(b"\n")[:-1]  # after the last newline: nothing, or a torn line
+    for number, line in enumerate(lines, 1):
         try:
             entry = json.loads(line)
-            entries.append((str(entry["key"]), str(entry["action"])))
+            key, action = str(entry["key"]), str(entry["action"])
         except (ValueError, KeyError, TypeError):
             raise JournalError(f"{path}: line {number} is not a journaled action") from None
+        if key in entries:
+            first = list(entries).index(key) + 1
+            raise JournalError(
+                f"{path}: line {number} journals {key!r} again (first at line {first}): an action is applied once, "
+                "so the journal was altered; fix: remove the repeated line, or restore the journal from a backup"
+            )
+        entries[key] = action
     return entries

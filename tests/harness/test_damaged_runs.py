@@ -1,0 +1,216 @@
+"""Damage nobody names (issue 30): a run killed mid-game whose folder is then hurt the way disks and
+people hurt folders (a deleted or cut WAL, a truncated database, flipped bytes, a deleted or cut log
+or journal, a line written twice). A resume never goes on silently from less than the run did: it
+exits 1 with one line naming the record that disagrees, and plays nothing. A run folder that was
+only killed still resumes (the kill tests in test_resume.py hold that for every strategy)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from turnstate.harness.accounting import CALLS
+from turnstate.harness.checkpoints import CHECKPOINT_FILE, KEY_VARIABLE
+from turnstate.harness.cli import main
+from turnstate.harness.environments import make_environment
+from turnstate.harness.events import EVENTS
+from turnstate.harness.profile import DEFAULT_PROFILE, load_profile
+from turnstate.harness.runner import Runner
+from turnstate.harness.side_effects import JOURNAL, JournaledEnvironment, JournalError, read_journal
+
+from .test_run import with_changes
+
+KILLED_AFTER = 24  # accepted turns, the last one's action not yet performed; the WAL holds every checkpoint (SQLite folds it back at 1000 pages)
+WAL = CHECKPOINT_FILE + "-wal"
+
+
+@pytest.fixture(scope="module")
+def killed(tmp_path_factory) -> Path:
+    """A run of the default profile (8 levels: long enough to kill mid-game) SIGKILLed in a forked
+    child after KILLED_AFTER accepted turns, before SQLite folds the WAL back into the database."""
+    out = tmp_path_factory.mktemp("killed") / "runs"
+    out.mkdir(mode=0o700)
+    default = load_profile(DEFAULT_PROFILE)
+    options = {**default.environment.options, "levels": 8}
+    profile = with_changes(default, environment={"options": options}, agent={"max_actions": 1000})
+    os.environ.pop(KEY_VARIABLE, None)
+    pid = os.fork()
+    if pid == 0:
+        commits = 0
+
+        def stop(point: str) -> None:
+            nonlocal commits
+            commits += point == "after_commit"
+            if commits == KILLED_AFTER:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        try:
+            Runner(profile, out, on_point=stop).run()
+        finally:
+            os._exit(3)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status), "the run ended before it was killed"
+    (run_dir,) = out.iterdir()
+    assert (run_dir / WAL).stat().st_size > 0
+    return run_dir
+
+
+@pytest.fixture
+def run_dir(killed, tmp_path) -> Path:
+    """A copy of the killed run's folder, WAL and all, to damage."""
+    copy = tmp_path / "runs" / killed.name
+    copy.parent.mkdir(mode=0o700)
+    shutil.copytree(killed, copy)
+    return copy
+
+
+def delete(name: str):
+    def damage(run_dir: Path) -> None:
+        (run_dir / name).unlink()
+
+    return damage
+
+
+def truncate_database(run_dir: Path) -> None:
+    os.truncate(run_dir / CHECKPOINT_FILE, 0)
+
+
+def cut_wal(run_dir: Path) -> None:
+    wal = run_dir / WAL
+    os.truncate(wal, wal.stat().st_size // 2)
+
+
+def flip_wal_bytes(run_dir: Path) -> None:
+    wal = run_dir / WAL
+    content = bytearray(wal.read_bytes())
+    middle = len(content) // 2
+    content[middle : middle + 64] = bytes(byte ^ 0xFF for byte in content[middle : middle + 64])
+    wal.write_bytes(bytes(content))
+
+
+def cut_in_half(name: str):
+    def damage(run_dir: Path) -> None:
+        lines = (run_dir / name).read_bytes().splitlines(keepends=True)
+        (run_dir / name).write_bytes(b"".join(lines[: len(lines) // 2]))
+
+    return damage
+
+
+def last_line_twice(name: str):
+    def damage(run_dir: Path) -> None:
+        lines = (run_dir / name).read_bytes().splitlines(keepends=True)
+        (run_dir / name).write_bytes(b"".join([*lines, lines[-1]]))
+
+    return damage
+
+
+# (damage, the record the one-line error must name)
+DAMAGES = {
+    "wal deleted": (delete(WAL), f"{EVENTS} records checkpoint {KILLED_AFTER} (step {KILLED_AFTER})"),
+    "wal cut": (cut_wal, f"{EVENTS} records checkpoint {KILLED_AFTER}"),
+    "wal bytes flipped": (flip_wal_bytes, f"{EVENTS} records checkpoint {KILLED_AFTER}"),
+    "database truncated": (truncate_database, f"{JOURNAL} journals the action of step {KILLED_AFTER - 1}"),
+    "events deleted": (delete(EVENTS), f"{EVENTS} is missing, and the checkpoints hold the events through"),
+    "events cut in half": (cut_in_half(EVENTS), "and the checkpoints hold the events through"),
+    "journal deleted": (delete(JOURNAL), "the checkpoints record 23 actions applied that the journal lacks"),
+    "journal cut in half": (cut_in_half(JOURNAL), "actions applied that the journal lacks"),
+    "journal line twice": (last_line_twice(JOURNAL), "line 24 journals 'step 23' again (first at line 23)"),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_damaged_run_folder_is_refused_in_one_line_naming_what_disagrees_and_nothing_is_played(run_dir, damage):
+    hurt, named = DAMAGES[damage]
+    hurt(run_dir)
+    calls = (run_dir / CALLS).read_bytes()
+    steps = sorted(path.name for path in run_dir.glob("step_*.json"))
+    resumed = CliRunner().invoke(main, ["resume", str(run_dir)])
+    assert resumed.exit_code == 1, resumed.output
+    (line,) = resumed.stderr.splitlines()
+    assert line.startswith("error: ") and named in line, line
+    assert (run_dir / CALLS).read_bytes() == calls  # no provider call was made
+    assert sorted(path.name for path in run_dir.glob("step_*.json")) == steps
+
+
+def test_the_undamaged_copy_resumes_and_wins(run_dir):
+    """The damage, not the copy, is what the refusals above refuse."""
+    resumed = CliRunner().invoke(main, ["resume", str(run_dir), "--json"])
+    assert resumed.exit_code == 0, resumed.output
+    meta = json.loads(resumed.stdout)
+    assert meta["outcome"] == "win" and meta["resumes"][0]["checkpoint"] == KILLED_AFTER
+
+
+# -- the journal's own rules (harness/side_effects.py rule 4) ----------------------------------------
+
+
+def game():
+    return make_environment("beacon_grid", seed=3, options={"levels": 2})
+
+
+def journal_of(tmp_path: Path, *entries: tuple[str, str]) -> Path:
+    path = tmp_path / JOURNAL
+    path.write_text("".join(json.dumps({"key": key, "action": action}) + "\n" for key, action in entries))
+    return path
+
+
+def test_settling_a_key_for_another_action_than_the_one_journaled_under_it_is_refused(tmp_path):
+    environment = game()
+    action, other = environment.actions[:2]
+    world, _ = JournaledEnvironment.reopen(environment, journal_of(tmp_path, ("step 1", action)))
+    with pytest.raises(JournalError, match=f"step 1 journaled {action!r}, and the checkpoints ask it to perform"):
+        world.perform("step 1", other)
+    frame, settled = world.perform("step 1", action)
+    assert settled and frame.text
+
+
+def test_a_key_journaled_twice_is_refused_naming_both_lines(tmp_path):
+    action = game().actions[0]
+    path = journal_of(tmp_path, ("step 1", action), ("step 2", action), ("step 1", action))
+    with pytest.raises(JournalError, match=r"line 3 journals 'step 1' again \(first at line 1\)"):
+        read_journal(path)
+
+
+def test_a_journal_missing_what_the_receipts_record_applied_is_refused(tmp_path):
+    action = game().actions[0]
+    path = journal_of(tmp_path, ("step 1", action))
+    with pytest.raises(JournalError, match=r"record 1 actions applied that the journal lacks \(step 2\)"):
+        JournaledEnvironment.reopen(game(), path, applied=["step 1", "step 2"])
+    path.unlink()
+    with pytest.raises(JournalError, match="it is missing"):
+        JournaledEnvironment.reopen(game(), path, applied=["step 1"])
+
+
+# -- events --check holds the log against the checkpoints and the step records ----------------------
+
+
+def check(run_dir: Path):
+    return CliRunner().invoke(main, ["events", str(run_dir), "--check"])
+
+
+def test_events_check_says_a_log_cut_in_half_was_cut_where_it_said_sound_before(run_dir):
+    cut_in_half(EVENTS)(run_dir)
+    checked = check(run_dir)
+    assert checked.exit_code == 1
+    assert "and the checkpoints hold the events through" in checked.stderr and "events were cut" in checked.stderr
+    assert "steps have a step record and a checkpoint and no accepted reply in the log" in checked.stderr
+    assert "sound" not in checked.output
+
+
+def test_events_check_names_lines_lost_from_the_middle_of_the_log(run_dir):
+    lines = (run_dir / EVENTS).read_bytes().splitlines(keepends=True)
+    (run_dir / EVENTS).write_bytes(b"".join(lines[:10] + lines[15:]))
+    checked = check(run_dir)
+    assert checked.exit_code == 1
+    assert "line 11: seq 16 follows seq 10 (line 10): 5 events are missing" in checked.stderr
+
+
+def test_events_check_of_a_killed_runs_whole_log_is_sound(run_dir):
+    checked = check(run_dir)
+    assert checked.exit_code == 0, checked.stderr
+    assert f"{KILLED_AFTER} checkpoints" in checked.stdout
