@@ -4,7 +4,7 @@ Rules:
 1. Where: ADDRESS `local` starts a Ray of our own on this machine, with as many CPUs as the runs in
    flight; any other address goes to `ray.init(address=...)` (`auto`: the cluster this machine
    belongs to, `HOST:PORT`: its head). A caller that already called `ray.init` keeps its connection,
-   and the engine never shuts it down. Ray comes with `pip install 'turnstate[ray]'`.
+   and the engine never shuts it down. Ray comes with `pip install -e '.[ray]' in turnstate's checkout`.
 2. A run is a task calling `sweep.play(planned, runs_root)` in a worker process (workers are reused:
    turnstate and the SDKs are imported once per worker, not per run). The runs' folders must be on a
    filesystem every node of the cluster shares (the sweep folder, `--out`): the task writes the run
@@ -68,7 +68,7 @@ from turnstate.harness.sweep import PlannedRun
 from turnstate.harness.sweep_engines import STOP_SECONDS, one_line, played
 
 DEFAULT_ADDRESS = "auto"  # `engine: ray` without `ray_address`: the issue's "an existing cluster"
-INSTALL_FIX = "fix: pip install 'turnstate[ray]'"
+INSTALL_FIX = "fix: pip install -e '.[ray]' in turnstate's checkout"
 HEARTBEAT = "ray-driver.heartbeat"  # in the sweep folder
 HEARTBEAT_SECONDS = 1.0
 DRIVER_GONE_SECONDS = 10.0

@@ -18,7 +18,7 @@ from turnstate.harness.profile import PROFILES_DIR
 TOOLKIT = sys.version_info >= (3, 12) and all(importlib.util.find_spec(name) for name in ("arc_agi", "arcengine"))
 REASON = (
     "names the arc_agi3 environment, which needs the ARC-AGI-3 toolkit (Python 3.12 or later and "
-    "pip install 'turnstate[arc]'); .ci/arc runs it"
+    "pip install -e '.[arc]' in turnstate's checkout); .ci/arc runs it"
 )
 
 

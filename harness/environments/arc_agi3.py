@@ -1,6 +1,6 @@
 """arc_agi3: real ARC-AGI-3 games, played through the official toolkit (`arc-agi` with `arcengine`).
 
-The toolkit is an optional extra (`pip install 'turnstate[arc]'`, Python 3.12 or later, as the
+The toolkit is an optional extra (`pip install -e '.[arc]' in turnstate's checkout`, Python 3.12 or later, as the
 toolkit requires); it is imported only when a profile names arc_agi3, so the base install (3.11, no
 toolkit) never needs it, and a profile that names it without the extra is refused at validation
 naming the install.
@@ -84,7 +84,7 @@ OPTIONS = ("game_id", "environments_dir", "mode")
 GAME_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 COORDINATE = re.compile(r"[0-9]+")
 API_KEY = "ARC_API_KEY"
-INSTALL = "pip install 'turnstate[arc]'"
+INSTALL = "pip install -e '.[arc]' in turnstate's checkout"
 TOOLKIT_LOGGER = "turnstate.arc_agi3.toolkit"
 
 

@@ -37,7 +37,7 @@ from turnstate.local_provider.server import LocalProvider
 from turnstate.strategies import STRATEGIES
 
 REPO = Path(__file__).resolve().parents[2]
-API_KEY = "test-key"
+API_KEY = "sk-test-contract-key"  # long enough to be redacted by value (artifacts.MIN_SECRET_CHARS)
 SYSTEM = "You play beacon_grid. Answer with one ACTION line."
 FRAME = "LEVEL 1/1 | STATE NOT_FINISHED\nBEACON (level 1): dark\n#####\n#@.A#\n#####\nSTANDING ON: floor"
 TRANSCRIPT_METHODS = ("user_items", "reply_items", "tool_result_items", "estimate_tokens", "readable")

@@ -27,7 +27,7 @@ from ..harness.test_run import read_steps, with_changes
 
 toolkit = pytest.mark.skipif(
     not TOOLKIT,
-    reason="the ARC-AGI-3 toolkit is not installed (Python 3.12+ and pip install 'turnstate[arc]'); .ci/arc runs these",
+    reason="the ARC-AGI-3 toolkit is not installed (Python 3.12+ and pip install -e '.[arc]' in turnstate's checkout); .ci/arc runs these",
 )
 ARC_PROFILE = PROFILES_DIR / "local-arc.yaml"
 NOTES_SYSTEM = "Play. End every reply with one line that starts with 'NOTES:'."
@@ -82,7 +82,11 @@ def test_without_the_toolkit_a_profile_naming_arc_agi3_is_refused_naming_python_
         parse_profile(text, source="profiles/local-arc.yaml")
     message = str(caught.value)
     assert message.startswith("profiles/local-arc.yaml: environment.name: arc_agi3 ")
-    assert "Python 3.12" in message and "pip install 'turnstate[arc]'" in message and "Traceback" not in message
+    assert (
+        "Python 3.12" in message
+        and "pip install -e '.[arc]' in turnstate's checkout" in message
+        and "Traceback" not in message
+    )
 
 
 @pytest.mark.parametrize(

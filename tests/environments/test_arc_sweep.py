@@ -28,7 +28,8 @@ SWEEP = Path(__file__).resolve().parents[2] / "sweeps" / "compaction-arc.yaml"
 KEY = "sweep-test-key-0123456789abcdef"  # exact resumes: the encrypted reasoning is kept, sealed
 
 pytestmark = pytest.mark.skipif(
-    not TOOLKIT, reason="the ARC-AGI-3 toolkit is not installed (Python 3.12+ and pip install 'turnstate[arc]')"
+    not TOOLKIT,
+    reason="the ARC-AGI-3 toolkit is not installed (Python 3.12+ and pip install -e '.[arc]' in turnstate's checkout)",
 )
 
 
@@ -36,7 +37,10 @@ RAY = importlib.util.find_spec("ray") is not None
 ENGINES = [
     "pool",
     pytest.param(
-        "ray", marks=pytest.mark.skipif(not RAY, reason="Ray is not installed (pip install 'turnstate[ray]')")
+        "ray",
+        marks=pytest.mark.skipif(
+            not RAY, reason="Ray is not installed (pip install -e '.[ray]' in turnstate's checkout)"
+        ),
     ),
 ]
 

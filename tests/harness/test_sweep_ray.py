@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ray = pytest.importorskip(
-    "ray", reason="Ray is not installed (pip install 'turnstate[ray]'): the Ray engine is not tested"
+    "ray", reason="Ray is not installed (pip install -e '.[ray]' in turnstate's checkout): the Ray engine is not tested"
 )
 
 from turnstate.harness import sweep_ray  # noqa: E402
@@ -202,5 +202,5 @@ def test_the_cli_names_a_missing_ray_with_the_install_fix(tmp_path, monkeypatch)
     result = invoke("sweep", str(path), "--out", str(tmp_path / "out"))
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert result.stderr.strip() == (
-        "error: the Ray engine needs Ray, which is not installed; fix: pip install 'turnstate[ray]'"
+        "error: the Ray engine needs Ray, which is not installed; fix: pip install -e '.[ray]' in turnstate's checkout"
     )
