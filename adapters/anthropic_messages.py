@@ -66,14 +66,17 @@ goes on with thinking on only once a later reply closes that loop.
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar, Literal, Self
 
 import anthropic
+from anthropic.resources.beta.messages import Messages as BetaMessages
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from turnstate.adapters.anthropic_models import ENABLED_THINKING_REFUSED, takes_enabled_thinking
 from turnstate.adapters.bounded_http import bounded_client
 from turnstate.adapters.contract import (
     Endpoint,
@@ -357,6 +360,8 @@ class MessagesAdapter:
         None  # its compaction is native and on demand, never a harness summary
     )
     acts_through_tools: ClassVar[bool] = False
+    # The SDK's Messages API (2.15) has no temperature: sent anyway, its call raises TypeError.
+    takes_temperature: ClassVar[bool] = "temperature" in inspect.signature(BetaMessages.create).parameters
 
     def __init__(self, client: anthropic.Anthropic, settings: RequestSettings) -> None:
         self.client = client
@@ -377,7 +382,9 @@ class MessagesAdapter:
         return cls(client, settings)
 
     @classmethod
-    def check_options(cls, options: Mapping[str, Any], strategy: str, compaction: str) -> list[OptionProblem]:
+    def check_options(
+        cls, options: Mapping[str, Any], strategy: str, compaction: str, model: str = ""
+    ) -> list[OptionProblem]:
         problems = refused_options(options, REFUSED_OPTIONS)
         betas = options.get("betas")
         if isinstance(betas, list) and OLD_COMPACTION_BETA in betas:
@@ -386,6 +393,13 @@ class MessagesAdapter:
                     "betas",
                     f"{OLD_COMPACTION_BETA} is the beta of threshold compaction, which this adapter does not use",
                     f"remove it; on-demand compaction ({COMPACTION_BETA}) is sent with every request that needs it",
+                )
+            )
+        thinking = options.get("thinking")
+        if isinstance(thinking, Mapping) and thinking.get("type") == "enabled" and not takes_enabled_thinking(model):
+            problems.append(
+                OptionProblem(
+                    "thinking.type", f"{model} refuses it: {ENABLED_THINKING_REFUSED}", "set thinking.type: adaptive"
                 )
             )
         if problems:

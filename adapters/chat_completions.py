@@ -263,6 +263,7 @@ class ChatCompletionsAdapter:
     native_compaction: ClassVar[NativeCompaction | None] = None
     summary_compaction: ClassVar[SummaryCompaction | None] = None
     acts_through_tools: ClassVar[bool] = False
+    takes_temperature: ClassVar[bool] = True
     # Where a server returns an answer's reasoning string, read from the reply and replayed with the
     # answer under each of these names; none here: OpenAI's models do not show their reasoning.
     reasoning_aliases: tuple[str, ...] = ()
@@ -276,7 +277,9 @@ class ChatCompletionsAdapter:
         return cls(openai_sdk.client_for(endpoint), settings)
 
     @classmethod
-    def check_options(cls, options: Mapping[str, Any], strategy: str, compaction: str) -> list[OptionProblem]:
+    def check_options(
+        cls, options: Mapping[str, Any], strategy: str, compaction: str, model: str = ""
+    ) -> list[OptionProblem]:
         return [OptionProblem(key, "Chat Completions takes no request.options", "remove it") for key in options]
 
     def build_request(self, request: ModelRequest) -> dict[str, Any]:

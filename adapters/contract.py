@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import enum
 import math
+import re
+import socket
+import ssl
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -185,12 +188,13 @@ class ModelResponse:
 
 
 DIAGNOSTIC_KEYS = frozenset(
-    {"error_class", "error_type", "status", "code", "request_id", "finish_reason", "stop_details", "cause"}
+    {"error_class", "error_type", "status", "code", "request_id", "finish_reason", "stop_details", "cause", "detail"}
 )
 """All a ProviderError's diagnostics may hold: the exception class, the provider's error type and code,
 the HTTP status, the request id, the finish reason, a refusal's sanitized stop details (type and
-category), the class of what broke a malformed reply. Never the provider's message or body, which may
-echo the request or a credential."""
+category), the class of what broke a malformed reply, and a `detail` the harness wrote itself (why a
+connection failed and to which URL, which argument the SDK refused): the failure's reason names it.
+Never the provider's message or body, which may echo the request or a credential."""
 
 
 @dataclass(frozen=True)
@@ -270,9 +274,81 @@ def never_raising(
             return ProviderError(ErrorKind.TRANSIENT, seen.usage, {"error_class": "DeadlineExceeded"})
         if bound is not None:
             return malformed_reply(bound, seen.usage)
+        refused = _refused_argument(error)
+        if refused is not None:  # the SDK refused the call before sending it: our bug or the profile's
+            detail = f"the SDK takes no {refused!r} argument: a request field this adapter cannot send"
+            return ProviderError(ErrorKind.FATAL, seen.usage, {"error_class": "TypeError", "detail": detail})
         if isinstance(error, sdk_error):
-            return classify(error)
+            classified = classify(error)
+            unreached = connection_failure(error)
+            if unreached is None:
+                return classified
+            return ProviderError(
+                classified.kind,
+                classified.usage,
+                {**classified.diagnostics, "detail": unreached},
+                retry_after_seconds=classified.retry_after_seconds,
+            )
         return malformed_reply(error, seen.usage)
+
+
+# Python's own wording for a call it cannot bind, and google-genai's ("got unexpected keyword argument(s): x").
+_REFUSED_ARGUMENT = re.compile(r"got (?:an )?unexpected keyword argument(?:\(s\))?:? '?(\w+)")
+
+
+def _refused_argument(error: Exception) -> str | None:
+    """The keyword argument an SDK call refused (a TypeError from binding the call's arguments), if
+    that is what `error` is: nothing was sent, and no retry can help."""
+    if not isinstance(error, TypeError):
+        return None
+    match = _REFUSED_ARGUMENT.search(str(error))
+    return None if match is None else match.group(1)
+
+
+def connection_failure(error: BaseException) -> str | None:
+    """Why a request never reached its server, and where, from the exceptions `error` was raised
+    from: "connection refused at http://127.0.0.1:9/v1/chat/completions", "name not found at ...",
+    "TLS failed (...) at ..."; None when no connection failed."""
+    reason, url = None, None
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if url is None:
+            url = _request_url(cause)
+        if reason is None and isinstance(cause, OSError):
+            reason = _connection_reason(cause)
+        cause = cause.__cause__ or cause.__context__
+    if reason is None:
+        return None
+    return reason if url is None else f"{reason} at {url}"
+
+
+def _connection_reason(error: OSError) -> str:
+    if isinstance(error, ssl.SSLError):
+        return f"TLS failed ({error.reason or error.strerror or type(error).__name__})"
+    if isinstance(error, socket.gaierror):
+        return "name not found"
+    if isinstance(error, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(error, ConnectionResetError):
+        return "connection reset"
+    if isinstance(error, TimeoutError):
+        return "connection timed out"
+    return error.strerror or type(error).__name__
+
+
+def _request_url(error: BaseException) -> str | None:
+    """The URL of the request an SDK or HTTP error carries (without its query), if it carries one."""
+    try:
+        request = getattr(error, "request", None)
+        url = getattr(request, "url", None)
+    except Exception:  # httpx raises for an error made without a request
+        return None
+    if url is None:
+        return None
+    text = str(url)
+    return text.split("?", 1)[0]
 
 
 def _bound_passed(error: BaseException, deadlines: tuple[type[Exception], ...]) -> Exception | None:
@@ -466,6 +542,9 @@ class ProviderAdapter(Protocol):
     # Whether the model must act by calling the environment's action tools (`agent.action_mode:
     # tools`), as DeepSeek's thinking mode wants: its reasoning is replayed only beside tool calls.
     acts_through_tools: ClassVar[bool]
+    # Whether the SDK call this adapter makes takes `request.temperature` (read off the SDK's own
+    # signature where it varies): a profile that sets it for an adapter that cannot send it is refused.
+    takes_temperature: ClassVar[bool]
 
     @classmethod
     def connect(cls, endpoint: Endpoint, settings: RequestSettings) -> ProviderAdapter:
@@ -473,8 +552,10 @@ class ProviderAdapter(Protocol):
         ...
 
     @classmethod
-    def check_options(cls, options: Mapping[str, Any], strategy: str, compaction: str) -> list[OptionProblem]:
-        """What is wrong with `request.options` for this strategy and compaction; empty if nothing."""
+    def check_options(
+        cls, options: Mapping[str, Any], strategy: str, compaction: str, model: str = ""
+    ) -> list[OptionProblem]:
+        """What is wrong with `request.options` for this strategy, compaction and model; empty if nothing."""
         ...
 
     def build_request(self, request: ModelRequest) -> dict[str, Any]: ...

@@ -65,5 +65,7 @@ class DeepSeekChatAdapter(ChatCompletionsAdapter):
         return cls(openai_sdk.client_for(endpoint, LOCAL_PREFIX), settings)
 
     @classmethod
-    def check_options(cls, options: Mapping[str, Any], strategy: str, compaction: str) -> list[OptionProblem]:
+    def check_options(
+        cls, options: Mapping[str, Any], strategy: str, compaction: str, model: str = ""
+    ) -> list[OptionProblem]:
         return [OptionProblem(key, "DeepSeek takes no request.options", "remove it") for key in options]

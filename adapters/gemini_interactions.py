@@ -318,6 +318,7 @@ class InteractionsAdapter:
     native_compaction: ClassVar[NativeCompaction | None] = None
     summary_compaction: ClassVar[SummaryCompaction | None] = SummaryCompaction()
     acts_through_tools: ClassVar[bool] = False
+    takes_temperature: ClassVar[bool] = True
 
     def __init__(self, client: genai.Client, settings: RequestSettings, timeout_seconds: float | None = None) -> None:
         self.client = client
@@ -341,7 +342,9 @@ class InteractionsAdapter:
         return cls(genai.Client(api_key=endpoint.api_key, http_options=options), settings, endpoint.timeout_seconds)
 
     @classmethod
-    def check_options(cls, options: Mapping[str, Any], strategy: str, compaction: str) -> list[OptionProblem]:
+    def check_options(
+        cls, options: Mapping[str, Any], strategy: str, compaction: str, model: str = ""
+    ) -> list[OptionProblem]:
         problems = refused_options(options, REFUSED_OPTIONS)
         if problems:
             return problems

@@ -63,7 +63,9 @@ class OpenSourceChatAdapter(ChatCompletionsAdapter):
         return cls(openai_sdk.client_for(endpoint, LOCAL_PREFIX), settings)
 
     @classmethod
-    def check_options(cls, options: Mapping[str, Any], strategy: str, compaction: str) -> list[OptionProblem]:
+    def check_options(
+        cls, options: Mapping[str, Any], strategy: str, compaction: str, model: str = ""
+    ) -> list[OptionProblem]:
         fix = "set reasoning_field to reasoning_content, reasoning or both, as the server's chat template reads it"
         try:
             parsed = OpenSourceOptions.model_validate(dict(options))

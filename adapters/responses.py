@@ -308,6 +308,7 @@ class ResponsesAdapter:
     native_compaction: ClassVar[NativeCompaction | None] = "inline"  # request.options.context_management
     summary_compaction: ClassVar[SummaryCompaction | None] = SummaryCompaction()
     acts_through_tools: ClassVar[bool] = False
+    takes_temperature: ClassVar[bool] = True
 
     def __init__(self, client: openai.OpenAI, settings: RequestSettings) -> None:
         self.client = client
@@ -319,7 +320,9 @@ class ResponsesAdapter:
         return cls(openai_sdk.client_for(endpoint), settings)
 
     @classmethod
-    def check_options(cls, options: Mapping[str, Any], strategy: str, compaction: str) -> list[OptionProblem]:
+    def check_options(
+        cls, options: Mapping[str, Any], strategy: str, compaction: str, model: str = ""
+    ) -> list[OptionProblem]:
         """What `request.options` must say for the strategy, each violation with its fix."""
         try:
             parsed = ResponsesOptions.model_validate(dict(options))

@@ -272,7 +272,15 @@ class Profile(_Section):
                 f"use one of: {', '.join(record.compaction)}",
             )
         adapter = descriptor.load()
-        option_problems = adapter.check_options(self.request.options, record.name, self.runtime.compaction.strategy)
+        if self.request.temperature is not None and not adapter.takes_temperature:
+            raise _Contradiction(
+                "request.temperature",
+                f"adapter {descriptor.adapter_id!r} cannot send a temperature (its SDK's call takes none)",
+                "remove it",
+            )
+        option_problems = adapter.check_options(
+            self.request.options, record.name, self.runtime.compaction.strategy, self.request.model
+        )
         if option_problems:
             path, problem, fix = option_problems[0]
             raise _Contradiction(f"request.options.{path}", problem, fix)

@@ -46,6 +46,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from email.message import Message
 
+from turnstate.adapters.anthropic_models import ENABLED_THINKING_REFUSED, takes_enabled_thinking
 from turnstate.local_provider.anthropic_words import InvalidRequest, extra_input, field_required, wrong_type
 
 Block = Mapping[str, object]
@@ -218,7 +219,7 @@ def parse_request(body: Mapping[str, object], headers: Message) -> MessagesReque
     max_tokens = _max_tokens(body.get("max_tokens"))
     messages = _messages(body.get("messages"), betas)
     system = _system(body.get("system"))
-    thinking, show = _thinking(body.get("thinking"), max_tokens)
+    thinking, show = _thinking(body.get("thinking"), max_tokens, model)
     compaction = _compaction(body, betas)
     automatic = _cache_control("cache_control", body.get("cache_control"))
     _metadata(body.get("metadata"))
@@ -403,8 +404,9 @@ def _system(value: object) -> tuple[Block, ...]:
     return tuple(value)
 
 
-def _thinking(value: object, max_tokens: int) -> tuple[bool, bool]:
-    """(thinking on, its text shown)."""
+def _thinking(value: object, max_tokens: int, model: str) -> tuple[bool, bool]:
+    """(thinking on, its text shown). A model that thinks adaptively only refuses a fixed budget, as
+    the API does (adapters/anthropic_models.py)."""
     if value is None:
         return False, False
     kind = _tag_of("thinking", value, THINKING_TYPES)
@@ -414,6 +416,8 @@ def _thinking(value: object, max_tokens: int) -> tuple[bool, bool]:
     if kind == "disabled":
         return False, False
     if kind == "enabled":
+        if not takes_enabled_thinking(model):
+            raise InvalidRequest(f"thinking.type: {ENABLED_THINKING_REFUSED}")
         budget = value.get("budget_tokens")
         if budget is None:
             raise field_required("thinking.enabled.budget_tokens")

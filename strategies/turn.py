@@ -212,7 +212,8 @@ class TurnTaking(StrategyModel):
         if isinstance(event, ContextOverflowed):
             return self.overflow_failure
         if isinstance(event, ProviderFailed):
-            failure = f"{event.error.kind.value} provider failure"
+            detail = event.error.diagnostics.get("detail")
+            failure = f"{event.error.kind.value} provider failure" + (f" ({detail})" if detail else "")
             if event.error.kind not in RETRY_AT_ONCE | RETRY_AFTER_WAIT:
                 return failure
             if not retries.left:

@@ -30,7 +30,7 @@ ITEMS = MessagesAdapter.transcript
 
 def connect(provider: LocalProvider, *, stream: bool = False, **options: Any) -> MessagesAdapter:
     settings = RequestSettings(
-        model="claude-opus-5", max_output_tokens=2048, stream=stream, options={"thinking": THINKING, **options}
+        model="claude-sonnet-4-6", max_output_tokens=2048, stream=stream, options={"thinking": THINKING, **options}
     )
     return MessagesAdapter.connect(
         Endpoint(provider.base_url, "test-key", is_local=True, timeout_seconds=10.0), settings
@@ -145,7 +145,7 @@ def sdk_message(stop_reason: str, *content: dict[str, Any], stop_details: Any = 
             "id": "msg_1",
             "type": "message",
             "role": "assistant",
-            "model": "claude-opus-5",
+            "model": "claude-sonnet-4-6",
             "content": list(content),
             "stop_reason": stop_reason,
             "stop_sequence": None,
@@ -256,7 +256,7 @@ def test_a_compaction_request_keeps_thinking_effort_and_caching_and_drops_action
         adapter = MessagesAdapter.connect(
             Endpoint(provider.base_url, "test-key", is_local=True, timeout_seconds=10.0),
             RequestSettings(
-                "claude-opus-5",
+                "claude-sonnet-4-6",
                 2048,
                 options={
                     "thinking": THINKING,
@@ -396,7 +396,26 @@ def test_options_that_break_on_demand_compaction_or_the_api_are_named_with_a_fix
 
 
 def test_the_opus_profile_options_pass():
-    assert MessagesAdapter.check_options(OPUS_OPTIONS, "continuous_conversation", "native") == []
+    assert MessagesAdapter.check_options(OPUS_OPTIONS, "continuous_conversation", "native", "claude-opus-5") == []
+
+
+@pytest.mark.parametrize("model", ["claude-opus-5", "claude-opus-5-20261101"])
+def test_a_fixed_thinking_budget_is_refused_for_a_model_that_thinks_adaptively_only(model):
+    (problem,) = MessagesAdapter.check_options({"thinking": THINKING}, "continuous_conversation", "native", model)
+    assert problem.path == "thinking.type" and "not supported for this model" in problem.problem
+    assert problem.fix == "set thinking.type: adaptive"
+    assert (
+        MessagesAdapter.check_options({"thinking": THINKING}, "continuous_conversation", "native", "claude-sonnet-4-6")
+        == []
+    )
+
+
+def test_the_adapter_takes_a_temperature_only_if_its_sdk_call_does():
+    import inspect
+
+    from anthropic.resources.beta.messages import Messages
+
+    assert MessagesAdapter.takes_temperature is ("temperature" in inspect.signature(Messages.create).parameters)
 
 
 def test_a_failed_compaction_request_keeps_allowlisted_diagnostics_only(stream):

@@ -65,6 +65,9 @@ def connect(descriptor: AdapterDescriptor, base_url: str, *, stream: bool) -> Pr
     return descriptor.load().connect(endpoint, settings)
 
 
+SETTINGS = RequestSettings(model="local-policy-1", max_output_tokens=64)
+
+
 def request_for(descriptor: AdapterDescriptor, text: str = FRAME) -> ModelRequest:
     """A one-turn request in the adapter's own items: the contract never spells an item out."""
     return ModelRequest(system=SYSTEM, items=tuple(descriptor.load().transcript.user_items([text])))
@@ -223,9 +226,40 @@ def test_a_rate_limit_carries_allowlisted_diagnostics_and_never_the_providers_me
 def test_a_refused_connection_is_transient(descriptor, stream):
     with LocalProvider() as provider:
         adapter = connect(descriptor, provider.base_url, stream=stream)
+        base_url = provider.base_url
     outcome = adapter.call(request_for(descriptor))  # the provider has stopped: nothing listens
     assert isinstance(outcome, ProviderError)
     assert outcome.kind is ErrorKind.TRANSIENT
+    assert outcome.diagnostics["detail"].startswith(f"connection refused at {base_url}/")
+
+
+def test_a_host_that_does_not_resolve_is_named_with_its_url(descriptor):
+    url = "http://no-such-host.invalid"  # .invalid never resolves (RFC 2606)
+    adapter = descriptor.load().connect(Endpoint(url, API_KEY, is_local=True, timeout_seconds=10.0), SETTINGS)
+    outcome = adapter.call(request_for(descriptor))
+    assert isinstance(outcome, ProviderError) and outcome.kind is ErrorKind.TRANSIENT
+    assert outcome.diagnostics["detail"].startswith(f"name not found at {url}/")
+
+
+# The SDKs whose calls refuse an argument they do not know (the openai SDK sends any keyword it is given).
+REFUSING_SDKS = [ADAPTERS["anthropic.messages.v1"], ADAPTERS["google.interactions.v1"]]
+
+
+@pytest.mark.parametrize("descriptor", REFUSING_SDKS, ids=[descriptor.adapter_id for descriptor in REFUSING_SDKS])
+def test_an_argument_the_sdk_call_refuses_is_fatal_naming_it_before_anything_is_sent(descriptor):
+    """A request field the adapter cannot send (validation refuses it: here it slipped past) is our bug
+    or the profile's, never the network's: no retry can help."""
+    settings = RequestSettings(model="local-policy-1", max_output_tokens=64)
+    with LocalProvider() as provider:
+        adapter = descriptor.load().connect(Endpoint(provider.base_url, API_KEY, is_local=True), settings)
+        real = adapter.build_request
+        adapter.build_request = lambda request: {**real(request), "not_an_argument": 1}  # type: ignore[method-assign]
+        outcome = adapter.call(request_for(descriptor))
+        assert provider.request_log == []  # nothing was sent
+    assert isinstance(outcome, ProviderError) and outcome.kind is ErrorKind.FATAL
+    assert outcome.diagnostics["detail"] == (
+        "the SDK takes no 'not_an_argument' argument: a request field this adapter cannot send"
+    )
 
 
 def test_an_unknown_endpoint_is_fatal(descriptor, stream):

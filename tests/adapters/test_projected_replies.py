@@ -49,7 +49,7 @@ SETTINGS: Mapping[str, RequestSettings] = {
     "openai.chat_completions.v1": RequestSettings("local-policy-1", 256),
     "openai.responses.v1": RequestSettings("local-policy-1", 256, options=CONTINUOUS_RESPONSES),
     "xai.responses.v1": RequestSettings("local-policy-1", 256, options=CONTINUOUS_RESPONSES),
-    "anthropic.messages.v1": RequestSettings("claude-opus-5", 2048),
+    "anthropic.messages.v1": RequestSettings("claude-sonnet-4-6", 2048),
     "google.interactions.v1": RequestSettings(
         "gemini-3.8-flash", 256, options={"generation_config": {"thinking_summaries": "auto"}}
     ),

@@ -66,7 +66,7 @@ WIRES = {
     "xai": Wire(XaiResponsesAdapter, RequestSettings("local-policy-1", 256, options=CONTINUOUS), ERROR_PREFIX),
     "anthropic": Wire(
         MessagesAdapter,
-        RequestSettings("claude-opus-5", 2048, options={"thinking": {"type": "enabled", "budget_tokens": 1024}}),
+        RequestSettings("claude-sonnet-4-6", 2048, options={"thinking": {"type": "enabled", "budget_tokens": 1024}}),
     ),
     "gemini": Wire(
         InteractionsAdapter,

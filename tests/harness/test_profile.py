@@ -183,6 +183,9 @@ PROVIDER_LIMITS = [
     ("local-deepseek-continuous", {"agent__action_mode": "text"}, "agent.action_mode", "adapter 'deepseek.chat_completions.v1' acts only by calling the action tools (its reasoning is replayed only beside tool calls); fix: set agent.action_mode: tools"),
     ("local-manual-rolling", {"agent__action_mode": "tool"}, "agent.action_mode", "'text' or 'tools'"),
     ("local-manual-rolling", {"agent__max_tool_rounds": 0}, "agent.max_tool_rounds", "raise the value"),
+    # Anthropic: the SDK's Messages API takes no temperature; Opus 5 thinks adaptively only
+    ("local-anthropic-continuous", {"request__temperature": 0.5}, "request.temperature", "adapter 'anthropic.messages.v1' cannot send a temperature (its SDK's call takes none); fix: remove it"),
+    ("local-anthropic-continuous", {"request__model": "claude-opus-5", "request__options__thinking": {"type": "enabled", "budget_tokens": 1024}}, "request.options.thinking.type", "claude-opus-5 refuses it: thinking.type.enabled is not supported for this model"),
     # Gemini: the sampling range the service checks
     ("local-gemini-harness-summary", {"request__options__generation_config": {"thinking_summaries": "auto", "temperature": 5.0}}, "request.options.generation_config.temperature", "5.0 is outside Gemini's range 0-2; fix: use a value from 0 to 2"),
 ]

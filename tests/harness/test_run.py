@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -141,6 +142,19 @@ def test_a_429_asking_for_a_second_is_waited_out_and_then_served(tmp_path, clock
         result = Runner(profile, tmp_path, sleep=clock.sleep).run()
     assert result.accepted_actions == 2 and result.failed_attempts == 1
     assert clock.slept == [1.0]  # the provider's Retry-After, not the 0.25 s step
+
+
+def test_a_server_that_is_not_there_fails_closed_naming_its_url_and_why(tmp_path, clock, monkeypatch):
+    monkeypatch.setenv("TURNSTATE_TEST_KEY", "x")
+    with socket.socket() as unused:  # a port nothing listens on: bound, never listening
+        unused.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{unused.getsockname()[1]}/v1"
+        profile = with_changes(DEFAULT, client={"base_url": url, "api_key_env": "TURNSTATE_TEST_KEY"})
+        result = Runner(profile, tmp_path, sleep=clock.sleep).run()
+    assert result.outcome == "failed_closed"
+    assert result.failure == (
+        f"transient provider failure (connection refused at {url}/chat/completions), retries exhausted"
+    )
 
 
 def test_exhausted_transient_failures_fail_closed_with_every_attempt_recorded(tmp_path, clock):

@@ -38,7 +38,7 @@ from turnstate.local_provider.server import LocalProvider
 
 from .test_policy import EXAMPLE_ROWS, frame_text
 
-MODEL = "claude-opus-5"
+MODEL = "claude-sonnet-4-6"
 SYSTEM = "You play beacon_grid. Answer with one line ACTION: <action>."
 THINKING = {"type": "enabled", "budget_tokens": 1024}
 MAX_TOKENS = 2048
@@ -761,6 +761,10 @@ INVALID: list[tuple[dict[str, Any], str]] = [
     ({**VALID, "thinking": {"type": "enabled", "budget_tokens": 100}}, "greater than or equal to 1024"),
     ({**VALID, "thinking": {"type": "enabled", "budget_tokens": MAX_TOKENS}}, "`max_tokens` must be greater than"),
     ({**VALID, "thinking": {"type": "sometimes"}}, "thinking: Input tag 'sometimes'"),
+    (
+        {**VALID, "model": "claude-opus-5", "thinking": THINKING},
+        "thinking.type: thinking.type.enabled is not supported for this model",
+    ),
     ({**VALID, "cache_control": {"type": "forever"}}, "cache_control.type: Input should be 'ephemeral'"),
 ]
 

@@ -33,7 +33,7 @@ def client() -> Iterator[anthropic.Anthropic]:
 
 def streamed(client: anthropic.Anthropic, messages: list[Turn], **params: Any) -> Any:
     with client.messages.stream(
-        model="claude-opus-5", max_tokens=2048, system="s", messages=messages, **params
+        model="claude-sonnet-4-6", max_tokens=2048, system="s", messages=messages, **params
     ) as stream:  # type: ignore[arg-type]
         return stream.get_final_message()
 
