@@ -45,6 +45,7 @@ from turnstate.adapters.registry import descriptor_for
 from turnstate.harness.checkpoints import (
     CHECKPOINT_FILE,
     KEY_VARIABLE,
+    OPT_OUT,
     Checkpoint,
     CheckpointMeta,
     SQLiteCheckpointStore,
@@ -76,7 +77,7 @@ class Measured:
     ) -> None:
         self.folder, self.key = folder, key
         folder.mkdir(mode=0o700)
-        os.environ.pop(KEY_VARIABLE, None)
+        os.environ[KEY_VARIABLE] = OPT_OUT  # `key` alone decides: never the default key file
         self.store = SQLiteCheckpointStore(folder / CHECKPOINT_FILE, meta, key=key, synchronous=synchronous)
         self.figures = StoreFigures(name)
         self.copies: dict[int, Path] = {}

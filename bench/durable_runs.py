@@ -66,7 +66,7 @@ from long_run import RUNS, WARM_TURNS, WIDE_WINDOW, TimedAdapter, long_profile, 
 
 from turnstate.adapters.contract import Endpoint, ProviderAdapter
 from turnstate.harness.accounting import UsageJournal
-from turnstate.harness.checkpoints import CHECKPOINT_FILE, KEY_VARIABLE, Checkpoint, SQLiteCheckpointStore
+from turnstate.harness.checkpoints import CHECKPOINT_FILE, KEY_VARIABLE, OPT_OUT, Checkpoint, SQLiteCheckpointStore
 from turnstate.harness.endpoint import LOCAL_API_KEY
 from turnstate.harness.environments.protocol import Frame
 from turnstate.harness.profile import DEFAULT_PROFILE, Profile, load_profile
@@ -128,10 +128,7 @@ def switch_off(parts: tuple[str, ...]) -> None:
 
 
 def keyed(key: bool) -> None:
-    if key:
-        os.environ[KEY_VARIABLE] = BENCH_KEY
-    else:
-        os.environ.pop(KEY_VARIABLE, None)
+    os.environ[KEY_VARIABLE] = BENCH_KEY if key else OPT_OUT  # keyless: opted out of the default key file
 
 
 def load() -> str:

@@ -44,16 +44,25 @@ Rules:
    snapshot (the new adapter's state does not extend the old one's). The store's own table layout is
    SQLite's `user_version`, and its `application_id` tells a checkpoint store from any other database.
 6. Encryption at rest, of the continuation layer (the provider's opaque state: encrypted reasoning,
-   signatures, compaction items), when TURNSTATE_CHECKPOINT_KEY is set at creation. Key format: any
+   signatures, compaction items), by default, so that a resume is exact by default: without the
+   continuation a resume rebuilds the state from the projection, and a reasoning model forgets what
+   only its sealed reasoning held (a keyless continuous_conversation run SIGKILLed after 30 steps and
+   resumed lost a 12-level game it wins uninterrupted in 86 actions). The key (`chosen_key`):
+   TURNSTATE_CHECKPOINT_KEY when it is set (a cluster sets the same value on every host, so a run
+   resumes wherever it is retried); else the user's key file, KEY_FILE in the state folder
+   (harness/state_home.py, beside the local provider's services), 32 random bytes made owner-only on
+   first use; `TURNSTATE_CHECKPOINT_KEY=off` opts out (the continuation is not kept). Key format: any
    string of at least MIN_KEY_CHARS characters, used as its UTF-8 bytes (generate one with
    `python -c "import secrets; print(secrets.token_urlsafe(32))"`); scrypt (n=2^15, r=8, p=1, about
-   0.2 s per open) with a random per-database salt derives the AES-256-GCM key, so a passphrase is
-   slow to guess and the same variable gives every store its own key. Each record has a fresh random
+   0.2 s per open) with a random per-database salt derives the AES-256-GCM key from a key given, so a
+   passphrase is slow to guess and the same variable gives every store its own key; the key file's
+   random bytes need no stretching, so HKDF-SHA256 with the salt derives it (microseconds a run). Each record has a fresh random
    96-bit nonce, and its associated data binds it to its store, its checkpoint and its kind, so a
    record moved to another row fails as a tampered one. A check record written at creation tells a
    wrong key at open. An encrypted store opened without the key, or with another, and a plain store
    opened to write with the variable set (its user expects encryption), are CheckpointErrors saying
-   what to do. The facts, the cursor and
+   what to do; a plain store opened with the key file's key is resumed plain (it was started keyless
+   or opted out). The facts, the cursor and
    the projection are plain, like the run's artifacts, under the same owner-only permissions.
 7. Permissions. The database is created owner-only (0600) with O_CREAT | O_EXCL before SQLite opens
    it, so there is no moment it is readable by others; SQLite gives its -wal and -shm files the
@@ -79,6 +88,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import secrets
 import sqlite3
 import stat
 import time
@@ -91,15 +101,20 @@ from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 import orjson
 from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 from pydantic import ValidationError
 
 from turnstate.adapters.private_files import private_problem
+from turnstate.harness.state_home import state_home
 from turnstate.strategies.state import SCHEMA_VERSION, RuntimeState, TurnSpan
 
 CHECKPOINT_FILE: Final = "checkpoints.sqlite3"  # in the run folder
 KEY_VARIABLE: Final = "TURNSTATE_CHECKPOINT_KEY"
+OPT_OUT: Final = "off"  # TURNSTATE_CHECKPOINT_KEY=off: the continuation is not kept
+KEY_FILE: Final = "checkpoint.key"  # in the state folder: the default key, made on first use
 MIN_KEY_CHARS: Final = 16
 LAYOUT_VERSION: Final = 1  # the tables below; SQLite's user_version
 APPLICATION_ID: Final = 0x7473636B  # "tsck": SQLite's application_id, at offset 68 of the file
@@ -257,7 +272,9 @@ class SQLiteCheckpointStore:
         self._previous: RuntimeState | None = None  # the last state committed or rebuilt: what a delta extends
         self._chain = _Chain()
         self._pending_meta: CheckpointMeta | None = None  # a switch, recorded with the next commit
-        key = os.environ.get(KEY_VARIABLE) if key is None else key
+        chosen = ChosenKey(key, "the key given", given=True) if key is not None else chosen_key(create=self._writer)
+        self._key = chosen
+        key = chosen.key
         if key is not None:
             _checked_key(key)  # before anything is made
         try:
@@ -534,12 +551,13 @@ class SQLiteCheckpointStore:
         rows: list[tuple[str, bytes]] = [("id", store_id), ("cipher", b"none")]
         cipher = None
         if key is not None:
-            salt, parameters = os.urandom(16), _SCRYPT
+            salt = os.urandom(16)
+            parameters: dict[str, Any] = {"name": "scrypt", **_SCRYPT} if self._key.given else {"name": "hkdf-sha256"}
             cipher = _Cipher(store_id, AESGCM(_derived(_checked_key(key), salt, parameters)))
             rows = [
                 ("id", store_id),
                 ("cipher", _CIPHER.encode()),
-                ("kdf", orjson.dumps({"name": "scrypt", **parameters})),
+                ("kdf", orjson.dumps(parameters)),
                 ("salt", salt),
                 ("key_check", cipher.seal(_KEY_CHECK, b"key check")),
             ]
@@ -561,7 +579,7 @@ class SQLiteCheckpointStore:
         if not self._reads_continuation:
             return None
         if store.get("cipher") == b"none":
-            if key is not None and self._writer:
+            if key is not None and self._writer and self._key.given:
                 raise CheckpointError(
                     f"{self.path}: the store was written without encryption, but {KEY_VARIABLE} is set: unset it "
                     "to resume this run (its continuation stays unencrypted), or start a new run to have it encrypted"
@@ -571,11 +589,12 @@ class SQLiteCheckpointStore:
             raise CheckpointError(f"{self.path}: the store's encryption is not one this turnstate knows: it is corrupt")
         if key is None:
             raise CheckpointError(
-                f"{self.path}: the continuation is encrypted; set {KEY_VARIABLE} to the key the run was started with"
+                f"{self.path}: the continuation is encrypted, and {self._key.where} holds no key; set {KEY_VARIABLE} "
+                f"to the key the run was started with (the variable's, or {KEY_FILE} of the machine it started on)"
             )
         try:
             parameters = orjson.loads(store["kdf"])
-            if parameters.pop("name") != "scrypt" or not 2**10 <= parameters["n"] <= 2**20:
+            if parameters["name"] == "scrypt" and not 2**10 <= parameters["n"] <= 2**20:
                 raise ValueError
             cipher = _Cipher(store["id"], AESGCM(_derived(_checked_key(key), store["salt"], parameters)))
         except (KeyError, ValueError, TypeError):
@@ -586,7 +605,8 @@ class SQLiteCheckpointStore:
             cipher.open(store["key_check"], b"key check")
         except (InvalidTag, KeyError):
             raise CheckpointError(
-                f"{self.path}: {KEY_VARIABLE} does not hold the key this store was written with; set it to that key"
+                f"{self.path}: {self._key.where} does not hold the key this store was written with; set "
+                f"{KEY_VARIABLE} to that key (the variable's, or {KEY_FILE} of the machine the run started on)"
             ) from None
         return cipher
 
@@ -766,8 +786,84 @@ def _checked_key(key: str) -> bytes:
     return key.encode("utf-8", "surrogatepass")
 
 
-def _derived(key: bytes, salt: bytes, parameters: Mapping[str, int]) -> bytes:
+def _derived(key: bytes, salt: bytes, parameters: Mapping[str, Any]) -> bytes:
+    """The AES-256 key, by the store's recorded derivation (rule 6)."""
+    if parameters["name"] == "hkdf-sha256":
+        return HKDF(algorithm=hashes.SHA256(), length=32, salt=salt, info=b"turnstate checkpoints").derive(key)
+    if parameters["name"] != "scrypt":
+        raise ValueError(f"unknown key derivation {parameters['name']!r}")
     return Scrypt(salt=salt, length=32, n=parameters["n"], r=parameters["r"], p=parameters["p"]).derive(key)
+
+
+@dataclass(frozen=True)
+class ChosenKey:
+    """The key a store is opened with (rule 6), where it came from, and whether it was given (by the
+    caller or TURNSTATE_CHECKPOINT_KEY): a given key may be a passphrase, so it is stretched with
+    scrypt, and its user expects encryption; the key file's is random, and a default."""
+
+    key: str | None
+    where: str  # for messages: what holds the key
+    given: bool
+
+
+def key_file() -> Path:
+    return state_home() / KEY_FILE
+
+
+def chosen_key(*, create: bool) -> ChosenKey:
+    """TURNSTATE_CHECKPOINT_KEY if it is set (None for `off`), else the user's key file, made first
+    if `create` (a writer) and it is missing (rule 6)."""
+    value = os.environ.get(KEY_VARIABLE)
+    if value == OPT_OUT:
+        return ChosenKey(None, f"{KEY_VARIABLE}={OPT_OUT}", given=True)
+    if value is not None:
+        return ChosenKey(value, KEY_VARIABLE, given=True)
+    path = key_file()
+    return ChosenKey(_key_from_file(path, create), str(path), given=False)
+
+
+def _key_from_file(path: Path, create: bool) -> str | None:
+    """The key `path` holds (None when it is missing and not `create`d), checked owner-only. Made
+    whole or not at all: written to a temporary file, then linked to its name, which fails if another
+    process made it first (then its key is read)."""
+    try:
+        return _read_key_file(path)
+    except FileNotFoundError:
+        if not create:
+            return None
+    folder = path.parent
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = os.stat(folder)
+    if info.st_uid != os.geteuid() or info.st_mode & 0o022:  # others could swap the key file for theirs
+        raise CheckpointError(f"{folder}: the checkpoint key's folder must be yours and writable by you alone")
+    temporary = folder / f".{path.name}.{os.getpid()}.tmp"
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(descriptor, secrets.token_urlsafe(32).encode() + b"\n")
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+    try:
+        os.link(temporary, path)
+    except FileExistsError:
+        pass  # another run made it first: its key is the one
+    finally:
+        temporary.unlink()
+    return _read_key_file(path)
+
+
+def _read_key_file(path: Path) -> str:
+    info = os.lstat(path)
+    problem = private_problem(path, info, folder=False)
+    if problem is not None:
+        raise CheckpointError(f"{path}: the checkpoint key file {problem}")
+    key = path.read_text().strip()
+    if len(key) < MIN_KEY_CHARS:
+        raise CheckpointError(
+            f"{path}: the checkpoint key file holds no key of {MIN_KEY_CHARS} characters or more; fix: delete it "
+            f"(a new one is made; runs it sealed then need {KEY_VARIABLE} set to their key)"
+        )
+    return key
 
 
 def _check_folder(folder: Path) -> None:

@@ -10,12 +10,13 @@ from typing import Any
 
 from turnstate.adapters.contract import Endpoint
 from turnstate.harness.profile import ClientConfig
+from turnstate.harness.state_home import STATE_VARIABLE, state_home
 from turnstate.local_provider.faults import Fault
 from turnstate.local_provider.server import LocalProvider
 from turnstate.local_provider.service import ServiceStateError
 
 LOCAL_API_KEY = "local-provider-key"
-SERVICES_VARIABLE = "XDG_STATE_HOME"  # where the embedded provider's services live: $XDG_STATE_HOME/turnstate/
+SERVICES_VARIABLE = STATE_VARIABLE  # where the embedded provider's services live: $XDG_STATE_HOME/turnstate/
 
 
 def local_service_dir(run_dir: Path) -> Path:
@@ -23,8 +24,7 @@ def local_service_dir(run_dir: Path) -> Path:
     conversations), as a real provider keeps its account's: outside the run folder, whose artifacts
     never hold opaque state, in the user's state folder ($XDG_STATE_HOME, else ~/.local/state), one
     per run (two runs may play at once). A run that ends deletes it; `turnstate prune` too."""
-    state_home = os.environ.get(SERVICES_VARIABLE) or str(Path.home() / ".local" / "state")
-    return Path(state_home) / "turnstate" / "local-provider" / run_dir.name
+    return state_home() / "local-provider" / run_dir.name
 
 
 class RunSetupError(RuntimeError):

@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import sqlite3
+import stat
 import subprocess
 import sys
 import textwrap
@@ -24,7 +25,9 @@ from hypothesis import strategies as st
 from turnstate import Session, load_profile
 from turnstate.harness.checkpoints import (
     CHECKPOINT_FILE,
+    KEY_FILE,
     KEY_VARIABLE,
+    OPT_OUT,
     Checkpoint,
     CheckpointError,
     CheckpointMeta,
@@ -43,7 +46,8 @@ SECRET = "OPAQUE-REASONING-7f3a"  # only ever in the continuation layer
 
 @pytest.fixture(autouse=True)
 def no_key(monkeypatch):
-    monkeypatch.delenv(KEY_VARIABLE, raising=False)
+    """Plain stores unless a test gives a key: the default key file is tested on its own, below."""
+    monkeypatch.setenv(KEY_VARIABLE, OPT_OUT)
 
 
 @pytest.fixture
@@ -419,9 +423,11 @@ def test_an_encrypted_continuation_comes_back_exactly_and_is_never_on_disk_in_th
 def test_an_encrypted_store_opened_without_the_key_names_the_variable(folder, monkeypatch):
     path = folder / CHECKPOINT_FILE
     encrypted_store_with_two_turns(path, monkeypatch)
-    monkeypatch.delenv(KEY_VARIABLE)
+    monkeypatch.setenv(KEY_VARIABLE, OPT_OUT)
     for options in ({"meta": META}, {}):
-        with pytest.raises(CheckpointError, match=f"encrypted; set {KEY_VARIABLE} to the key the run was started"):
+        with pytest.raises(
+            CheckpointError, match=f"encrypted, and .* holds no key; set {KEY_VARIABLE} to the key the run"
+        ):
             SQLiteCheckpointStore(path, **options)
 
 
@@ -731,3 +737,53 @@ def test_an_event_given_as_a_dataclass_record_is_kept_as_the_object_of_its_field
         store.commit(Checkpoint(cursor={"step": 1}, state=None, events=records[:1]))
         store.commit(Checkpoint(cursor={"step": 2}, state=None, events=records[1:]))
     assert list(reopened(path).events) == [asdict(record) for record in records]
+
+
+# -- the default key: the user's key file (rule 6) ---------------------------------------------------
+
+
+@pytest.fixture
+def state_home(tmp_path, monkeypatch) -> Path:
+    """No TURNSTATE_CHECKPOINT_KEY and a state folder of the test's own."""
+    monkeypatch.delenv(KEY_VARIABLE)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    return tmp_path / "state" / "turnstate"
+
+
+def test_with_no_variable_set_a_new_store_is_sealed_with_a_key_file_made_owner_only_on_first_use(folder, state_home):
+    path = folder / CHECKPOINT_FILE
+    state = grown(empty_state(), 1)
+    with SQLiteCheckpointStore(path, META) as store:
+        assert store.encrypts_continuation
+        store.commit(checkpoint(state, 1))
+    key_file = state_home / KEY_FILE
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600 and len(key_file.read_text().strip()) >= 32
+    assert SECRET.encode() not in b"".join(file.read_bytes() for file in folder.iterdir())
+    with sqlite3.connect(path) as database:  # a random key needs no scrypt: HKDF derives it
+        (kdf,) = database.execute("SELECT value FROM store WHERE name = 'kdf'").fetchone()
+    assert json.loads(kdf) == {"name": "hkdf-sha256"}
+    assert reopened(path).state == state  # the next open reads the same file
+    other = folder / "other.sqlite3"
+    with SQLiteCheckpointStore(other, META) as store:
+        store.commit(checkpoint(state, 1))
+    assert reopened(other).state == state  # the same key file, the same key
+
+
+def test_a_store_written_opted_out_resumes_plain_under_the_key_file(folder, state_home, monkeypatch):
+    path = folder / CHECKPOINT_FILE
+    monkeypatch.setenv(KEY_VARIABLE, OPT_OUT)
+    with SQLiteCheckpointStore(path, META) as store:
+        assert not store.encrypts_continuation
+        store.commit(checkpoint(grown(empty_state(), 1), 1))
+    monkeypatch.delenv(KEY_VARIABLE)
+    with SQLiteCheckpointStore(path, META, create=False) as store:  # a default key: no refusal
+        assert not store.encrypts_continuation and store.latest().sequence == 1
+
+
+def test_a_key_file_others_may_read_is_refused_naming_the_fix(folder, state_home):
+    with SQLiteCheckpointStore(folder / CHECKPOINT_FILE, META):
+        pass
+    key_file = state_home / KEY_FILE
+    key_file.chmod(0o644)
+    with pytest.raises(CheckpointError, match=f"{key_file}: the checkpoint key file must be owner-only .* chmod 600"):
+        SQLiteCheckpointStore(folder / "other.sqlite3", META)

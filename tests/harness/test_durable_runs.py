@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from turnstate.harness.checkpoints import CHECKPOINT_FILE, KEY_VARIABLE, SQLiteCheckpointStore
+from turnstate.harness.checkpoints import CHECKPOINT_FILE, KEY_VARIABLE, OPT_OUT, SQLiteCheckpointStore
 from turnstate.harness.events import EVENTS, check_events, read_events
 from turnstate.harness.profile import DEFAULT_PROFILE, PROFILES_DIR, load_profile
 from turnstate.harness.runner import Runner
@@ -85,9 +85,9 @@ def test_a_run_killed_mid_game_keeps_every_turn_it_accepted_and_a_sound_event_lo
     assert check_events(run_dir / EVENTS) == []  # a kill tears at most its last line, which readers skip
 
 
-def test_without_a_key_the_checkpoints_keep_no_continuation_and_no_opaque_value(tmp_path, monkeypatch):
+def test_opted_out_of_the_key_the_checkpoints_keep_no_continuation_and_no_opaque_value(tmp_path, monkeypatch):
     """The provider's opaque state is never at rest in plain text; the other layers are kept."""
-    monkeypatch.delenv(KEY_VARIABLE, raising=False)
+    monkeypatch.setenv(KEY_VARIABLE, OPT_OUT)
     result = Runner(load_profile(PROFILES_DIR / "local-openai-continuous.yaml"), tmp_path).run()
     assert result.outcome == "win", result.failure
     latest = restored(result.artifacts)

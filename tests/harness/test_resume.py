@@ -24,7 +24,7 @@ from click.testing import CliRunner
 from turnstate.adapters.contract import Usage
 from turnstate.harness.accounting import CALLS
 from turnstate.harness.artifacts import sent_messages
-from turnstate.harness.checkpoints import CHECKPOINT_FILE, KEY_VARIABLE, CheckpointError, SQLiteCheckpointStore
+from turnstate.harness.checkpoints import CHECKPOINT_FILE, KEY_VARIABLE, OPT_OUT, CheckpointError, SQLiteCheckpointStore
 from turnstate.harness.cli import main
 from turnstate.harness.endpoint import local_service_dir
 from turnstate.harness.events import EVENTS, check_events, read_events
@@ -56,14 +56,16 @@ CASES = [
 
 
 @pytest.fixture(autouse=True)
-def sealed(monkeypatch):
-    monkeypatch.setenv(KEY_VARIABLE, KEY)  # the continuation is kept: a resume restores it exactly
+def no_variable_set(monkeypatch):
+    """As a user runs: no TURNSTATE_CHECKPOINT_KEY, so the continuation is sealed with the key file
+    (made in the session's XDG_STATE_HOME), and a resume restores it exactly."""
+    monkeypatch.delenv(KEY_VARIABLE, raising=False)
 
 
 @cache
 def uninterrupted(variant: str) -> tuple[RunResult, list[str]]:
     """The variant's run played through, and its side effects' keys, in order."""
-    os.environ[KEY_VARIABLE] = KEY
+    os.environ.pop(KEY_VARIABLE, None)
     out = Path(os.environ["TURNSTATE_TEST_BASELINES"]) / variant
     result = Runner(load_profile(PROFILES_DIR / VARIANTS[variant]), out).run()
     assert result.outcome == "win", result.failure
@@ -160,6 +162,24 @@ def test_a_run_killed_at_each_named_point_resumes_to_the_uninterrupted_runs_endi
     assert_resumed_as_uninterrupted(resumed, baseline, keys)
 
 
+def test_a_long_reasoning_run_sigkilled_mid_game_with_no_variable_set_resumes_to_the_uninterrupted_win(tmp_path):
+    """Issue 30's case: a 12-level continuous_conversation game whose beacons only the sealed reasoning
+    remembers, SIGKILLed after 30 accepted turns. Keyless (before the key file), the resume forgot
+    them and ran out its 400 actions; with the key file by default, it restores the continuation."""
+    profile = with_changes(
+        load_profile(PROFILES_DIR / VARIANTS["native_inline"]),
+        environment={"options": {"levels": 12}},
+        agent={"max_actions": 400},
+    )
+    baseline = Runner(profile, tmp_path / "baseline").run()
+    assert baseline.outcome == "win", baseline.failure
+    run_dir = killed_run(profile, tmp_path / "runs", "after_commit", 30)
+    resumed = Runner(run_profile(run_dir), run_dir.parent).resume(run_dir)
+    (resume,) = json.loads((run_dir / "run_meta.json").read_text())["resumes"]
+    assert resume["continuation"] == "restored" and resume["checkpoint"] >= 30  # compactions commit too
+    assert_resumed_as_uninterrupted(resumed, baseline, journaled(baseline.artifacts))
+
+
 # -- the command line -------------------------------------------------------------------------------
 
 
@@ -179,8 +199,8 @@ def long_default_profile(folder: Path, levels: int) -> Path:
 def test_turnstate_run_sigkilled_at_a_random_turn_and_resumed_ends_with_the_uninterrupted_runs_outcome_and_totals(
     tmp_path, monkeypatch
 ):
-    """Without a key: the continuation is not kept, and the window is rebuilt exactly from the projection."""
-    monkeypatch.delenv(KEY_VARIABLE)
+    """Opted out of the key: the continuation is not kept, and the window is rebuilt exactly from the projection."""
+    monkeypatch.setenv(KEY_VARIABLE, OPT_OUT)
     profile = long_default_profile(tmp_path, levels=8)
     baseline = Runner(load_profile(profile), tmp_path / "baseline").run()
     kill_after = random.Random(os.getpid()).randrange(3, baseline.accepted_actions - 3)
@@ -220,11 +240,16 @@ def test_resuming_a_folder_that_is_not_a_run_names_the_missing_record(tmp_path):
 
 
 def test_resuming_an_encrypted_run_without_its_key_is_a_clear_error_not_a_fresh_continuation(tmp_path, monkeypatch):
+    monkeypatch.setenv(KEY_VARIABLE, KEY)  # a cluster's key, which this host's key file does not hold
     profile = load_profile(PROFILES_DIR / VARIANTS["native_inline"])
     run_dir = killed_run(profile, tmp_path / "runs", "after_commit", 2)
-    monkeypatch.delenv(KEY_VARIABLE)
-    resumed = invoke("resume", str(run_dir))
-    assert resumed.exit_code == 1 and KEY_VARIABLE in resumed.output and "Traceback" not in resumed.output
+    for unset in (OPT_OUT, None):
+        if unset is None:
+            monkeypatch.delenv(KEY_VARIABLE)  # the key file's key instead
+        else:
+            monkeypatch.setenv(KEY_VARIABLE, unset)
+        resumed = invoke("resume", str(run_dir))
+        assert resumed.exit_code == 1 and KEY_VARIABLE in resumed.output and "Traceback" not in resumed.output
     monkeypatch.setenv(KEY_VARIABLE, "another key, long enough too")
     resumed = invoke("resume", str(run_dir))
     assert resumed.exit_code == 1 and KEY_VARIABLE in resumed.output and "Traceback" not in resumed.output
@@ -311,7 +336,7 @@ def test_a_keyless_resume_writes_the_last_replys_calls_as_text_and_reads_their_r
     """A projection cannot carry the signature Anthropic (thinking on) and Gemini demand on an open
     tool loop's calls, so a rebuilt state ends with the killed turn's calls as text: here DeepSeek's
     action call, whose frame then comes as the next input; the calls and results stay paired in the log."""
-    monkeypatch.delenv(KEY_VARIABLE)
+    monkeypatch.setenv(KEY_VARIABLE, OPT_OUT)
     profile = load_profile(PROFILES_DIR / VARIANTS["action_tools"])
     run_dir = killed_run(profile, tmp_path / "runs", "after_commit", 4)
     resumed = Runner(run_profile(run_dir), run_dir.parent).resume(run_dir)
