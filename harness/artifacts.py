@@ -41,6 +41,7 @@ fsynced step records are the record.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -647,11 +648,25 @@ class ArtifactWriter:
         self._steps = ThreadPoolExecutor(max_workers=1, thread_name_prefix="turnstate-steps")  # in order
         self._pending: deque[Future[None]] = deque()
 
-    def write_json(self, name: str, data: Any) -> Path:
-        """Write `name` whole or not at all (after every step record before it is on disk)."""
+    def write_json(self, name: str, data: Any, *, reserve: bool = False) -> Path:
+        """Write `name` whole or not at all (after every step record before it is on disk).
+
+        With `reserve` (run_meta.json, which must say how a run ended even when the disk filled up
+        under it), the file keeps room for its next write: its JSON is padded with trailing spaces
+        (still JSON) to RESERVE_BYTES past the next multiple of them, and when the disk is too full
+        for the temporary file, the new record overwrites the old one in place, within that room."""
         self.wait_for_steps()
         target = self.path / name
-        self._write_whole(target, self._render(data, indent=True))
+        content = self._render(data, indent=True)
+        if not reserve:
+            self._write_whole(target, content)
+            return target
+        padded = content.ljust((len(content) // RESERVE_BYTES + 2) * RESERVE_BYTES, b" ")
+        try:
+            self._write_whole(target, padded)
+        except OSError as error:
+            if error.errno not in (errno.ENOSPC, errno.EDQUOT) or not _overwritten_in_place(target, content):
+                raise
         return target
 
     def write_step(self, index: int, record: dict[str, Any]) -> Path:
@@ -719,6 +734,31 @@ def _scrub_markers(secrets: Sequence[str]) -> tuple[bytes, ...]:
     # field's name is a marker in the cases a client writes it, and a key in a text by its header's.
     fields_ = {spelling for name in KEY_FIELDS for spelling in (name, name.title(), name.upper())}
     return (*(f'"{name}"'.encode() for name in [*names, *fields_]), *_KEY_MARKERS, *escaped)
+
+
+RESERVE_BYTES = 4096  # a page of most file systems: room run_meta.json keeps for its next write
+
+
+def _overwritten_in_place(target: Path, content: bytes) -> bool:
+    """`content` written over `target`'s own bytes (padded with spaces to its size, so no block is
+    added), if it fits; whether it was. Not whole-or-nothing: for a disk too full for anything else."""
+    temporary = target.with_name(f".{target.name}.tmp")
+    temporary.unlink(missing_ok=True)  # what the failed write left
+    try:
+        size = target.stat().st_size
+    except FileNotFoundError:
+        return False
+    if len(content) > size:
+        return False
+    descriptor = os.open(target, os.O_WRONLY)
+    try:
+        unwritten = memoryview(content.ljust(size, b" "))
+        while unwritten:
+            unwritten = unwritten[os.write(descriptor, unwritten) :]
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+    return True
 
 
 def _fsync_directory(path: Path) -> None:

@@ -8,6 +8,7 @@ or opaque provider state."""
 
 from __future__ import annotations
 
+import errno
 import json
 import re
 import shutil
@@ -193,6 +194,21 @@ def _run_document(result: RunResult) -> dict[str, Any]:
     return {"run_folder": str(result.artifacts), **recorded}
 
 
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+_NOT_WRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+def _unwritable(error: OSError, *, started: bool) -> str | None:
+    """A run's records that could not be written (a full disk, a read-only folder) as one line with
+    the fix; None for any other OSError, which is a crash."""
+    if error.errno not in (*_DISK_FULL, *_NOT_WRITABLE):
+        return None
+    fix = "free space on its disk" if error.errno in _DISK_FULL else "make the folder writable, or pass another --out"
+    then = "`turnstate resume` the run (nothing accepted is lost)" if started else "run it again"
+    where = f" {error.filename}" if error.filename else ""
+    return f"cannot write{where} ({error.strerror}); fix: {fix}, then {then}"
+
+
 def _what_was_recorded(runner: Runner | None) -> str:
     """Where the run's record is, as the disk has it now: a line must not claim a file that is not there."""
     if runner is None or runner.run_dir is None:
@@ -225,6 +241,11 @@ def _play(runner: Runner, show_progress: bool, play: Callable[[], RunResult] | N
             return play()
     except (RunSetupError, ResumeError, CheckpointError, EventLogError, JournalError, UsageJournalError) as error:
         _fail(runner.redactor.text(str(error)))
+    except OSError as error:
+        unwritable = _unwritable(error, started=runner.run_dir is not None and runner.run_dir.is_dir())
+        if unwritable is None:
+            raise
+        _fail(runner.redactor.text(f"{unwritable}; {_what_was_recorded(runner)}"))
     except Exception as error:  # a crash is a bug: its traceback is shown, redacted
         click.echo(runner.redactor.text("".join(traceback.format_exception(error))), err=True)
         _fail(f"the run crashed ({type(error).__name__}); {_what_was_recorded(runner)}")

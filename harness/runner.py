@@ -83,6 +83,7 @@ class Runner:
         own, or with `switch` another adapter, model or strategy for the same game): the game is
         rebuilt from its journal, the last accepted action is performed unless it was, and play goes
         on, writing on in the same folder."""
+        self.run_dir = Path(run_dir)  # the run is there before the session opens it
         return self._run(Session(self.profile, resume=run_dir, switch=switch, **self._session_options()))
 
     def _session_options(self) -> dict[str, Any]:

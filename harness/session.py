@@ -84,13 +84,14 @@ from turnstate.harness.checkpoints import (
     CHECKPOINT_FILE,
     SWITCHABLE,
     Checkpoint,
+    CheckpointError,
     CheckpointMeta,
     RestoredCheckpoint,
     SQLiteCheckpointStore,
 )
 from turnstate.harness.endpoint import local_service_dir, open_endpoint
 from turnstate.harness.environments.protocol import ToolRefused
-from turnstate.harness.events import EVENTS, EventLog, Status
+from turnstate.harness.events import EVENTS, EventLog, EventLogError, Status
 from turnstate.harness.profile import Profile
 from turnstate.harness.resume import (
     ResumeError,
@@ -101,6 +102,7 @@ from turnstate.harness.resume import (
     run_profile,
     with_calls_as_text,
 )
+from turnstate.harness.side_effects import JournalError
 from turnstate.harness.tool_results import READ_TOOL_RESULT_SPEC, ToolResultStore
 from turnstate.machine.engine import Effect, Event, LiveMachine
 from turnstate.strategies import STRATEGIES
@@ -574,7 +576,7 @@ class Session:
                     )
                 else:
                     outcome = "interrupted" if isinstance(error, KeyboardInterrupt) else "crashed"
-                    self._finished = (outcome, type(error).__name__, self.levels_won)
+                    self._finished = (outcome, _what_ended(error), self.levels_won)
                 with signals_deferred():
                     self._write_meta(self.result())
         finally:
@@ -1037,7 +1039,17 @@ class Session:
         if outcome is not None:
             result = replace(result, outcome=outcome)
         totals = run_totals(result, provider_calls=self.ledger.calls, failed_turn=self.failed_turn)
-        self._writer.write_json("run_meta.json", self._meta | totals)
+        self._writer.write_json("run_meta.json", self._meta | totals, reserve=True)
+
+
+def _what_ended(error: BaseException) -> str:
+    """What run_meta.json names as the end of a session an exception ended: the exception's class, and
+    for a file that could not be written (a full disk, a read-only folder) why and which."""
+    if isinstance(error, OSError) and error.strerror:
+        return f"{type(error).__name__}: {error.strerror}" + (f" ({error.filename})" if error.filename else "")
+    if isinstance(error, (CheckpointError, EventLogError, JournalError)):  # their messages name the file
+        return f"{type(error).__name__}: {error}"
+    return type(error).__name__
 
 
 @contextmanager
