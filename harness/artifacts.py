@@ -58,6 +58,7 @@ from typing import Any, Literal, Protocol
 
 from turnstate.adapters.contract import Item, ModelRequest, ToolCall, Usage
 from turnstate.adapters.json_bytes import json_bytes
+from turnstate.harness.jsonl import open_append
 from turnstate.strategies.events import ReportSummary
 from turnstate.strategies.summary import SummaryPass
 
@@ -644,7 +645,7 @@ class ArtifactWriter:
         # Owner-only: it holds the checkpoint store, whose continuation may hold opaque provider state.
         self.path.mkdir(mode=0o700, parents=True, exist_ok=existing)
         self.redactor = redactor or Redactor()
-        self._transitions = (self.path / "transitions.jsonl").open("ab")
+        self._transitions = open_append(self.path / "transitions.jsonl")
         self._steps = ThreadPoolExecutor(max_workers=1, thread_name_prefix="turnstate-steps")  # in order
         self._pending: deque[Future[None]] = deque()
 

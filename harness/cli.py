@@ -62,6 +62,7 @@ from turnstate.harness.events import (
     UserInputEvent,
     read_events,
 )
+from turnstate.harness.jsonl import LinkedFileError
 from turnstate.harness.profile import (
     DEFAULT_PROFILE,
     MIN_CONTEXT_TOKENS,
@@ -239,7 +240,15 @@ def _play(runner: Runner, show_progress: bool, play: Callable[[], RunResult] | N
             return play()
         with _progress_bar(runner):
             return play()
-    except (RunSetupError, ResumeError, CheckpointError, EventLogError, JournalError, UsageJournalError) as error:
+    except (
+        RunSetupError,
+        ResumeError,
+        CheckpointError,
+        EventLogError,
+        JournalError,
+        UsageJournalError,
+        LinkedFileError,
+    ) as error:
         _fail(runner.redactor.text(str(error)))
     except OSError as error:
         unwritable = _unwritable(error, started=runner.run_dir is not None and runner.run_dir.is_dir())

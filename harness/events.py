@@ -54,6 +54,7 @@ from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 
 from turnstate.adapters.contract import ToolCall, ToolResult
 from turnstate.adapters.json_bytes import json_bytes
+from turnstate.harness.jsonl import open_append
 
 EVENTS = "events.jsonl"  # the log's name in a run folder
 
@@ -185,8 +186,8 @@ class EventLog:
         self.path = Path(path)
         self.redact = redact
         self.notes: list[str] = []  # what opening the log repaired (a torn last line cut off)
+        self._file = open_append(self.path)  # first: a link is refused before anything is read or cut
         self.last_seq = self._last_seq()  # the last event's number: the next one's is the one after
-        self._file = self.path.open("ab")
         self._untaken: list[Event] = []  # written since the last `take`
 
     def user_input(self, *, turn: int, step: int, text: str, source: Source) -> UserInputEvent:

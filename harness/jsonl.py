@@ -7,9 +7,30 @@ glued to it and lost with it.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from pathlib import Path
+from typing import BinaryIO
+
+
+class LinkedFileError(Exception):
+    """A run file that is a symbolic link: its writes would land outside the run folder."""
+
+
+def open_append(path: Path) -> BinaryIO:
+    """`path` opened to append, made if missing, and refused if it is a symbolic link (a run's
+    journals and logs, like its checkpoint store, are its own files, never a link out of it)."""
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise LinkedFileError(
+                f"{path}: a symbolic link, and a run writes its records in its own folder only; fix: replace it "
+                "with the file it points to"
+            ) from None
+        raise
+    return os.fdopen(descriptor, "ab")
 
 
 def whole_lines(path: Path) -> tuple[bytes, bool]:
@@ -31,8 +52,8 @@ class AppendedLines:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._file = open_append(path)  # first: a link is refused before anything is read or cut
         whole_lines(path)
-        self._file = path.open("ab")
 
     def write(self, record: object) -> None:
         self._file.write(json.dumps(record, separators=(",", ":")).encode() + b"\n")

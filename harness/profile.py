@@ -215,6 +215,11 @@ def _is_http_url(text: str) -> bool:
     return parts.scheme in ("http", "https") and bool(parts.hostname) and text == text.strip()
 
 
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+"""A profile's or a sweep's id: a folder name (runs/<id>-..., sweeps/<id>) that starts with a letter or
+digit, so never `.` or `..`, which would name the folder above, nor a hidden one."""
+
+
 class RequestConfig(_Section):
     model: str
     max_output_tokens: int = Field(ge=1)
@@ -237,7 +242,7 @@ class PricingConfig(_Section):
 
 
 class Profile(_Section):
-    id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    id: str = Field(min_length=1, pattern=ID_PATTERN)
     environment: EnvironmentConfig = EnvironmentConfig()
     agent: AgentConfig
     runtime: RuntimeConfig
@@ -678,6 +683,14 @@ def parse_profile(text: str, source: str = "<profile>") -> Profile:
     return parse_settings(text, source, Profile)
 
 
+# The kinds of settings file, by the model that reads each: what it is, the key only it has, and the
+# command that takes it; a file of one kind given to the other's command is named as what it is.
+FILE_KINDS = {
+    "Profile": ("a profile", "runtime", "turnstate run"),
+    "Sweep": ("a sweep file", "profiles", "turnstate sweep"),
+}
+
+
 def parse_settings(text: str, source: str, model: type[_Settings]) -> _Settings:
     try:
         data = yaml.load(text, Loader=_ProfileLoader)  # a SafeLoader: builds plain data only
@@ -689,6 +702,12 @@ def parse_settings(text: str, source: str, model: type[_Settings]) -> _Settings:
         ) from None
     if not isinstance(data, dict):
         raise ProfileError(source, [("", "the profile must be a mapping of keys", "start with `id: ...`")])
+    for kind, (what, marker, command) in FILE_KINDS.items():
+        own_marker = FILE_KINDS.get(model.__name__, ("", "", ""))[1]
+        if kind != model.__name__ and marker in data and own_marker not in data:
+            raise ProfileError(
+                source, [("", f"this is {what} (it has `{marker}:`)", f"run it with `{command} {source}`")]
+            )
     try:
         return model.model_validate(data)
     except ValidationError as error:
@@ -881,7 +900,7 @@ _FIXES = {
     "less_than_equal": "lower the value",
     "model_type": "use a mapping of keys",
     "dict_type": "use a mapping of keys",
-    "string_pattern_mismatch": "use letters, digits, '.', '_' or '-'",
+    "string_pattern_mismatch": "use letters, digits, '.', '_' or '-', starting with a letter or digit",
     "string_too_short": "give a non-empty value",
 }
 

@@ -46,6 +46,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from turnstate.harness.profile import (
+    ID_PATTERN,
     EnvironmentConfig,
     Profile,
     ProfileError,
@@ -103,7 +104,7 @@ class Comparison(_Section):
 
 
 class Sweep(_Section):
-    id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    id: str = Field(min_length=1, pattern=ID_PATTERN)
     profiles: tuple[str, ...] = Field(min_length=1, strict=False)
     environments: tuple[SweepEnvironment, ...] = Field(default=(SweepEnvironment(),), min_length=1, strict=False)
     repetitions: int = Field(default=1, ge=1, le=1000)

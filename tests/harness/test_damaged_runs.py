@@ -214,3 +214,20 @@ def test_events_check_of_a_killed_runs_whole_log_is_sound(run_dir):
     checked = check(run_dir)
     assert checked.exit_code == 0, checked.stderr
     assert f"{KILLED_AFTER} checkpoints" in checked.stdout
+
+
+@pytest.mark.parametrize("name", [EVENTS, JOURNAL, CALLS, "transitions.jsonl"])
+def test_a_journal_or_log_that_is_a_link_out_of_the_run_folder_is_refused_and_never_written(run_dir, tmp_path, name):
+    outside = tmp_path / "outside.jsonl"
+    outside.write_bytes((run_dir / name).read_bytes())
+    (run_dir / name).unlink()
+    (run_dir / name).symlink_to(outside)
+    before = outside.read_bytes()
+    resumed = CliRunner().invoke(main, ["resume", str(run_dir)])
+    assert resumed.exit_code == 1
+    (line,) = resumed.stderr.splitlines()
+    assert line == (
+        f"error: {run_dir / name}: a symbolic link, and a run writes its records in its own folder only; "
+        "fix: replace it with the file it points to"
+    )
+    assert outside.read_bytes() == before

@@ -374,3 +374,20 @@ def test_the_offload_is_off_unless_given_and_its_defaults_are_the_seeds():
     assert parse_profile(profile_text(), source="p.yaml").offload() is None
     given = parse_profile(profile_text(runtime__tool_result_offload={}), source="p.yaml").offload()
     assert (given.keep_recent_per_tool, given.min_savings_chars) == (3, 2000)
+
+
+def test_a_sweep_file_given_as_a_profile_is_named_as_one_with_the_command_that_takes_it(tmp_path):
+    path = tmp_path / "sweep.yaml"
+    path.write_text("id: s\nprofiles: [local-manual-rolling]\n")
+    with pytest.raises(ProfileError) as caught:
+        load_profile(path)
+    assert str(caught.value) == (
+        f"{path}: (top level): this is a sweep file (it has `profiles:`); fix: run it with `turnstate sweep {path}`"
+    )
+
+
+@pytest.mark.parametrize("given", [".", "..", ".hidden"])
+def test_an_id_that_is_a_path_of_its_own_is_refused(given):
+    with pytest.raises(ProfileError) as caught:
+        parse_profile(profile_text(shipped("local-manual-rolling"), id=given), source="p.yaml")
+    assert "p.yaml: id: " in str(caught.value) and "starting with a letter or digit" in str(caught.value)

@@ -88,6 +88,11 @@ def test_profiles_that_differ_only_in_compaction_are_compared_by_default(tmp_pat
         ("id: x\nprofiles: [local-manual-rolling]\ncompare: [{a: local-manual-rolling, b: other}]\n", "compare.0.b"),
         ("id: x\nprofiles: [local-manual-rolling]\nbudget: {in_flight: 0}\n", "budget.in_flight"),
         ("id: x\nprofiles: [local-manual-rolling]\nenvironments: [{name: no_such_game}]\n", "environments.0"),
+        ("id: ..\nprofiles: [local-manual-rolling]\n", "id: String should match pattern"),  # the folder above
+        (
+            "id: x\nruntime: {strategy: manual_rolling}\nagent: {}\n",
+            "this is a profile (it has `runtime:`); fix: run it with `turnstate run",
+        ),
     ],
 )
 def test_a_bad_sweep_file_is_one_error_naming_the_file_and_the_key(tmp_path, text, named):
