@@ -77,7 +77,7 @@ from turnstate.harness.profile import (
 )
 from turnstate.harness.report import ReportError, write_report
 from turnstate.harness.report_run import nested, ran_configuration, run_redactor, write_run_report
-from turnstate.harness.resume import ResumeError, audit_run, number_spans, run_profile
+from turnstate.harness.resume import ResumeError, audit_run, number_spans, run_profile, switched_profile
 from turnstate.harness.runner import Runner, RunResult, StepProgress, freeze_startup_objects, interrupt_once
 from turnstate.harness.side_effects import JournalError
 from turnstate.machine.engine import MachineSpec, Row
@@ -146,7 +146,11 @@ def resume(run_dir: Path, profile: Path | None, as_json: bool) -> None:
     try:
         with _sigterm_as_interrupt():
             try:
-                loaded = run_profile(run_dir) if profile is None else _load_or_exit(profile)
+                loaded = run_profile(run_dir)
+                if profile is not None:
+                    loaded, note = switched_profile(run_dir, _load_or_exit(profile))
+                    if note is not None:
+                        click.echo(f"note: {note}", err=True)
             except ResumeError as error:
                 _fail(str(error))
             freeze_startup_objects()

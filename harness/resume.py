@@ -39,7 +39,7 @@ from turnstate.harness.artifacts import step_name
 from turnstate.harness.checkpoints import CHECKPOINT_FILE, CheckpointError, SQLiteCheckpointStore
 from turnstate.harness.events import EVENTS, AssistantMessageEvent, EventsRead, audit, log_position, parse_event
 from turnstate.harness.jsonl import whole_lines
-from turnstate.harness.profile import Profile, ProfileError, parse_profile
+from turnstate.harness.profile import EnvironmentConfig, Profile, ProfileError, parse_profile
 from turnstate.harness.side_effects import JOURNAL, journaled_step, read_journal
 from turnstate.strategies.strategy import ProjectedTurn
 
@@ -62,6 +62,23 @@ def run_profile(run_dir: Path) -> Profile:
         raise ResumeError(f"{path}: cannot read the run's profile from its settings ({error})") from None
     except ProfileError as error:
         raise ResumeError(f"{path}: the run's settings are not a valid profile: {error}") from None
+
+
+def switched_profile(run_dir: Path, profile: Profile) -> tuple[Profile, str | None]:
+    """`profile` for a switch of the run in `run_dir`: a switch changes the adapter, model or strategy,
+    never the game, so the profile plays the run's environment, whatever its own section says (a
+    shipped profile has one); and a note saying so when they differ (None when they are the same)."""
+    environment = run_profile(run_dir).environment
+    if profile.environment == environment:
+        return profile, None
+    data = {**profile.model_dump(mode="json"), "environment": environment.model_dump(mode="json")}
+    note = f"the switch plays the run's game ({_game(environment)}), not the profile's ({_game(profile.environment)})"
+    return Profile.model_validate(data), note
+
+
+def _game(environment: EnvironmentConfig) -> str:
+    options = f", options {json.dumps(environment.options, sort_keys=True)}" if environment.options else ""
+    return f"{environment.name}, seed {environment.seed}{options}"
 
 
 def run_meta(run_dir: Path) -> dict[str, Any]:

@@ -439,6 +439,7 @@ class Session:
         if self._resume_dir is not None:
             restored = self.checkpoints.latest()
             _check_records_agree(run_dir, restored, previous)
+            self._check_budget_left(run_dir, restored)
             cut = cut_events(run_dir / EVENTS, _logged_through(restored))
         self.events = self._stack.enter_context(EventLog(run_dir / EVENTS, redact=self.redactor.text))
         lost = UsageJournal.calls_after(run_dir / CALLS, restored.cursor["provider_calls"] if restored else 0)
@@ -536,6 +537,16 @@ class Session:
             raise ResumeError(
                 f"{run_dir}: a switch changes the adapter, model or strategy, not the game; "
                 "fix: give the profile the run's environment section"
+            )
+
+    def _check_budget_left(self, run_dir: Path, restored: RestoredCheckpoint | None) -> None:
+        """A switch's profile brings its own agent.max_actions: one the run has already spent would
+        end the resumed run at once, as if it had run out, so it is refused naming both numbers."""
+        budget, spent = self.profile.agent.max_actions, restored.cursor["accepted_actions"] if restored else 0
+        if self._switch and spent >= budget:
+            raise ResumeError(
+                f"{run_dir}: the switch's agent.max_actions {budget} is spent: the run has accepted {spent} actions; "
+                f"fix: give the profile a max_actions above {spent}"
             )
 
     @staticmethod

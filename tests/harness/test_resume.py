@@ -325,6 +325,39 @@ def test_a_switch_to_another_game_is_refused_naming_the_fix(tmp_path):
         Runner(other, run_dir.parent).resume(run_dir, switch=True)
 
 
+def test_the_readmes_switch_to_a_shipped_profile_plays_the_runs_game_and_says_so(tmp_path):
+    """`turnstate resume RUN --profile local-anthropic-continuous`: the shipped profile's environment
+    section is another game's (3 levels), so the switch plays the run's (8) and says it does."""
+    profile = with_changes(
+        load_profile(DEFAULT_PROFILE), environment={"options": {"levels": 8}}, agent={"max_actions": 500}
+    )
+    run_dir = killed_run(profile, tmp_path / "runs", "after_commit", 5)
+    resumed = invoke("resume", str(run_dir), "--profile", "local-anthropic-continuous", "--json")
+    assert resumed.exit_code == 0, resumed.output
+    assert resumed.stderr.splitlines()[0] == (
+        'note: the switch plays the run\'s game (beacon_grid, seed 0, options {"levels": 8}), '
+        'not the profile\'s (beacon_grid, seed 0, options {"levels": 3})'
+    )
+    meta = json.loads(resumed.stdout)
+    assert (meta["outcome"], meta["levels_won"]) == ("win", 8)
+    assert meta["resumes"][0]["switched"]["to"]["adapter_id"] == "anthropic.messages.v1"
+
+
+def test_a_switch_whose_action_budget_is_already_spent_is_refused_naming_both_numbers(tmp_path):
+    run_dir = killed_run(load_profile(DEFAULT_PROFILE), tmp_path / "runs", "after_commit", 6)
+    small = with_changes(load_profile(PROFILES_DIR / VARIANTS["native_call"]), agent={"max_actions": 5})
+    path = tmp_path / "small.yaml"
+    path.write_text(yaml.safe_dump(small.model_dump(mode="json", exclude_none=True)))
+    steps, meta = sorted(run_dir.glob("step_*.json")), (run_dir / "run_meta.json").read_bytes()
+    resumed = invoke("resume", str(run_dir), "--profile", str(path))
+    assert resumed.exit_code == 1
+    assert resumed.stderr.splitlines()[-1] == (
+        f"error: {run_dir}: the switch's agent.max_actions 5 is spent: the run has accepted 6 actions; "
+        "fix: give the profile a max_actions above 6"
+    )
+    assert sorted(run_dir.glob("step_*.json")) == steps and (run_dir / "run_meta.json").read_bytes() == meta
+
+
 def test_a_resume_under_another_profile_without_a_switch_is_refused_naming_what_differs(tmp_path):
     run_dir = killed_run(load_profile(DEFAULT_PROFILE), tmp_path / "runs", "after_commit", 2)
     other = load_profile(PROFILES_DIR / "local-anthropic-continuous.yaml")
