@@ -324,18 +324,19 @@ def connection_failure(error: BaseException) -> str | None:
     return reason if url is None else f"{reason} at {url}"
 
 
+_CONNECTION_REASONS: tuple[tuple[type[OSError], str], ...] = (
+    (socket.gaierror, "name not found"),
+    (ConnectionRefusedError, "connection refused"),
+    (ConnectionResetError, "connection reset"),
+    (TimeoutError, "connection timed out"),
+)
+
+
 def _connection_reason(error: OSError) -> str:
     if isinstance(error, ssl.SSLError):
         return f"TLS failed ({error.reason or error.strerror or type(error).__name__})"
-    if isinstance(error, socket.gaierror):
-        return "name not found"
-    if isinstance(error, ConnectionRefusedError):
-        return "connection refused"
-    if isinstance(error, ConnectionResetError):
-        return "connection reset"
-    if isinstance(error, TimeoutError):
-        return "connection timed out"
-    return error.strerror or type(error).__name__
+    named = next((reason for kind, reason in _CONNECTION_REASONS if isinstance(error, kind)), None)
+    return named or error.strerror or type(error).__name__
 
 
 def _request_url(error: BaseException) -> str | None:

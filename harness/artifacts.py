@@ -58,7 +58,7 @@ from typing import Any, Literal, Protocol
 
 from turnstate.adapters.contract import Item, ModelRequest, ToolCall, Usage
 from turnstate.adapters.json_bytes import json_bytes
-from turnstate.harness.jsonl import open_append
+from turnstate.harness.jsonl import open_append, whole_lines
 from turnstate.strategies.events import ReportSummary
 from turnstate.strategies.summary import SummaryPass
 
@@ -646,6 +646,9 @@ class ArtifactWriter:
         self.path.mkdir(mode=0o700, parents=True, exist_ok=existing)
         self.redactor = redactor or Redactor()
         self._transitions = open_append(self.path / "transitions.jsonl")
+        whole_lines(
+            self.path / "transitions.jsonl"
+        )  # a killed run's torn last line, cut before the next is glued to it
         self._steps = ThreadPoolExecutor(max_workers=1, thread_name_prefix="turnstate-steps")  # in order
         self._pending: deque[Future[None]] = deque()
 

@@ -77,7 +77,7 @@ from turnstate.harness.profile import (
 )
 from turnstate.harness.report import ReportError, write_report
 from turnstate.harness.report_run import nested, ran_configuration, run_redactor, write_run_report
-from turnstate.harness.resume import ResumeError, audit_run, number_spans, run_profile, switched_profile
+from turnstate.harness.resume import ResumeError, audit_run, number_spans, run_meta, run_profile, switched_profile
 from turnstate.harness.runner import Runner, RunResult, StepProgress, freeze_startup_objects, interrupt_once
 from turnstate.harness.side_effects import JournalError
 from turnstate.machine.engine import MachineSpec, Row
@@ -159,6 +159,12 @@ def resume(run_dir: Path, profile: Path | None, as_json: bool) -> None:
     except KeyboardInterrupt:
         click.echo(f"interrupted; {_what_was_recorded(runner)}", err=True)
         sys.exit(EXIT_INTERRUPTED)
+    torn = (run_meta(run_dir).get("resumes") or [{}])[-1].get("torn_lines")
+    if torn:
+        click.echo(
+            f"note: cut a torn last line (a kill mid-write) off {', '.join(torn)}",
+            err=True,
+        )
     _report(result, as_json)
 
 

@@ -268,3 +268,20 @@ def number_spans(numbers: list[int]) -> str:
         else:
             spans.append([number, number])
     return ", ".join(str(first) if first == last else f"{first}-{last}" for first, last in spans)
+
+
+APPENDED_FILES = (EVENTS, JOURNAL, "calls.jsonl", "transitions.jsonl")  # a run's append-only JSON-lines files
+
+
+def torn_files(run_dir: Path) -> list[str]:
+    """The append-only files of `run_dir` whose last line a kill tore mid-write (no newline ends it):
+    each opener cuts that line off (harness/jsonl.py), and the resume names them."""
+    torn = []
+    for name in APPENDED_FILES:
+        try:
+            with (run_dir / name).open("rb") as file:
+                if file.seek(0, os.SEEK_END) and file.seek(-1, os.SEEK_END) >= 0 and file.read(1) != b"\n":
+                    torn.append(name)
+        except FileNotFoundError:
+            continue
+    return torn

@@ -100,6 +100,7 @@ from turnstate.harness.resume import (
     records_ahead,
     run_meta,
     run_profile,
+    torn_files,
     with_calls_as_text,
 )
 from turnstate.harness.side_effects import JournalError
@@ -251,6 +252,7 @@ class Resumed:
     # records are written beside the run, not before its checkpoint): their facts are in the
     # checkpoint store and events.jsonl, their readable records are lost.
     lost_records: list[int]
+    torn_lines: list[str]  # the journals and logs whose torn last line (a kill mid-write) was cut off
     switched: dict[str, Any] | None  # a model switch: from, to, what it dropped
 
 
@@ -387,6 +389,7 @@ class Session:
         self.failure: str | None = None  # why the turn that failed closed did
         self.levels_won = 0  # for a caller that plays levels: what run_meta.json records if the session ends early
         self._last_sent: tuple[int, ModelRequest] | None = None  # the previous step and its request
+        self._torn: list[str] = []  # a resumed run's files with a torn last line, as it found them
 
     def _connect_registered_adapter(self, endpoint: Endpoint) -> ProviderAdapter:
         return self.descriptor.load().connect(endpoint, self.profile.request_settings())
@@ -404,6 +407,7 @@ class Session:
             self.redactor = Redactor(secrets=(endpoint.api_key,))
             if run_dir is not None:
                 exists = self._resume_dir is not None
+                self._torn = torn_files(run_dir) if exists else []  # before any opener cuts them
                 self._writer = ArtifactWriter(run_dir.parent, run_dir.name, self.redactor, existing=exists)
                 self._stack.callback(self._writer.close)
                 self.run_dir = self._writer.path
@@ -487,6 +491,7 @@ class Session:
             lost_calls=len(lost),
             lost_usage=sum(lost, Usage()).to_dict(),
             lost_records=_missing_records(self._writer.path, self.steps),
+            torn_lines=self._torn,
             switched=None if switched is None else _switch_record(switched, self.checkpoints.meta),
         )
         self._meta["resumes"] = [*previous.get("resumes", []), asdict(self.resumed)]

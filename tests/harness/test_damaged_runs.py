@@ -231,3 +231,16 @@ def test_a_journal_or_log_that_is_a_link_out_of_the_run_folder_is_refused_and_ne
         "fix: replace it with the file it points to"
     )
     assert outside.read_bytes() == before
+
+
+@pytest.mark.parametrize("name", [EVENTS, JOURNAL, CALLS, "transitions.jsonl"])
+def test_a_line_torn_by_a_kill_mid_write_is_cut_and_named_and_the_run_resumes_to_its_win(run_dir, name):
+    with (run_dir / name).open("ab") as file:
+        file.write(b'{"seq": 99')  # what a kill in the middle of the line's write leaves
+    resumed = CliRunner().invoke(main, ["resume", str(run_dir), "--json"])
+    assert resumed.exit_code == 0, resumed.output
+    assert resumed.stderr.splitlines() == [f"note: cut a torn last line (a kill mid-write) off {name}"]
+    meta = json.loads(resumed.stdout)
+    assert meta["outcome"] == "win" and meta["resumes"][0]["torn_lines"] == [name]
+    assert b'{"seq": 99' not in (run_dir / name).read_bytes()
+    assert check(run_dir).exit_code == 0
