@@ -659,7 +659,13 @@ class ArtifactWriter:
         under it), the file keeps room for its next write: its JSON is padded with trailing spaces
         (still JSON) to RESERVE_BYTES past the next multiple of them, and when the disk is too full
         for the temporary file, the new record overwrites the old one in place, within that room."""
-        self.wait_for_steps()
+        unwritten_step: OSError | None = None
+        try:
+            self.wait_for_steps()
+        except OSError as error:  # a step record the disk had no room for: raised once run_meta.json is written
+            if not reserve or error.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            unwritten_step = error
         target = self.path / name
         content = self._render(data, indent=True)
         if not reserve:
@@ -671,6 +677,8 @@ class ArtifactWriter:
         except OSError as error:
             if error.errno not in (errno.ENOSPC, errno.EDQUOT) or not _overwritten_in_place(target, content):
                 raise
+        if unwritten_step is not None:
+            raise unwritten_step
         return target
 
     def write_step(self, index: int, record: dict[str, Any]) -> Path:
