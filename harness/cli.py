@@ -76,7 +76,14 @@ from turnstate.harness.profile import (
     shipped_profiles,
 )
 from turnstate.harness.report import ReportError, write_report
-from turnstate.harness.report_run import nested, ran_configuration, run_redactor, write_run_report
+from turnstate.harness.report_run import (
+    configuration_for,
+    nested,
+    ran_configuration,
+    ran_strategies,
+    run_redactor,
+    write_run_report,
+)
 from turnstate.harness.resume import ResumeError, audit_run, number_spans, run_meta, run_profile, switched_profile
 from turnstate.harness.runner import Runner, RunResult, StepProgress, freeze_startup_objects, interrupt_once
 from turnstate.harness.side_effects import JournalError
@@ -558,7 +565,8 @@ def _draw_run(run_dir: Path, out_dir: Path) -> None:
     from turnstate.strategies import STRATEGIES
 
     used = _run_configuration(run_dir)
-    declared = [next(iter(used[1].values())).name] if used else list(STRATEGIES)
+    meta = _optional_json(run_dir / "run_meta.json") if used else None
+    declared = ran_strategies(meta) if used else list(STRATEGIES)
     try:
         records, warnings = read_transition_log(run_dir / "transitions.jsonl", declared=declared)
     except TransitionLogError as error:
@@ -566,7 +574,7 @@ def _draw_run(run_dir: Path, out_dir: Path) -> None:
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
     for machine, counts in drawing.run_counts(records).items():
-        name, machines = used or _every_configuration(run_dir, machine)
+        name, machines = configuration_for(meta, machine) if used else _every_configuration(run_dir, machine)
         drawn = {key for spec in machines.values() for row in spec.rows() for key in spec.log_keys(row)}
         undrawn = sum(fired for key, fired in counts.items() if key not in drawn)
         if undrawn:

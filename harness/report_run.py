@@ -192,8 +192,18 @@ def _step(path: Path, redactor: Redactor) -> Step:
 def _declared(meta: Any) -> list[str]:
     from turnstate.strategies import STRATEGIES
 
-    strategy = nested(meta, "strategy")
-    return [strategy] if strategy in STRATEGIES else list(STRATEGIES)
+    return ran_strategies(meta) or list(STRATEGIES)
+
+
+def ran_strategies(meta: Any) -> list[str]:
+    """The strategies a run played, in order: the one its run_meta.json names, after each one a
+    switch (`resumes[].switched`) came from; empty when it names none turnstate knows."""
+    from turnstate.strategies import STRATEGIES
+
+    resumes = nested(meta, "resumes")
+    switched = [nested(resume, "switched", "from", "strategy") for resume in resumes or () if isinstance(resume, dict)]
+    ran = [*switched, nested(meta, "strategy")]
+    return [name for name in dict.fromkeys(ran) if isinstance(name, str) and name in STRATEGIES]
 
 
 # The page.
@@ -442,7 +452,7 @@ def _diagram(run: Run) -> list[str]:
         return [note("no transitions recorded: nothing to draw")]
     parts = []
     for machine, counts in drawing.run_counts(run.transitions).items():
-        name, machines = _configuration(run.meta, machine)
+        name, machines = configuration_for(run.meta, machine)
         drawn = {key for spec in machines.values() for row in spec.rows() for key in spec.log_keys(row)}
         undrawn = sum(fired for key, fired in counts.items() if key not in drawn)
         if undrawn:
@@ -478,9 +488,10 @@ def ran_configuration(meta: Any) -> tuple[str, dict[str, Any]] | None:
     return name, {name: strategy.specs[kind]}
 
 
-def _configuration(meta: Any, machine: str) -> tuple[str, dict[str, Any]]:
-    """The configuration the run's run_meta.json names; without one, every configuration of the
-    strategy whose machine the log names."""
+def configuration_for(meta: Any, machine: str) -> tuple[str, dict[str, Any]]:
+    """The configuration the run's run_meta.json names; for another machine the log names (a switch's
+    earlier strategy, whose compaction run_meta.json no longer records) or without one, every
+    configuration of that strategy."""
     from turnstate.strategies import STRATEGIES, configuration_name
 
     strategy = STRATEGIES[machine]

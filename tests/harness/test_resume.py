@@ -343,6 +343,20 @@ def test_the_readmes_switch_to_a_shipped_profile_plays_the_runs_game_and_says_so
     assert meta["resumes"][0]["switched"]["to"]["adapter_id"] == "anthropic.messages.v1"
 
 
+def test_a_switched_runs_report_and_diagrams_draw_each_strategy_it_played(tmp_path):
+    run_dir = killed_run(load_profile(DEFAULT_PROFILE), tmp_path / "runs", "after_commit", 5)
+    resumed = invoke("resume", str(run_dir), "--profile", "local-anthropic-continuous")
+    assert resumed.exit_code == 0 and "warning: no report" not in resumed.stderr, resumed.stderr
+    page = (run_dir / "report.html").read_text()
+    assert 'id="diagram-manual_rolling"' in page and 'id="diagram-continuous_conversation-native_call"' in page
+    drawn = invoke("diagrams", "--run", str(run_dir), "--out", str(tmp_path / "drawn"))
+    assert drawn.exit_code == 0, drawn.stderr
+    assert sorted(path.name for path in (tmp_path / "drawn").glob("*.svg")) == [
+        "continuous_conversation.native_call.svg",
+        "manual_rolling.svg",
+    ]
+
+
 def test_a_switch_whose_action_budget_is_already_spent_is_refused_naming_both_numbers(tmp_path):
     run_dir = killed_run(load_profile(DEFAULT_PROFILE), tmp_path / "runs", "after_commit", 6)
     small = with_changes(load_profile(PROFILES_DIR / VARIANTS["native_call"]), agent={"max_actions": 5})
