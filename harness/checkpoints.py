@@ -80,7 +80,8 @@ Rules:
    until `close`: a second run or resume of the same run is refused rather than allowed to interleave
    its turns. A store opened to read (no meta) takes no lock and cannot commit.
 
-`prune(runs_dir, older_than)` deletes the stores of the runs whose last checkpoint is older than that.
+`prune(runs_dir, older_than)` deletes the stores of the runs whose last checkpoint is older than that:
+the run folders in `runs_dir`, and those a sweep's folder holds further down (PRUNE_DEPTH).
 """
 
 from __future__ import annotations
@@ -921,16 +922,12 @@ def prune(runs_dir: Path | str, older_than: timedelta, *, now: float | None = No
     if older_than <= timedelta(0):
         raise ValueError(f"older_than must be a positive time, not {older_than}")
     runs = Path(runs_dir)
-    try:
-        entries = sorted(os.scandir(runs), key=lambda entry: entry.name)
-    except (FileNotFoundError, NotADirectoryError):
-        raise CheckpointError(f"{runs}: no folder of runs here") from None
+    if not runs.is_dir():
+        raise CheckpointError(f"{runs}: no folder of runs here")
     cutoff = (time.time() if now is None else now) - older_than.total_seconds()
     deleted: list[Path] = []
-    for entry in entries:
-        if not entry.is_dir(follow_symlinks=False):
-            continue
-        database = Path(entry.path) / CHECKPOINT_FILE
+    for folder in _run_folders(runs, PRUNE_DEPTH):
+        database = folder / CHECKPOINT_FILE
         files = [database.with_name(database.name + suffix) for suffix in ("-wal", "-shm")] + [database]
         times = [info.st_mtime for info in map(_lstat, files) if info is not None and stat.S_ISREG(info.st_mode)]
         database_info = _lstat(database)
@@ -952,6 +949,24 @@ def prune(runs_dir: Path | str, older_than: timedelta, *, now: float | None = No
         finally:
             os.close(lock)
     return deleted
+
+
+PRUNE_DEPTH: Final = 3  # runs/<run>/, and a sweep's sweeps/<id>/runs/<key>/<run>/ from sweeps/<id>/
+
+
+def _run_folders(folder: Path, depth: int) -> Iterator[Path]:
+    """The folders below `folder`, `depth` levels down at most, in name order, never through a link:
+    a run's folder, or a sweep's, whose runs are further down."""
+    if depth == 0:
+        return
+    try:
+        entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        return
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            yield Path(entry.path)
+            yield from _run_folders(Path(entry.path), depth - 1)
 
 
 def _lstat(path: Path) -> os.stat_result | None:

@@ -940,6 +940,16 @@ def _duration(context: click.Context, parameter: click.Parameter, value: str) ->
     return timedelta(**{DURATION_UNITS[matched[2]]: int(matched[1])})
 
 
+def _spoken(time: timedelta) -> str:
+    """A time as --older-than takes it, in words: 30 days, 12 hours, 90 minutes, 3600 seconds."""
+    seconds = int(time.total_seconds())
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds % size == 0:
+            count = seconds // size
+            return f"{count} {unit}{'s' * (count != 1)}"
+    return f"{seconds} second{'s' * (seconds != 1)}"
+
+
 @main.command()
 @click.argument("runs_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.option(
@@ -965,7 +975,7 @@ def prune(runs_dir: Path, older_than: timedelta, as_json: bool) -> None:
         click.echo(json.dumps({"deleted": [str(path) for path in deleted]}))
         return
     stores = sum(path.name == CHECKPOINT_FILE for path in deleted)
-    click.echo(f"deleted {stores} checkpoint store{'s' * (stores != 1)} older than {older_than} in {runs_dir}")
+    click.echo(f"deleted {stores} checkpoint store{'s' * (stores != 1)} older than {_spoken(older_than)} in {runs_dir}")
     for path in deleted:
         click.echo(f"  {path}")
 

@@ -274,6 +274,20 @@ def test_prune_deletes_the_checkpoints_of_runs_older_than_asked_and_keeps_their_
     assert resumed.exit_code == 1 and "there is no checkpoint store here" in resumed.output
 
 
+def test_prune_of_a_sweeps_folder_reaches_its_runs_and_says_the_time_as_given(tmp_path):
+    sweep = tmp_path / "sweeps" / "long"  # a sweep writes sweeps/<id>/runs/<key>/<run-id>/
+    run = killed_run(
+        load_profile(DEFAULT_PROFILE), sweep / "runs" / "local-manual-rolling-beacon_grid-s0-r0", "after_commit", 2
+    )
+    month_ago = time.time() - 31 * 86400
+    for path in run.glob(CHECKPOINT_FILE + "*"):
+        os.utime(path, (month_ago, month_ago))
+    pruned = invoke("prune", str(sweep), "--older-than", "30d")
+    assert pruned.exit_code == 0, pruned.output
+    assert pruned.output.splitlines()[0] == f"deleted 1 checkpoint store older than 30 days in {sweep}"
+    assert not (run / CHECKPOINT_FILE).exists() and (run / EVENTS).exists()
+
+
 @pytest.mark.parametrize("given", ["30", "0d", "3w", "-1h"])
 def test_prune_refuses_a_time_it_cannot_read(tmp_path, given):
     pruned = invoke("prune", str(tmp_path), "--older-than", given)
