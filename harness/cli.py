@@ -84,7 +84,15 @@ from turnstate.harness.report_run import (
     run_redactor,
     write_run_report,
 )
-from turnstate.harness.resume import ResumeError, audit_run, number_spans, run_meta, run_profile, switched_profile
+from turnstate.harness.resume import (
+    ResumeError,
+    audit_run,
+    number_spans,
+    run_id_of,
+    run_meta,
+    run_profile,
+    switched_profile,
+)
 from turnstate.harness.runner import Runner, RunResult, StepProgress, freeze_startup_objects, interrupt_once
 from turnstate.harness.side_effects import JournalError
 from turnstate.machine.engine import MachineSpec, Row
@@ -970,7 +978,7 @@ def prune(runs_dir: Path, older_than: timedelta, as_json: bool) -> None:
     except CheckpointError as error:
         _fail(f"{error}; fix: pass the folder runs are written to (--out of `turnstate run`)")
     for store in (path for path in deleted if path.name == CHECKPOINT_FILE):
-        shutil.rmtree(local_service_dir(store.parent), ignore_errors=True)  # its embedded provider's keys
+        shutil.rmtree(local_service_dir(run_id_of(store.parent)), ignore_errors=True)  # its embedded provider's keys
     if as_json:
         click.echo(json.dumps({"deleted": [str(path) for path in deleted]}))
         return

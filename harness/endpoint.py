@@ -19,12 +19,12 @@ LOCAL_API_KEY = "local-provider-key"
 SERVICES_VARIABLE = STATE_VARIABLE  # where the embedded provider's services live: $XDG_STATE_HOME/turnstate/
 
 
-def local_service_dir(run_dir: Path) -> Path:
+def local_service_dir(run_id: str) -> Path:
     """Where the embedded local provider of the run in `run_dir` keeps its service (keys, stored
     conversations), as a real provider keeps its account's: outside the run folder, whose artifacts
     never hold opaque state, in the user's state folder ($XDG_STATE_HOME, else ~/.local/state), one
     per run (two runs may play at once). A run that ends deletes it; `turnstate prune` too."""
-    return state_home() / "local-provider" / run_dir.name
+    return state_home() / "local-provider" / run_id
 
 
 class RunSetupError(RuntimeError):

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,7 @@ from turnstate.harness.artifacts import step_name
 from turnstate.harness.checkpoints import CHECKPOINT_FILE, CheckpointError, SQLiteCheckpointStore
 from turnstate.harness.events import EVENTS, AssistantMessageEvent, EventsRead, audit, log_position, parse_event
 from turnstate.harness.jsonl import whole_lines
-from turnstate.harness.profile import EnvironmentConfig, Profile, ProfileError, parse_profile
+from turnstate.harness.profile import ID_PATTERN, EnvironmentConfig, Profile, ProfileError, parse_profile
 from turnstate.harness.side_effects import JOURNAL, journaled_step, read_journal
 from turnstate.strategies.strategy import ProjectedTurn
 
@@ -79,6 +80,15 @@ def switched_profile(run_dir: Path, profile: Profile) -> tuple[Profile, str | No
 def _game(environment: EnvironmentConfig) -> str:
     options = f", options {json.dumps(environment.options, sort_keys=True)}" if environment.options else ""
     return f"{environment.name}, seed {environment.seed}{options}"
+
+
+def run_id_of(run_dir: Path) -> str:
+    """The id the run in `run_dir` was started under (run_meta.json's `run_id`), which its folder's
+    name may no longer be (a folder renamed or moved); the folder's name for a run that recorded none."""
+    recorded = run_meta(run_dir).get("run_id")
+    if isinstance(recorded, str) and re.fullmatch(ID_PATTERN, recorded):
+        return recorded
+    return run_dir.name
 
 
 def run_meta(run_dir: Path) -> dict[str, Any]:

@@ -98,6 +98,7 @@ from turnstate.harness.resume import (
     cut_events,
     projected_turns,
     records_ahead,
+    run_id_of,
     run_meta,
     run_profile,
     torn_files,
@@ -371,6 +372,7 @@ class Session:
         # its redaction, once its endpoint is open (nothing secret is known before).
         self.redactor = Redactor()
         self.run_dir: Path | None = None  # the session's artifacts folder, once it is made
+        self.run_id = ""  # the run's id: its folder's name when it was made (run_meta.json keeps it)
         self._stack = ExitStack()
         self._writer: ArtifactWriter | None = None
         self.events: EventLog | None = None  # events.jsonl, when the session writes artifacts
@@ -401,7 +403,10 @@ class Session:
             run_dir = self._resume_dir
             if run_dir is None and self._out_dir is not None:
                 run_dir = self._out_dir / new_run_id(self.profile.id)
-            self._service = None if run_dir is None or not self.profile.client.is_local else local_service_dir(run_dir)
+            if run_dir is not None:  # a resumed run keeps the id it started under, whatever its folder's name now
+                self.run_id = run_dir.name if self._resume_dir is None else run_id_of(run_dir)
+            local = run_dir is not None and self.profile.client.is_local
+            self._service = local_service_dir(self.run_id) if local else None
             endpoint = self.endpoint = self._stack.enter_context(open_endpoint(self.profile.client, self._service))
             self.adapter = self._adapter_factory(endpoint)
             self.redactor = Redactor(secrets=(endpoint.api_key,))
@@ -613,7 +618,7 @@ class Session:
     def result(self) -> RunResult:
         outcome, failure, levels_won = self._finished or ("finished", None, 0)
         return RunResult(
-            run_id=self.run_dir.name if self.run_dir else "",
+            run_id=self.run_id,
             artifacts=self.run_dir,
             outcome=outcome,
             failure=None if failure is None else self.redactor.text(failure),  # as run_meta.json has it
@@ -1035,6 +1040,7 @@ class Session:
     def _meta_base(self, endpoint: Endpoint) -> dict[str, Any]:
         descriptor = self.descriptor
         return {
+            "run_id": self.run_id,
             "adapter_id": descriptor.adapter_id,
             "strategy": self.profile.runtime.strategy,
             "config_id": self.profile.id,

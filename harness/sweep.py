@@ -38,6 +38,7 @@ import io
 import json
 import math
 import os
+import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -247,12 +248,24 @@ def play(planned: PlannedRun, runs_root: Path) -> None:
     if is_ended(existing):
         return
     _freeze_once()
+    _remove_orphans(runs_root / planned.key)
     if existing is not None:
         Runner(run_profile(existing), existing.parent).resume(existing)
     else:
         out = runs_root / planned.key
         out.mkdir(parents=True, exist_ok=True)
         Runner(Profile.model_validate(planned.profile), out).run()
+
+
+def _remove_orphans(holder: Path) -> None:
+    """The run folders a kill left before their first run_meta.json (written as a session opens,
+    before its first turn, so they hold no accepted turn): removed, so that a start again does not
+    leave the planned run two folders."""
+    if not holder.is_dir():
+        return
+    for folder in holder.iterdir():
+        if folder.is_dir() and not folder.is_symlink() and not (folder / RUN_META).exists():
+            shutil.rmtree(folder)
 
 
 @functools.cache

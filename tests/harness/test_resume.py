@@ -263,12 +263,12 @@ def test_prune_deletes_the_checkpoints_of_runs_older_than_asked_and_keeps_their_
         os.utime(path, (month_ago, month_ago))
     for folder in (old, new):  # both runs in one folder of runs
         folder.rename(runs / folder.name)
-    assert local_service_dir(old).is_dir()  # a local run's provider kept its service while it could resume
+    assert local_service_dir(old.name).is_dir()  # a local run's provider kept its service while it could resume
     pruned = invoke("prune", str(runs), "--older-than", "30d", "--json")
     assert pruned.exit_code == 0, pruned.output
     deleted = [Path(path) for path in json.loads(pruned.output)["deleted"]]
     assert {path.parent for path in deleted} == {runs / old.name} and runs / old.name / CHECKPOINT_FILE in deleted
-    assert not local_service_dir(runs / old.name).exists()  # the run's provider state goes with its checkpoints
+    assert not local_service_dir(old.name).exists()  # the run's provider state goes with its checkpoints
     assert (runs / new.name / CHECKPOINT_FILE).exists() and (runs / old.name / EVENTS).exists()
     resumed = invoke("resume", str(runs / old.name))
     assert resumed.exit_code == 1 and "there is no checkpoint store here" in resumed.output
@@ -328,6 +328,22 @@ def test_a_switch_mid_level_rebuilds_from_the_projection_keeps_the_hidden_fact_a
         assert store.meta.adapter_id == target.runtime.adapter_id  # recorded with the first commit after it
     finally:
         store.close()
+
+
+def test_a_renamed_run_folder_resumes_on_its_providers_service_which_is_keyed_by_the_run_id(tmp_path):
+    """previous_response_id's handles live in the local provider's service: keyed by the folder's
+    name, a renamed run lost them and failed; keyed by the run id run_meta.json keeps, it wins."""
+    baseline, keys = uninterrupted("previous_response_id")
+    run_dir = killed_run(
+        load_profile(PROFILES_DIR / VARIANTS["previous_response_id"]), tmp_path / "runs", "after_commit", 4
+    )
+    renamed = run_dir.rename(run_dir.with_name("renamed"))
+    resumed = Runner(run_profile(renamed), renamed.parent).resume(renamed)
+    assert (
+        resumed.run_id == run_dir.name and json.loads((renamed / "run_meta.json").read_text())["run_id"] == run_dir.name
+    )
+    assert (resumed.outcome, resumed.accepted_actions) == (baseline.outcome, baseline.accepted_actions)
+    assert journaled(renamed) == keys
 
 
 def test_a_switch_to_another_game_is_refused_naming_the_fix(tmp_path):

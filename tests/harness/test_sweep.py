@@ -211,6 +211,19 @@ def test_a_sweep_run_again_skips_ended_runs_and_resumes_a_killed_one_from_its_ch
     assert all(row["outcome"] == "win" for row in rows.values())
 
 
+def test_a_run_folder_a_kill_left_before_its_first_run_meta_is_not_left_beside_the_run_made_again(tmp_path):
+    plan = load_sweep(sweep_file(tmp_path))
+    out = tmp_path / "out"
+    planned = plan.runs[0]
+    orphan = out / "runs" / planned.key / f"{planned.profile_id}-20260101-000000-dead00"
+    orphan.mkdir(parents=True)
+    (orphan / "checkpoints.sqlite3").write_bytes(b"")  # created, then killed before run_meta.json
+    rows = run_sweep(replace(plan, runs=(planned,)), out, PoolEngine(plan.adapter_ids))
+    assert rows[0]["outcome"] == "win"
+    (folder,) = (out / "runs" / planned.key).iterdir()  # one folder for the planned run
+    assert folder.name == rows[0]["run_id"] != orphan.name
+
+
 def test_the_cost_cap_stops_new_runs_and_the_summary_counts_only_ended_ones(tmp_path):
     plan = load_sweep(sweep_file(tmp_path, cap=", cost_cap: 0.0001"))
     rows = run_sweep(plan, tmp_path / "out", PoolEngine(plan.adapter_ids), in_flight=1)
