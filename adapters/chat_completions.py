@@ -387,9 +387,11 @@ class ChatCompletionsAdapter:
         )
 
     def _reply_items(self, answer: dict[str, Any], calls: list[dict[str, Any]]) -> tuple[Item, ...]:
-        """The accepted reply's items: the answer, with its reasoning and its calls exactly as returned
-        (a replay must bring back the calls its tool messages answer)."""
-        return ({**answer, "tool_calls": calls},) if calls else (answer,)
+        """The accepted reply's items: the answer, with its reasoning and its calls (a replay must bring
+        back the calls its tool messages answer) as a request's message holds them: the fields of the
+        SDK's tool call param only. A reply's call carries more: DeepSeek's its position, `index`
+        (recorded), which the request's type lacks and pydantic-ai's recorded replay leaves out."""
+        return ({**answer, "tool_calls": [_replayable_call(call) for call in calls]},) if calls else (answer,)
 
     def compact(self, request: ModelRequest) -> ModelResponse | ProviderError:
         return no_compaction_call(self)
@@ -420,6 +422,13 @@ def parsed_call(call: Mapping[str, Any]) -> ToolCall:
     if not isinstance(arguments, dict):
         raise ToolArgumentsNotObject(call["function"]["name"])
     return ToolCall(id=call["id"], name=call["function"]["name"], arguments=arguments)
+
+
+_CALL_FIELDS = ("id", "type", "function")  # ChatCompletionMessageToolCallParam's (openai SDK 3.57)
+
+
+def _replayable_call(call: dict[str, Any]) -> dict[str, Any]:
+    return {key: call[key] for key in _CALL_FIELDS if key in call}
 
 
 def _gather_call(call: dict[str, Any], piece: ToolCallPiece) -> None:

@@ -80,7 +80,11 @@ MESSAGE_KEYS: Mapping[str, frozenset[str]] = {
     "system": frozenset({"role", "content", "name"}),
     "developer": frozenset({"role", "content", "name"}),
     "user": frozenset({"role", "content", "name"}),
-    "assistant": frozenset({"role", "content", "name", "refusal", "tool_calls", "function_call", "audio"}),
+    # `annotations`: the reply message's own field, which the real service takes back when a client
+    # replays the SDK's message as it came (`messages.append(choice.message)`), the common idiom.
+    "assistant": frozenset(
+        {"role", "content", "name", "refusal", "tool_calls", "function_call", "audio", "annotations"}
+    ),
     "tool": frozenset({"role", "content", "tool_call_id"}),
     "function": frozenset({"role", "content", "name"}),
 }
@@ -299,6 +303,8 @@ def _check_assistant(index: int, message: Mapping[str, object]) -> None:
         raise InvalidParam(f"messages.[{index}].content", message_text, code=None)
     if content is not None:
         _check_content(f"{param}.content", content, PART_TYPES["assistant"])
+    if "annotations" in message and not isinstance(message["annotations"], list):
+        raise invalid_type(f"{param}.annotations", "an array", message["annotations"])
     if "tool_calls" in message:
         tool_calls = message["tool_calls"]
         if not isinstance(tool_calls, list):

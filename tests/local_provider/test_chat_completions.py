@@ -648,3 +648,19 @@ def test_a_shared_prefix_is_not_read_again_yet_what_follows_it_is_checked(provid
     # The same messages on a server that does not take reasoning_content: its own cache, so refused.
     with client_for(provider) as openai_client, pytest.raises(openai.BadRequestError, match="reasoning_content"):
         openai_client.chat.completions.create(model="m", messages=history + [user("second")])
+
+
+def test_the_sdks_own_reply_message_replayed_as_it_came_is_accepted(client: openai.OpenAI) -> None:
+    """`messages.append(choice.message)`, the common idiom: the SDK sends the message back with the
+    `annotations: []` and `refusal: null` the reply carried, which the real service takes."""
+    messages: list = [SYSTEM, user("hello world")]
+    first = client.chat.completions.create(model="local-model", messages=messages)
+    messages += [first.choices[0].message, user("and again")]
+    second = client.chat.completions.create(model="local-model", messages=messages)
+    assert second.choices[0].message.content
+
+
+def test_replayed_annotations_that_are_not_an_array_are_refused(client: openai.OpenAI) -> None:
+    replayed = {"role": "assistant", "content": "hi", "annotations": "none"}
+    with pytest.raises(openai.BadRequestError, match="messages\\[2\\].annotations"):
+        client.chat.completions.create(model="local-model", messages=[SYSTEM, user("x"), replayed, user("y")])
