@@ -7,11 +7,15 @@ fields it drops, the request it builds, and its options' rules per strategy.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from turnstate.adapters.contract import Endpoint, ErrorKind, ModelRequest, ModelResponse, ProviderError, RequestSettings
 from turnstate.adapters.responses import ResponsesAdapter
 from turnstate.local_provider.server import LocalProvider
+
+from ..hostile_server import HostileServer
 
 FRAME = "LEVEL 1/1 | STATE NOT_FINISHED\nBEACON (level 1): B\n#######\n#@.A.B#\n#######\nSTANDING ON: floor"
 CONTINUOUS = {
@@ -42,13 +46,31 @@ def stream(request) -> bool:
     return request.param
 
 
+def with_response_only_fields(data: Any) -> Any:
+    """A reply's JSON with `status` on every reasoning item, as the output schema allows (the local
+    provider, like the recorded replies, sends none): what a replay must drop, the seed says."""
+    if isinstance(data, dict):
+        if data.get("type") == "reasoning":
+            data["status"] = "completed"
+        for value in data.values():
+            with_response_only_fields(value)
+    elif isinstance(data, list):
+        for value in data:
+            with_response_only_fields(value)
+    return data
+
+
 def test_reply_items_are_every_output_item_less_the_response_only_fields(stream):
-    with LocalProvider() as provider:
-        _, reply = first_turn(connect(provider, stream=stream))
+    with LocalProvider() as provider, HostileServer(provider.base_url, with_response_only_fields) as server:
+        settings = RequestSettings(model="local-policy-1", max_output_tokens=256, stream=stream, options=CONTINUOUS)
+        adapter = ResponsesAdapter.connect(
+            Endpoint(server.base_url, "test-key", is_local=True, timeout_seconds=10.0), settings
+        )
+        _, reply = first_turn(adapter)
     kinds = [item["type"] for item in reply.native_items]
     assert kinds == ["reasoning", "message"]
     reasoning, message = reply.native_items
-    assert reasoning["encrypted_content"] and "status" not in reasoning
+    assert reasoning["encrypted_content"] and "status" not in reasoning  # it came with one
     assert message["status"] == "completed" and message["content"][0]["annotations"] == []  # kept as returned
     assert reply.response_id and reply.text.startswith("Level 1") and "ACTION:" in reply.text
 
