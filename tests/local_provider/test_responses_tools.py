@@ -178,3 +178,20 @@ def test_a_broken_pairing_is_a_400_naming_input_in_the_services_words(client: op
     error = refusal(raised)
     assert message in error["message"]
     assert error["type"] == "invalid_request_error" and error["param"] == "input"
+
+
+def test_a_calls_arguments_are_compact_json_so_a_client_that_re_serializes_them_replays_the_same_bytes(
+    client: openai.OpenAI,
+) -> None:
+    """api.openai.com writes arguments as compact JSON (recorded: `{"result":6666...`), and pydantic-ai
+    replays a call with its arguments parsed and dumped again: the same bytes, which the seal pins."""
+    history, calls = called(client, TWO_CALLS)
+    assert [call["arguments"] for call in calls] == ['{"key":"beacon"}', '{"key":"door","text":"B"}']
+    resent = [
+        {**item, "arguments": json.dumps(json.loads(item["arguments"]), separators=(",", ":"))}
+        if item.get("type") == "function_call"
+        else item
+        for item in history
+    ]
+    reply = ask(client, [*resent, *(output(call["call_id"]) for call in calls)])
+    assert reply.status == "completed"
