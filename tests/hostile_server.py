@@ -268,3 +268,15 @@ def elapsed(call: Callable[[], Any]) -> tuple[Any, float]:
     started = time.monotonic()
     outcome = call()
     return outcome, time.monotonic() - started
+
+
+def each_object(data: Any, visit: Callable[[dict[str, Any]], None]) -> Any:
+    """`visit` every JSON object in `data` (a reply, or one event's data), outermost first; `data` back."""
+    if isinstance(data, dict):
+        visit(data)
+        for value in data.values():
+            each_object(value, visit)
+    elif isinstance(data, list):
+        for value in data:
+            each_object(value, visit)
+    return data

@@ -33,7 +33,7 @@ from turnstate.harness.environments.beacon_grid import BeaconGrid
 from turnstate.harness.scaffold import action_tools
 from turnstate.local_provider.server import LocalProvider
 
-from ..hostile_server import DELETE, HostileServer, Hostility, Retype, elapsed
+from ..hostile_server import DELETE, HostileServer, Hostility, Retype, each_object, elapsed
 
 API_KEY = "test-key"
 SYSTEM = "You play beacon_grid. Answer with one line ACTION: <action>."
@@ -403,16 +403,12 @@ class OnCompactions:
         self.field, self.value, self.applied = field, value, 0
 
     def __call__(self, data: Any) -> Any:
-        if isinstance(data, dict):
-            if data.get("type") == "compaction" and ("content" in data or "encrypted_content" in data):
-                Retype((self.field,), self.value)(data)
-                self.applied += 1
-            for value in data.values():
-                self(value)
-        elif isinstance(data, list):
-            for value in data:
-                self(value)
-        return data
+        return each_object(data, self._retype)
+
+    def _retype(self, block: dict[str, Any]) -> None:
+        if block.get("type") == "compaction" and ("content" in block or "encrypted_content" in block):
+            Retype((self.field,), self.value)(block)
+            self.applied += 1
 
     def __repr__(self) -> str:
         return repr(Retype(("compaction", self.field), self.value))

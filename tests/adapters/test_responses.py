@@ -15,7 +15,7 @@ from turnstate.adapters.contract import Endpoint, ErrorKind, ModelRequest, Model
 from turnstate.adapters.responses import ResponsesAdapter
 from turnstate.local_provider.server import LocalProvider
 
-from ..hostile_server import HostileServer
+from ..hostile_server import HostileServer, each_object
 
 FRAME = "LEVEL 1/1 | STATE NOT_FINISHED\nBEACON (level 1): B\n#######\n#@.A.B#\n#######\nSTANDING ON: floor"
 CONTINUOUS = {
@@ -49,15 +49,12 @@ def stream(request) -> bool:
 def with_response_only_fields(data: Any) -> Any:
     """A reply's JSON with `status` on every reasoning item, as the output schema allows (the local
     provider, like the recorded replies, sends none): what a replay must drop, the seed says."""
-    if isinstance(data, dict):
-        if data.get("type") == "reasoning":
-            data["status"] = "completed"
-        for value in data.values():
-            with_response_only_fields(value)
-    elif isinstance(data, list):
-        for value in data:
-            with_response_only_fields(value)
-    return data
+
+    def add_status(item: dict[str, Any]) -> None:
+        if item.get("type") == "reasoning":
+            item["status"] = "completed"
+
+    return each_object(data, add_status)
 
 
 def test_reply_items_are_every_output_item_less_the_response_only_fields(stream):
