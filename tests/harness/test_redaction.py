@@ -184,6 +184,15 @@ def test_a_key_is_redacted_in_its_headers_and_fields_whatever_its_length(key):
     )
 
 
+@pytest.mark.parametrize(
+    "written", ["API_Key: abc", "Authorization: BEARER abc", "X-API-KEY=abc", "authorization: basic abc"]
+)
+def test_a_key_in_a_text_is_redacted_in_whatever_case_the_header_is_written_and_on_the_fast_path_too(written):
+    redactor = Redactor(secrets=("abc",))
+    assert redactor.text(written) == written.replace("abc", REDACTED)
+    assert json.loads(redactor.render({"note": written})) == {"note": written.replace("abc", REDACTED)}
+
+
 @pytest.mark.parametrize("key", PLACEHOLDER_KEYS)
 def test_a_key_is_redacted_by_value_only_when_it_is_long_enough_to_be_a_secret(key):
     text = f'"action_mode": "text", the server said: invalid key {key}'
