@@ -14,7 +14,7 @@ import re
 import socket
 import ssl
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import Annotated, Any, ClassVar, Literal, NamedTuple, Protocol
@@ -283,12 +283,7 @@ def never_raising(
             unreached = connection_failure(error)
             if unreached is None:
                 return classified
-            return ProviderError(
-                classified.kind,
-                classified.usage,
-                {**classified.diagnostics, "detail": unreached},
-                retry_after_seconds=classified.retry_after_seconds,
-            )
+            return replace(classified, diagnostics={**classified.diagnostics, "detail": unreached})
         return malformed_reply(error, seen.usage)
 
 

@@ -58,7 +58,7 @@ from typing import Any, Literal, Protocol
 
 from turnstate.adapters.contract import Item, ModelRequest, ToolCall, Usage
 from turnstate.adapters.json_bytes import json_bytes
-from turnstate.harness.jsonl import open_append, whole_lines
+from turnstate.harness.jsonl import open_cut
 from turnstate.strategies.events import ReportSummary
 from turnstate.strategies.summary import SummaryPass
 
@@ -101,6 +101,15 @@ SUMMARY_INPUT = "summary_input.json"  # the latest harness summary call's input,
 def step_name(index: int) -> str:
     """A step record's file name, padded so that a plain sort is the steps' order (up to a million)."""
     return f"step_{index:06d}.json"
+
+
+STEP_FILE = re.compile(r"step_(\d{6,})\.json")  # a name step_name gives; its group the step
+TRANSITIONS = "transitions.jsonl"  # the run's transition log
+
+
+def recorded_steps(run_dir: Path) -> list[int]:
+    """The steps whose record `run_dir` holds, in order (one listing; OSError if it cannot be read)."""
+    return sorted(int(match[1]) for name in os.listdir(run_dir) if (match := STEP_FILE.fullmatch(name)))
 
 
 def compaction_name(number: int) -> str:
@@ -641,10 +650,7 @@ class ArtifactWriter:
         # Owner-only: it holds the checkpoint store, whose continuation may hold opaque provider state.
         self.path.mkdir(mode=0o700, parents=True, exist_ok=existing)
         self.redactor = redactor or Redactor()
-        self._transitions = open_append(self.path / "transitions.jsonl")
-        whole_lines(
-            self.path / "transitions.jsonl"
-        )  # a killed run's torn last line, cut before the next is glued to it
+        self._transitions = open_cut(self.path / TRANSITIONS)
         self._steps = ThreadPoolExecutor(max_workers=1, thread_name_prefix="turnstate-steps")  # in order
         self._pending: deque[Future[None]] = deque()
 

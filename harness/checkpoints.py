@@ -273,9 +273,8 @@ class SQLiteCheckpointStore:
         self._previous: RuntimeState | None = None  # the last state committed or rebuilt: what a delta extends
         self._chain = _Chain()
         self._pending_meta: CheckpointMeta | None = None  # a switch, recorded with the next commit
-        chosen = ChosenKey(key, "the key given", given=True) if key is not None else chosen_key(create=self._writer)
-        self._key = chosen
-        key = chosen.key
+        self._key = ChosenKey(key, "the key given", given=True) if key is not None else chosen_key(create=self._writer)
+        key = self._key.key
         if key is not None:
             _checked_key(key)  # before anything is made
         try:
@@ -576,9 +575,9 @@ class SQLiteCheckpointStore:
     def _unlocked(self, key: str | None) -> _Cipher | None:
         """The cipher an existing store's continuation is sealed with, checked against its key check
         record, or None for a plain store (rule 6)."""
-        store = dict(self._open_connection().execute("SELECT name, value FROM store").fetchall())
         if not self._reads_continuation:
             return None
+        store = dict(self._open_connection().execute("SELECT name, value FROM store").fetchall())
         if store.get("cipher") == b"none":
             if key is not None and self._writer and self._key.given:
                 raise CheckpointError(

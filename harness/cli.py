@@ -39,11 +39,13 @@ from rich.text import Text
 
 from turnstate.harness.accounting import UsageJournalError
 from turnstate.harness.artifacts import (
+    TRANSITIONS,
     Redactor,
     StepRecordError,
     TransitionLogError,
     compaction_name,
     read_transition_log,
+    recorded_steps,
     sent_messages,
     step_name,
 )
@@ -576,7 +578,7 @@ def _draw_run(run_dir: Path, out_dir: Path) -> None:
     meta = _optional_json(run_dir / "run_meta.json") if used else None
     declared = ran_strategies(meta) if used else list(STRATEGIES)
     try:
-        records, warnings = read_transition_log(run_dir / "transitions.jsonl", declared=declared)
+        records, warnings = read_transition_log(run_dir / TRANSITIONS, declared=declared)
     except TransitionLogError as error:
         _fail(str(error))
     for warning in warnings:
@@ -767,17 +769,13 @@ def show(run_dir: Path, step: int, as_json: bool) -> None:
     click.echo(_printable("\n".join(lines)))
 
 
-_STEP_FILE = re.compile(r"step_(\d{6,})\.json")
-
-
 def _recorded_steps(run_dir: Path) -> list[int]:
     try:
-        names = [path.name for path in run_dir.iterdir()]
+        return recorded_steps(run_dir)
     except OSError as error:
         _fail(
             f"{run_dir}: cannot read the folder ({error.strerror}); fix: pass a run folder that `turnstate run` wrote"
         )
-    return sorted(int(match[1]) for name in names if (match := _STEP_FILE.fullmatch(name)))
 
 
 def _optional_json(path: Path) -> Any:

@@ -33,6 +33,14 @@ def open_append(path: Path) -> BinaryIO:
     return os.fdopen(descriptor, "ab")
 
 
+def open_cut(path: Path) -> BinaryIO:
+    """`path` opened to append (open_append), a torn last line cut off first, so that the next line
+    is not glued to it."""
+    file = open_append(path)  # first: a link is refused before anything is read or cut
+    whole_lines(path)
+    return file
+
+
 def whole_lines(path: Path) -> tuple[bytes, bool]:
     """The file's whole lines (b"" for a missing file), a torn last line cut off the file itself,
     and whether one was."""
@@ -52,8 +60,7 @@ class AppendedLines:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._file = open_append(path)  # first: a link is refused before anything is read or cut
-        whole_lines(path)
+        self._file = open_cut(path)
 
     def write(self, record: object) -> None:
         self._file.write(json.dumps(record, separators=(",", ":")).encode() + b"\n")

@@ -32,7 +32,14 @@ from typing import Any
 import graphviz
 
 from turnstate.harness.accounting import CALLS
-from turnstate.harness.artifacts import FAILED_TURN, Redactor, TransitionLogError, read_transition_log
+from turnstate.harness.artifacts import (
+    FAILED_TURN,
+    STEP_FILE,
+    TRANSITIONS,
+    Redactor,
+    TransitionLogError,
+    read_transition_log,
+)
 from turnstate.harness.events import EVENTS, AssistantMessageEvent, ToolCallEvent, read_events
 from turnstate.harness.report_page import (
     ReportError,
@@ -65,8 +72,6 @@ from turnstate.harness.report_plots import (
 )
 
 META = "run_meta.json"
-TRANSITIONS = "transitions.jsonl"
-STEP_FILE = re.compile(r"step_(\d{6,})\.json")
 FIX = "restore the run folder as `turnstate run` wrote it"
 
 

@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from turnstate.adapters.contract import ToolCall, ToolResult
-from turnstate.harness.artifacts import step_name
+from turnstate.harness.accounting import CALLS
+from turnstate.harness.artifacts import TRANSITIONS, recorded_steps, step_name
 from turnstate.harness.checkpoints import CHECKPOINT_FILE, CheckpointError, SQLiteCheckpointStore
 from turnstate.harness.events import EVENTS, AssistantMessageEvent, EventsRead, audit, log_position, parse_event
 from turnstate.harness.jsonl import whole_lines
@@ -216,8 +217,7 @@ def records_ahead(
 
 def _last_step_record(run_dir: Path) -> int:
     """The highest step a step record in `run_dir` is there for (0: none)."""
-    numbers = [name[5:-5] for name in os.listdir(run_dir) if name.startswith("step_") and name.endswith(".json")]
-    return max((int(number) for number in numbers if number.isdigit()), default=0)
+    return max(recorded_steps(run_dir), default=0)
 
 
 def audit_run(run_dir: Path) -> EventsRead:
@@ -280,7 +280,7 @@ def number_spans(numbers: list[int]) -> str:
     return ", ".join(str(first) if first == last else f"{first}-{last}" for first, last in spans)
 
 
-APPENDED_FILES = (EVENTS, JOURNAL, "calls.jsonl", "transitions.jsonl")  # a run's append-only JSON-lines files
+APPENDED_FILES = (EVENTS, JOURNAL, CALLS, TRANSITIONS)  # a run's append-only JSON-lines files
 
 
 def torn_files(run_dir: Path) -> list[str]:
@@ -290,7 +290,10 @@ def torn_files(run_dir: Path) -> list[str]:
     for name in APPENDED_FILES:
         try:
             with (run_dir / name).open("rb") as file:
-                if file.seek(0, os.SEEK_END) and file.seek(-1, os.SEEK_END) >= 0 and file.read(1) != b"\n":
+                if file.seek(0, os.SEEK_END) == 0:
+                    continue  # empty: nothing torn
+                file.seek(-1, os.SEEK_END)
+                if file.read(1) != b"\n":
                     torn.append(name)
         except FileNotFoundError:
             continue
