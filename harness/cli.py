@@ -165,7 +165,7 @@ def resume(run_dir: Path, profile: Path | None, as_json: bool) -> None:
             try:
                 loaded = run_profile(run_dir)
                 if profile is not None:
-                    loaded, note = switched_profile(run_dir, _load_or_exit(profile))
+                    loaded, note = switched_profile(loaded, _load_or_exit(profile))
                     if note is not None:
                         click.echo(f"note: {note}", err=True)
             except ResumeError as error:

@@ -66,11 +66,12 @@ def run_profile(run_dir: Path) -> Profile:
         raise ResumeError(f"{path}: the run's settings are not a valid profile: {error}") from None
 
 
-def switched_profile(run_dir: Path, profile: Profile) -> tuple[Profile, str | None]:
-    """`profile` for a switch of the run in `run_dir`: a switch changes the adapter, model or strategy,
-    never the game, so the profile plays the run's environment, whatever its own section says (a
-    shipped profile has one); and a note saying so when they differ (None when they are the same)."""
-    environment = run_profile(run_dir).environment
+def switched_profile(run: Profile, profile: Profile) -> tuple[Profile, str | None]:
+    """`profile` for a switch of the run started with `run` (run_profile): a switch changes the
+    adapter, model or strategy, never the game, so the profile plays the run's environment, whatever
+    its own section says (a shipped profile has one); and a note saying so when they differ (None
+    when they are the same)."""
+    environment = run.environment
     if profile.environment == environment:
         return profile, None
     data = {**profile.model_dump(mode="json"), "environment": environment.model_dump(mode="json")}

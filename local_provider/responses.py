@@ -280,9 +280,8 @@ def function_calls(token: str, request: CreateRequest, reply: str) -> list[dict[
             "id": f"{FUNCTION_CALL_PREFIX}{token}_{number}",
             "type": "function_call",
             "status": "completed",
-            "arguments": json.dumps(
-                arguments, separators=(",", ":")
-            ),  # compact, as api.openai.com writes them (recorded)
+            # Compact, as api.openai.com writes them (recorded).
+            "arguments": json.dumps(arguments, separators=(",", ":")),
             "call_id": f"{CALL_ID_PREFIX}{token}_{number}",
             "name": name,
         }
