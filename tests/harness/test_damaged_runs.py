@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 from pathlib import Path
 
 import pytest
@@ -21,9 +20,9 @@ from turnstate.harness.cli import main
 from turnstate.harness.environments import make_environment
 from turnstate.harness.events import EVENTS
 from turnstate.harness.profile import DEFAULT_PROFILE, load_profile
-from turnstate.harness.runner import Runner
 from turnstate.harness.side_effects import JOURNAL, JournaledEnvironment, JournalError, read_journal
 
+from .test_resume import killed_run
 from .test_run import with_changes
 
 KILLED_AFTER = 24  # accepted turns, the last one's action not yet performed; the WAL holds every checkpoint (SQLite folds it back at 1000 pages)
@@ -34,29 +33,11 @@ WAL = CHECKPOINT_FILE + "-wal"
 def killed(tmp_path_factory) -> Path:
     """A run of the default profile (8 levels: long enough to kill mid-game) SIGKILLed in a forked
     child after KILLED_AFTER accepted turns, before SQLite folds the WAL back into the database."""
-    out = tmp_path_factory.mktemp("killed") / "runs"
-    out.mkdir(mode=0o700)
+    os.environ.pop(KEY_VARIABLE, None)
     default = load_profile(DEFAULT_PROFILE)
     options = {**default.environment.options, "levels": 8}
     profile = with_changes(default, environment={"options": options}, agent={"max_actions": 1000})
-    os.environ.pop(KEY_VARIABLE, None)
-    pid = os.fork()
-    if pid == 0:
-        commits = 0
-
-        def stop(point: str) -> None:
-            nonlocal commits
-            commits += point == "after_commit"
-            if commits == KILLED_AFTER:
-                os.kill(os.getpid(), signal.SIGKILL)
-
-        try:
-            Runner(profile, out, on_point=stop).run()
-        finally:
-            os._exit(3)
-    _, status = os.waitpid(pid, 0)
-    assert os.WIFSIGNALED(status), "the run ended before it was killed"
-    (run_dir,) = out.iterdir()
+    run_dir = killed_run(profile, tmp_path_factory.mktemp("killed") / "runs", "after_commit", KILLED_AFTER)
     assert (run_dir / WAL).stat().st_size > 0
     return run_dir
 

@@ -11,11 +11,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 from click.testing import CliRunner
 
 from turnstate.harness.cli import main
-from turnstate.harness.profile import DEFAULT_PROFILE, load_profile
+
+from .test_resume import long_default_profile
 
 FULL = ("database or disk is full", "No space left on device")  # SQLite's words, the kernel's
 
@@ -40,12 +40,7 @@ def mounted(tmp_path):
 
 @pytest.fixture
 def long_profile(tmp_path) -> Path:
-    data = load_profile(DEFAULT_PROFILE).model_dump(mode="json", exclude_none=True)
-    data["environment"]["options"]["levels"] = 8
-    data["agent"]["max_actions"] = 1000
-    path = tmp_path / "long.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+    return long_default_profile(tmp_path, levels=8)
 
 
 def test_a_disk_that_fills_up_ends_the_run_in_one_line_and_run_meta_says_why_and_it_resumes_once_there_is_room(
