@@ -6,7 +6,7 @@ does), against a local provider in a process of its own (`turnstate serve`: in t
 thread would take the interpreter's lock in the middle of commits, which a remote provider never
 does), and after every accepted turn commits a checkpoint of
 what the session holds: the accepted RuntimeState, a cursor, the action as a fact and its receipt,
-and the observation, the reply and the checkpoint as events. The states are the ones a real run
+and the event log's mark (the projection is events.jsonl's: the store keeps where it reaches). The states are the ones a real run
 carries (the adapter's items, its encrypted reasoning, the trims and compactions of its strategy).
 Each turn commits to two stores, a plain one and an encrypted one (TURNSTATE_CHECKPOINT_KEY set), in
 alternating order, timing each commit alone. At the marks, a copy of each store is taken with
@@ -26,6 +26,7 @@ adds a third store with synchronous=FULL (a sync per commit: what power-loss dur
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sqlite3
@@ -48,6 +49,7 @@ from turnstate.harness.checkpoints import (
     OPT_OUT,
     Checkpoint,
     CheckpointMeta,
+    ProjectionMark,
     SQLiteCheckpointStore,
 )
 from turnstate.harness.endpoint import LOCAL_API_KEY
@@ -162,11 +164,7 @@ def play(
                     {"kind": "action", "step": step, "action": turn.action},
                     {"kind": "receipt", "step": step, "level": frame.level, "state": str(frame.state)},
                 ],
-                events=[
-                    {"kind": "user_input", "step": step, "text": observation},
-                    {"kind": "assistant_message", "step": step, "text": turn.text},
-                    {"kind": "checkpoint", "step": step},
-                ],
+                projection=ProjectionMark(3 * step, hashlib.sha256(observation.encode()).digest()),
             )
             for measured in stores if step % 2 else reversed(stores):
                 measured.commit(checkpoint)

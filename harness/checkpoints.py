@@ -9,11 +9,15 @@ Rules:
 1. Layers. A checkpoint holds the durable facts (accepted actions, tool side effects and their
    receipts, user constraints: append-only JSON objects the caller gives and the store never
    interprets), the workflow cursor (one JSON object per checkpoint, written whole, so the caller keeps
-   it small and puts what grows in the facts or the events), the conversation projection (append-only
-   normalized events) and the model-specific continuation (the RuntimeState). Each is kept apart: the
-   continuation in a table of its own, the other three in columns of one row per checkpoint (its
-   cursor, and the facts and the events it added, each a JSON array), so that a commit writes two
-   rows, not one per record: each table a commit touches is another page written to the WAL.
+   it small and puts what grows in the facts), the conversation projection and the model-specific
+   continuation (the RuntimeState). Each is kept apart: the continuation in a table of its own, the
+   cursor and the facts it added (a JSON array) in one row per checkpoint, so that a commit writes two
+   rows, not one per record: each table a commit touches is another page written to the WAL. The
+   projection (append-only normalized events) is the run's events.jsonl, stored once: a checkpoint
+   keeps where it reaches in that log (the last event's number) and the SHA-256 of the log's bytes
+   through it, so a resume reads the projection from the log and knows it for the one committed; a
+   log cut or altered under a checkpoint is refused, never read as history (harness/resume.py). A copy
+   of the events in the store was the run folder's largest duplicate (224 KB of a 300-turn run's 1.5 MB).
 2. One transaction per `commit`: a checkpoint is in the store whole or not at all. Everything a commit
    writes is encoded before the transaction begins, so a bad input raises with nothing written. A
    commit of one row (no continuation, no new meta: every commit of a keyless run) is one INSERT,
@@ -33,7 +37,7 @@ Rules:
    exists to avoid; a chain of appends is already as cheap to rebuild as a snapshot of its end state.
    In a real run the snapshots come from trims and compactions, at the window's size.
 4. `latest()` rebuilds the newest checkpoint exactly: the RuntimeState equal to the one committed, and
-   its JSON identical; all facts and events, in order; the cursor. A record that cannot be read (not
+   its JSON identical; all facts, in order; the cursor; the projection's mark. A record that cannot be read (not
    JSON, a chain that does not start at a snapshot, a continuation that fails authentication) is a
    CheckpointError naming the file, never a traceback and never a silently fresh state.
 5. Meta. A store records its CheckpointMeta (the RuntimeState's schema version, the adapter id and
@@ -87,6 +91,7 @@ the run folders in `runs_dir`, and those a sweep's folder holds further down (PR
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import secrets
@@ -117,7 +122,7 @@ KEY_VARIABLE: Final = "TURNSTATE_CHECKPOINT_KEY"
 OPT_OUT: Final = "off"  # TURNSTATE_CHECKPOINT_KEY=off: the continuation is not kept
 KEY_FILE: Final = "checkpoint.key"  # in the state folder: the default key, made on first use
 MIN_KEY_CHARS: Final = 16
-LAYOUT_VERSION: Final = 1  # the tables below; SQLite's user_version
+LAYOUT_VERSION: Final = 2  # the tables below; SQLite's user_version (2: the projection is a mark into events.jsonl)
 APPLICATION_ID: Final = 0x7473636B  # "tsck": SQLite's application_id, at offset 68 of the file
 SQLITE_MAGIC: Final = b"SQLite format 3\x00"
 _SCRYPT: Final = {"n": 2**15, "r": 8, "p": 1}
@@ -129,7 +134,10 @@ _IDENTITY: Final = ("schema_version", "adapter_id", "strategy")  # a change of o
 _TABLES: Final = """
 CREATE TABLE store (name TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
 CREATE TABLE meta (since INTEGER PRIMARY KEY, body BLOB NOT NULL);
-CREATE TABLE checkpoints (seq INTEGER PRIMARY KEY, at REAL NOT NULL, cursor BLOB NOT NULL, facts BLOB, events BLOB);
+CREATE TABLE checkpoints (
+    seq INTEGER PRIMARY KEY, at REAL NOT NULL, cursor BLOB NOT NULL, facts BLOB,
+    events_through INTEGER NOT NULL, events_digest BLOB NOT NULL
+);
 CREATE TABLE continuation (
     seq INTEGER PRIMARY KEY, snapshot INTEGER NOT NULL, grown INTEGER NOT NULL, body BLOB NOT NULL
 );
@@ -166,26 +174,35 @@ SWITCHABLE: Final = frozenset({"adapter_id", "adapter_version", "strategy", "pro
 
 
 @dataclass(frozen=True)
+class ProjectionMark:
+    """How far into the run's event log a checkpoint's projection reaches (rule 1): the last event's
+    number, and the SHA-256 of the log's bytes through that event's line."""
+
+    through: int = 0  # 0: no event yet
+    digest: bytes = hashlib.sha256().digest()  # of no bytes
+
+
+@dataclass(frozen=True)
 class Checkpoint:
-    """What one commit adds: the cursor and the state as they are now, and the facts and events
-    recorded since the previous commit (not all of them: those layers are append-only)."""
+    """What one commit adds: the cursor, the state and the projection's mark as they are now, and the
+    facts recorded since the previous commit (not all of them: that layer is append-only)."""
 
     cursor: Mapping[str, Any]
     state: RuntimeState | None  # None: the continuation is not kept (the caller's policy)
     facts: Sequence[Mapping[str, Any]] = ()
-    events: Sequence[object] = ()  # JSON objects: mappings, or dataclass records (harness/events.py's)
+    projection: ProjectionMark = ProjectionMark()
 
 
 @dataclass(frozen=True)
 class RestoredCheckpoint:
-    """The newest checkpoint, rebuilt: every fact and event the store holds, in order."""
+    """The newest checkpoint, rebuilt: every fact the store holds, in order, and the projection's mark."""
 
     sequence: int  # the newest checkpoint's number, from 1
     meta: CheckpointMeta  # the meta its state belongs to
     cursor: dict[str, Any]
     state: RuntimeState | None  # None: no checkpoint up to it kept a continuation
     facts: tuple[dict[str, Any], ...]
-    events: tuple[dict[str, Any], ...]
+    projection: ProjectionMark
 
 
 @runtime_checkable
@@ -339,13 +356,13 @@ class SQLiteCheckpointStore:
             )
         sequence = self.sequence + 1
         cursor = _encoded_object(checkpoint.cursor, "the cursor")
-        facts, events = _encoded_records(checkpoint.facts, "fact"), _encoded_records(checkpoint.events, "event")
+        facts = _encoded_records(checkpoint.facts, "fact")
         row, plain_size = (
             (None, 0)  # nothing to add to the continuation
             if state is None or state is self._previous
             else self._continuation_row(sequence, state)
         )
-        statements = self._statements(sequence, cursor, facts, events, row)
+        statements = self._statements(sequence, cursor, facts, checkpoint.projection, row)
         try:
             if len(statements) == 1:  # the usual commit (keyless, no switch): SQLite makes one statement atomic
                 connection.execute(*statements[0])
@@ -371,16 +388,16 @@ class SQLiteCheckpointStore:
         reader sees the newest checkpoint whole while a writer goes on committing."""
         connection = self._open_connection()
         facts: list[dict[str, Any]] = []
-        events: list[dict[str, Any]] = []
         try:
             with _transaction(connection, "BEGIN"):
                 (sequence,) = connection.execute("SELECT coalesce(max(seq), 0) FROM checkpoints").fetchone()
                 if sequence == 0:
                     return None
-                (cursor,) = connection.execute("SELECT cursor FROM checkpoints WHERE seq = ?", (sequence,)).fetchone()
-                for added_facts, added_events in connection.execute(_ADDED_RECORDS, (sequence,)):
-                    facts.extend(self._decoded(added_facts, "facts") if added_facts else ())
-                    events.extend(self._decoded(added_events, "events") if added_events else ())
+                cursor, through, digest = connection.execute(
+                    "SELECT cursor, events_through, events_digest FROM checkpoints WHERE seq = ?", (sequence,)
+                ).fetchone()
+                for (added_facts,) in connection.execute(_ADDED_FACTS, (sequence,)):
+                    facts.extend(self._decoded(added_facts, "facts"))
                 state, chain = (
                     self._rebuilt_state(connection, sequence) if self._reads_continuation else (None, _Chain())
                 )
@@ -393,7 +410,7 @@ class SQLiteCheckpointStore:
             cursor=self._decoded(cursor, "cursor"),
             state=state,
             facts=tuple(facts),
-            events=tuple(events),
+            projection=ProjectionMark(through, digest),
         )
         if self._writer and self._pending_meta is None:
             self._previous, self._chain = state, chain
@@ -421,7 +438,7 @@ class SQLiteCheckpointStore:
         sequence: int,
         cursor: bytes,
         facts: bytes | None,
-        events: bytes | None,
+        projection: ProjectionMark,
         continuation: tuple[int, int, int, bytes] | None,
     ) -> list[tuple[str, tuple[object, ...]]]:
         """One checkpoint's rows, as the statements that write them."""
@@ -429,7 +446,10 @@ class SQLiteCheckpointStore:
         if self._pending_meta is not None:
             statements.append(("INSERT INTO meta VALUES (?, ?)", (sequence, orjson.dumps(asdict(self._pending_meta)))))
         statements.append(
-            ("INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?)", (sequence, time.time(), cursor, facts, events))
+            (
+                "INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?, ?)",
+                (sequence, time.time(), cursor, facts, projection.through, projection.digest),
+            )
         )
         if continuation is not None:
             statements.append(("INSERT INTO continuation VALUES (?, ?, ?, ?)", continuation))
@@ -533,7 +553,8 @@ class SQLiteCheckpointStore:
             raise CheckpointError(f"{self.path}: this is an SQLite database, but not a turnstate checkpoint store")
         if application == APPLICATION_ID and layout != LAYOUT_VERSION:
             raise CheckpointError(
-                f"{self.path}: the checkpoint store has layout {layout}, and this turnstate reads layout {LAYOUT_VERSION}"
+                f"{self.path}: the checkpoint store has layout {layout}, and this turnstate reads layout "
+                f"{LAYOUT_VERSION}; fix: resume the run with the turnstate that started it"
             )
         return connection
 
@@ -616,9 +637,7 @@ class SQLiteCheckpointStore:
         return self._connection
 
 
-_ADDED_RECORDS: Final = (
-    "SELECT facts, events FROM checkpoints WHERE seq <= ? AND (facts IS NOT NULL OR events IS NOT NULL) ORDER BY seq"
-)
+_ADDED_FACTS: Final = "SELECT facts FROM checkpoints WHERE seq <= ? AND facts IS NOT NULL ORDER BY seq"
 _CIPHER: Final = "aes-256-gcm"
 _MISSING: Final = object()
 
@@ -740,7 +759,7 @@ def _decode(blob: bytes) -> Any:
 
 
 def _encoded_records(records: Sequence[object], what: str) -> bytes | None:
-    """A commit's facts or events as one JSON array, None when there are none."""
+    """A commit's facts as one JSON array, None when there are none."""
     if not records:
         return None
     objects = [_json_object(record, f"{what} {index}") for index, record in enumerate(records)]

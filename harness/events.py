@@ -42,6 +42,7 @@ line off first and numbers on from the last whole event. The file is fsynced on 
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -54,6 +55,7 @@ from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 
 from turnstate.adapters.contract import ToolCall, ToolResult
 from turnstate.adapters.json_bytes import json_bytes
+from turnstate.harness.checkpoints import ProjectionMark
 from turnstate.harness.jsonl import open_append
 
 EVENTS = "events.jsonl"  # the log's name in a run folder
@@ -187,8 +189,8 @@ class EventLog:
         self.redact = redact
         self.notes: list[str] = []  # what opening the log repaired (a torn last line cut off)
         self._file = open_append(self.path)  # first: a link is refused before anything is read or cut
+        self._digest = hashlib.sha256()  # of every byte of the log: what a checkpoint's mark holds
         self.last_seq = self._last_seq()  # the last event's number: the next one's is the one after
-        self._untaken: list[Event] = []  # written since the last `take`
 
     def user_input(self, *, turn: int, step: int, text: str, source: Source) -> UserInputEvent:
         return self._write(
@@ -251,10 +253,9 @@ class EventLog:
     def checkpoint(self, *, turn: int, step: int, checkpoint_id: str) -> CheckpointEvent:
         return self._write(CheckpointEvent(seq=self.last_seq + 1, turn=turn, step=step, checkpoint_id=checkpoint_id))
 
-    def take(self) -> list[Event]:
-        """The events written since the last call, in order: what a checkpoint adds to its projection."""
-        taken, self._untaken = self._untaken, []
-        return taken
+    def mark(self) -> ProjectionMark:
+        """Where the log is now, for a checkpoint to keep: its projection reaches the last event written."""
+        return ProjectionMark(self.last_seq, self._digest.digest())
 
     def sync(self) -> None:
         """Every event written so far on disk, not only handed to the OS."""
@@ -277,10 +278,11 @@ class EventLog:
         self.close()
 
     def _write(self, event: _E) -> _E:
-        self._file.write(_json_line(event))  # one write: a kill tears at most this line
+        line = _json_line(event)
+        self._file.write(line)  # one write: a kill tears at most this line
         self._file.flush()
+        self._digest.update(line)
         self.last_seq = event.seq
-        self._untaken.append(event)
         return event
 
     def _last_seq(self) -> int:
@@ -293,6 +295,7 @@ class EventLog:
             raise EventLogError(f"{self.path}: cannot read it ({error.strerror}); fix: check its permissions") from None
         whole = content.rfind(b"\n") + 1
         lines = content[:whole].split(b"\n")[:-1]
+        self._digest.update(content[:whole])
         if whole < len(content):
             os.truncate(self.path, whole)
             self.notes.append(f"{self.path}: cut off a torn last line (line {len(lines) + 1}, a killed run's)")

@@ -6,8 +6,10 @@ flight when it died is played again, so whatever the log says of it after that c
 verdicts, even an acceptance the checkpoint never made durable) is not history, and is cut from
 events.jsonl before the resumed run writes on. run_meta.json records how many events were cut.
 
-The projection (the checkpoint's events: plain texts, no opaque state) is what a resume without the
-continuation, or a model switch, rebuilds the accepted state from (strategies/projection.py).
+The projection (the events a checkpoint's mark reaches in events.jsonl: plain texts, no opaque
+state) is what a resume without the continuation, or a model switch, rebuilds the accepted state
+from (strategies/projection.py). The log holds it once; the checkpoint keeps the SHA-256 of the log
+through its mark, so a log cut or altered under it is refused (`checkpointed_log`), never rebuilt from.
 
 A resume knows how far the run got from more than its checkpoints (`records_ahead`): the run's
 other records are written after the commits they follow, so none of them may be ahead of the last
@@ -23,11 +25,12 @@ past them. So the resume is refused, naming each record that is ahead and the fi
 - run_meta.json counts more steps than that (it is written with a step's count only after the step
   was recorded).
 And the other way: events.jsonl ending before the events the checkpoints hold, or missing, was cut
-or deleted.
+or deleted; one whose first events are not the bytes the checkpoints saw was altered.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -35,10 +38,12 @@ from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from turnstate.adapters.contract import ToolCall, ToolResult
 from turnstate.harness.accounting import CALLS
 from turnstate.harness.artifacts import TRANSITIONS, recorded_steps, step_name
-from turnstate.harness.checkpoints import CHECKPOINT_FILE, CheckpointError, SQLiteCheckpointStore
+from turnstate.harness.checkpoints import CHECKPOINT_FILE, CheckpointError, ProjectionMark, SQLiteCheckpointStore
 from turnstate.harness.events import EVENTS, AssistantMessageEvent, EventsRead, audit, log_position, parse_event
 from turnstate.harness.jsonl import whole_lines
 from turnstate.harness.profile import ID_PATTERN, EnvironmentConfig, Profile, ProfileError, parse_profile
@@ -184,11 +189,44 @@ def cut_events(path: Path, last_seq: int) -> int:
     return cut
 
 
+def checkpointed_log(path: Path, mark: ProjectionMark) -> bytes | None:
+    """The bytes of the log at `path` that a checkpoint's projection holds (its `mark`: the log's first
+    `mark.through` lines, whose SHA-256 it keeps), or None when the log does not hold them: it is
+    missing, or was cut or altered under the checkpoint. A sound log numbers its events by line
+    (events.py, rule 1), so the mark's event ends its `through`th line."""
+    try:
+        content = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    end = 0
+    for _ in range(mark.through):
+        end = content.find(b"\n", end) + 1
+        if end == 0:
+            return None
+    held = content[:end]
+    return held if hashlib.sha256(held).digest() == mark.digest else None
+
+
+def checkpointed_events(run_dir: Path, mark: ProjectionMark) -> list[dict[str, Any]]:
+    """The events of the run's projection as its checkpoint's `mark` holds them, in order; a
+    ResumeError when the log does not hold them (`records_ahead` refuses such a resume first)."""
+    held = checkpointed_log(run_dir / EVENTS, mark)
+    if held is None:
+        raise ResumeError(f"{run_dir / EVENTS}: {_not_the_checkpointed_log(mark)}")
+    return [orjson.loads(line) for line in held.splitlines()]
+
+
+def _not_the_checkpointed_log(mark: ProjectionMark) -> str:
+    return (
+        f"its first {mark.through} events are not the ones the checkpoints hold (their SHA-256 differs): it was altered"
+    )
+
+
 def records_ahead(
-    run_dir: Path, *, checkpoint: int, step: int, events_through: int, meta: Mapping[str, Any]
+    run_dir: Path, *, checkpoint: int, step: int, projection: ProjectionMark, meta: Mapping[str, Any]
 ) -> list[str]:
     """What the run's records say that its last checkpoint (number `checkpoint`, holding step `step`
-    and the events through `events_through`; 0s for none) does not: each a clause naming the file
+    and the events its `projection` mark reaches; 0s for none) does not: each a clause naming the file
     (see the module docstring). `meta` is run_meta.json as the run last wrote it."""
     problems = []
     held = f"checkpoint {checkpoint} (step {step})" if checkpoint else "no checkpoint"
@@ -199,9 +237,11 @@ def records_ahead(
             f"and the checkpoint store holds {held}"
         )
     logged = 0 if position is None else position.last_seq
-    if logged < events_through:
+    if logged < projection.through:
         how = f"ends at event {logged}" if position is not None else "is missing"
-        problems.append(f"{EVENTS} {how}, and the checkpoints hold the events through {events_through}: it was cut")
+        problems.append(f"{EVENTS} {how}, and the checkpoints hold the events through {projection.through}: it was cut")
+    elif checkpointed_log(run_dir / EVENTS, projection) is None:
+        problems.append(f"{EVENTS}: {_not_the_checkpointed_log(projection)}")
     journaled = [journaled_step(key) or 0 for key in read_journal(run_dir / JOURNAL, cut=False)]
     if journaled and max(journaled) > step:
         problems.append(
@@ -242,12 +282,14 @@ def audit_run(run_dir: Path) -> EventsRead:
         int(event.checkpoint_id) for event in events if event.kind == "checkpoint" and event.checkpoint_id.isdigit()
     ]
     if restored is not None:
-        through = restored.events[-1]["seq"] if restored.events else 0
+        through = restored.projection.through
         if last_seq < through:
             extra.append(
                 f"{path}: the log ends at event {last_seq}, and the checkpoints hold the events through {through}: "
                 f"{through - last_seq} events were cut"
             )
+        elif checkpointed_log(path, restored.projection) is None:
+            extra.append(f"{path}: {_not_the_checkpointed_log(restored.projection)}")
         step = restored.cursor["step"]
     else:
         step = 0

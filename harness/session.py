@@ -86,6 +86,7 @@ from turnstate.harness.checkpoints import (
     Checkpoint,
     CheckpointError,
     CheckpointMeta,
+    ProjectionMark,
     RestoredCheckpoint,
     SQLiteCheckpointStore,
 )
@@ -95,6 +96,7 @@ from turnstate.harness.events import EVENTS, EventLog, EventLogError, Status
 from turnstate.harness.profile import Profile
 from turnstate.harness.resume import (
     ResumeError,
+    checkpointed_events,
     cut_events,
     projected_turns,
     records_ahead,
@@ -273,7 +275,7 @@ def _interrupted_switch(meta: Mapping[str, Any], digest: str) -> bool:
 
 def _logged_through(restored: RestoredCheckpoint | None) -> int:
     """The sequence number of the last event a checkpoint holds (0: none)."""
-    return restored.events[-1]["seq"] if restored is not None and restored.events else 0
+    return restored.projection.through if restored is not None else 0
 
 
 def _check_records_agree(run_dir: Path, restored: RestoredCheckpoint | None, meta: Mapping[str, Any]) -> None:
@@ -283,7 +285,7 @@ def _check_records_agree(run_dir: Path, restored: RestoredCheckpoint | None, met
         run_dir,
         checkpoint=restored.sequence if restored else 0,
         step=restored.cursor["step"] if restored else 0,
-        events_through=_logged_through(restored),
+        projection=restored.projection if restored else ProjectionMark(),
         meta=meta,
     )
     if problems:
@@ -523,7 +525,9 @@ class Session:
             machine = strategy.start(settings, transcript, restored.state, restored.cursor["machine_state"])
             return machine, "restored", 0
         offered = [tool.name for tool in settings.tools]
-        turns = self._history(restored, switched is not None, offered)
+        assert self._writer is not None
+        events = checkpointed_events(self._writer.path, restored.projection)
+        turns = self._history(events, restored.cursor, switched is not None, offered)
         reply = self.resumed_reply  # restored from the checkpoint's facts first (`_resume`)
         if turns and reply is not None and reply.tool_calls:  # the caller answers them next: see `_answers`
             turns[-1] = with_calls_as_text(turns[-1], reply.action_call, reply.action)
@@ -560,15 +564,17 @@ class Session:
             )
 
     @staticmethod
-    def _history(restored: RestoredCheckpoint, switched: bool, offered: Collection[str]) -> list[ProjectedTurn]:
+    def _history(
+        events: Sequence[Mapping[str, Any]], cursor: Mapping[str, Any], switched: bool, offered: Collection[str]
+    ) -> list[ProjectedTurn]:
         """The projected turns a state is rebuilt from: for the same configuration, when no compaction
         ever replaced turns, exactly the turns its window held (the cursor's `window_turns`), so the
         run goes on as it would have; else every turn, which the rebuild fits to the context budget
         (the compacted turns' summary was in the continuation, so the projection stands for it). After
         a switch, a past call of a tool the session does not offer is text (resume.projected_turns)."""
-        turns = projected_turns(restored.events, offered if switched else None)
-        window = restored.cursor.get("window_turns", 0)
-        if window and not switched and restored.cursor["compactions"] == 0:
+        turns = projected_turns(events, offered if switched else None)
+        window = cursor.get("window_turns", 0)
+        if window and not switched and cursor["compactions"] == 0:
             return turns[-window:]
         return turns
 
@@ -760,17 +766,16 @@ class Session:
         """The accepted turn made durable before the caller performs its action or answers its calls
         (harness/checkpoints.py): the facts recorded since the last checkpoint (`record_fact`: the
         receipts of the side effects the last turn led to), then the accepted reply as a durable
-        fact, the intent its action and calls are performed from; the cursor; the events logged since
-        the last checkpoint; and, with TURNSTATE_CHECKPOINT_KEY set, the accepted state sealed; then
-        the checkpoint's own event."""
+        fact, the intent its action and calls are performed from; the cursor; the event log's mark (the
+        projection is the log, up to it); and, with the continuation kept, the accepted state sealed;
+        then the checkpoint's own event."""
         if self.checkpoints is None or self.events is None:
             return
         facts, self._facts = [*self._facts, accepted.as_fact()], []
-        events = self.events.take()  # dataclass records, which the store encodes as they are
         # The provider's opaque state (encrypted reasoning, signatures) is kept only sealed: never in
         # plain text in the run folder, like every artifact; a resume then rebuilds from the projection.
         state = self.accepted_state if self.checkpoints.encrypts_continuation else None
-        number = self.checkpoints.commit(Checkpoint(self._cursor(), state, facts, events))
+        number = self.checkpoints.commit(Checkpoint(self._cursor(), state, facts, self.events.mark()))
         self.events.checkpoint(turn=self.turns, step=self.steps, checkpoint_id=str(number))
 
     def point(self, point: Point) -> None:

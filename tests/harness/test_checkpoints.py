@@ -4,6 +4,7 @@ a transaction, corrupt and foreign files, one writer, retention."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -13,7 +14,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from dataclasses import asdict, dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -27,11 +27,13 @@ from turnstate.harness.checkpoints import (
     CHECKPOINT_FILE,
     KEY_FILE,
     KEY_VARIABLE,
+    LAYOUT_VERSION,
     OPT_OUT,
     Checkpoint,
     CheckpointError,
     CheckpointMeta,
     CheckpointStore,
+    ProjectionMark,
     SQLiteCheckpointStore,
     prune,
 )
@@ -87,7 +89,7 @@ def checkpoint(state: RuntimeState, step: int) -> Checkpoint:
         cursor={"step": step, "level": 1, "usage": {"input_tokens": 10 * step}},
         state=state,
         facts=[{"kind": "action", "step": step, "action": "ACTION1"}],
-        events=[{"kind": "user_input", "step": step}, {"kind": "assistant_message", "step": step}],
+        projection=ProjectionMark(3 * step, hashlib.sha256(b"log through step %d" % step).digest()),
     )
 
 
@@ -110,7 +112,7 @@ def test_the_sqlite_store_implements_the_store_protocol(folder):
         assert isinstance(store, CheckpointStore)
 
 
-def test_latest_gives_the_newest_cursor_and_every_fact_and_event_in_commit_order(folder):
+def test_latest_gives_the_newest_cursor_and_projection_mark_and_every_fact_in_commit_order(folder):
     path = folder / CHECKPOINT_FILE
     state = empty_state()
     with SQLiteCheckpointStore(path, META) as store:
@@ -123,9 +125,7 @@ def test_latest_gives_the_newest_cursor_and_every_fact_and_event_in_commit_order
     assert restored.meta == META
     assert restored.cursor == {"step": 3, "level": 1, "usage": {"input_tokens": 30}}
     assert [fact["step"] for fact in restored.facts] == [1, 2, 3]
-    assert [(event["kind"], event["step"]) for event in restored.events] == [
-        (kind, step) for step in (1, 2, 3) for kind in ("user_input", "assistant_message")
-    ]
+    assert restored.projection == ProjectionMark(9, hashlib.sha256(b"log through step 3").digest())
 
 
 def test_the_continuation_is_a_table_of_its_own_and_the_other_layers_columns_of_each_checkpoint(folder):
@@ -134,12 +134,12 @@ def test_the_continuation_is_a_table_of_its_own_and_the_other_layers_columns_of_
         store.commit(checkpoint(grown(empty_state(), 1), 1))
         store.commit(Checkpoint({"step": 2}, store.latest().state))
     with sqlite3.connect(path) as database:
-        rows = database.execute("SELECT cursor, facts, events FROM checkpoints ORDER BY seq").fetchall()
+        rows = database.execute("SELECT cursor, facts, events_through FROM checkpoints ORDER BY seq").fetchall()
         (continuation,) = database.execute("SELECT body FROM continuation").fetchone()
     assert [json.loads(cursor)["step"] for cursor, _, _ in rows] == [1, 2]
     assert json.loads(rows[0][1]) == [{"kind": "action", "step": 1, "action": "ACTION1"}]
-    assert [event["kind"] for event in json.loads(rows[0][2])] == ["user_input", "assistant_message"]
-    assert rows[1][1:] == (None, None)  # a checkpoint that added none
+    assert rows[0][2] == 3  # the projection is the event log's, which the checkpoint marks
+    assert rows[1][1:] == (None, 0)  # a checkpoint that added no fact, and marks no event
     assert json.loads(continuation)["payload"]["items"][0] == {"role": "user", "content": "observation 1"}
 
 
@@ -307,7 +307,7 @@ def test_the_states_a_real_session_accepts_come_back_exactly_from_the_store(fold
     ("changes", "named"),
     [
         ({"facts": ["not an object"]}, "fact 0 must be a JSON object"),
-        ({"events": [{}, {"at": {1, 2}}]}, "event 1 is not JSON"),
+        ({"facts": [{}, {"at": {1, 2}}]}, "fact 1 is not JSON"),
         ({"cursor": {"when": object()}}, "the cursor is not JSON"),
     ],
 )
@@ -394,7 +394,9 @@ def test_a_store_of_another_layout_is_refused_naming_both(folder):
     SQLiteCheckpointStore(path, META).close()
     with sqlite3.connect(path) as database:
         database.execute("PRAGMA user_version = 9")
-    with pytest.raises(CheckpointError, match="layout 9, and this turnstate reads layout 1"):
+    with pytest.raises(
+        CheckpointError, match=f"layout 9, and this turnstate reads layout {LAYOUT_VERSION}; fix: resume"
+    ):
         SQLiteCheckpointStore(path, META)
 
 
@@ -719,24 +721,6 @@ def test_prune_refuses_a_missing_folder_and_a_limit_that_is_not_positive(tmp_pat
         prune(tmp_path / "missing", timedelta(days=1))
     with pytest.raises(ValueError, match="positive"):
         prune(tmp_path, timedelta(0))
-
-
-@dataclass(frozen=True)
-class Logged:
-    kind: str
-    seq: int
-    arguments: dict[str, Any]
-
-
-def test_an_event_given_as_a_dataclass_record_is_kept_as_the_object_of_its_fields(folder):
-    """The session hands the event log's records over as they are (no copy to a dict per turn); one
-    whose integer is past 64 bits takes the standard encoder's path, alike."""
-    path = folder / CHECKPOINT_FILE
-    records = [Logged("tool_call", 1, {"x": 3}), Logged("tool_call", 2, {"x": 2**70})]
-    with SQLiteCheckpointStore(path, META) as store:
-        store.commit(Checkpoint(cursor={"step": 1}, state=None, events=records[:1]))
-        store.commit(Checkpoint(cursor={"step": 2}, state=None, events=records[1:]))
-    assert list(reopened(path).events) == [asdict(record) for record in records]
 
 
 # -- the default key: the user's key file (rule 6) ---------------------------------------------------

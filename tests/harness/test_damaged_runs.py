@@ -91,6 +91,18 @@ def last_line_twice(name: str):
     return damage
 
 
+def one_letter_changed(name: str):
+    """A letter of an early line changed for another (the file's length, and each line's, kept)."""
+
+    def damage(run_dir: Path) -> None:
+        content = bytearray((run_dir / name).read_bytes())
+        at = content.index(b"heading for door")
+        content[at] = ord("H")
+        (run_dir / name).write_bytes(bytes(content))
+
+    return damage
+
+
 # (damage, the record the one-line error must name)
 DAMAGES = {
     "wal deleted": (delete(WAL), f"{EVENTS} records checkpoint {KILLED_AFTER} (step {KILLED_AFTER})"),
@@ -99,6 +111,7 @@ DAMAGES = {
     "database truncated": (truncate_database, f"{JOURNAL} journals the action of step {KILLED_AFTER - 1}"),
     "events deleted": (delete(EVENTS), f"{EVENTS} is missing, and the checkpoints hold the events through"),
     "events cut in half": (cut_in_half(EVENTS), "and the checkpoints hold the events through"),
+    "events altered": (one_letter_changed(EVENTS), "events are not the ones the checkpoints hold"),
     "journal deleted": (delete(JOURNAL), "the checkpoints record 23 actions applied that the journal lacks"),
     "journal cut in half": (cut_in_half(JOURNAL), "actions applied that the journal lacks"),
     "journal line twice": (last_line_twice(JOURNAL), "line 24 journals 'step 23' again (first at line 23)"),
@@ -180,6 +193,15 @@ def test_events_check_says_a_log_cut_in_half_was_cut_where_it_said_sound_before(
     assert checked.exit_code == 1
     assert "and the checkpoints hold the events through" in checked.stderr and "events were cut" in checked.stderr
     assert "steps have a step record and a checkpoint and no accepted reply in the log" in checked.stderr
+    assert "sound" not in checked.output
+
+
+def test_events_check_says_a_log_altered_under_its_checkpoints_was_altered(run_dir):
+    """Each line still parses and numbers on: only the checkpoints' digest of the log tells."""
+    one_letter_changed(EVENTS)(run_dir)
+    checked = check(run_dir)
+    assert checked.exit_code == 1
+    assert "events are not the ones the checkpoints hold (their SHA-256 differs): it was altered" in checked.stderr
     assert "sound" not in checked.output
 
 
