@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import pytest
@@ -156,10 +157,10 @@ def test_step_records_are_written_in_order_before_any_file_that_follows_them(tmp
     written: list[str] = []
     write_whole = writer._write_whole
 
-    def slow_write(target, text):
+    def slow_write(target, text, **options):
         if target.name.startswith("step_"):
             time.sleep(0.02)  # a slow disk: the steps' thread lags behind the run
-        write_whole(target, text)
+        write_whole(target, text, **options)
         written.append(target.name)
 
     monkeypatch.setattr(writer, "_write_whole", slow_write)
@@ -173,7 +174,7 @@ def test_step_records_are_written_in_order_before_any_file_that_follows_them(tmp
 def test_a_step_record_that_cannot_be_written_fails_the_next_write(tmp_path, monkeypatch):
     writer = ArtifactWriter(tmp_path, "run")
 
-    def full_disk(target, text):
+    def full_disk(target, text, **options):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(writer, "_write_whole", full_disk)
@@ -351,3 +352,21 @@ def test_a_harness_summary_is_recorded_with_the_completed_context_that_scheduled
     step = step_of(attempts, summary=(1, report))
     assert step["compaction"]["by"] == "summary" and step["retries"] == []
     assert step["continuation"] == {"compaction": 1, "summary": "NOTES", "bridge": "bridge: NOTES"}
+
+
+def test_a_step_record_is_one_line_of_json_that_costs_one_fsync(tmp_path, monkeypatch):
+    """Indenting was 23% of a step record's bytes, and its folder's fsync a second sync per step: the
+    folder's next sync (run_meta.json's write) takes the record's rename to disk with it."""
+    writer = ArtifactWriter(tmp_path, "run")
+    synced: list[int] = []
+    fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda descriptor: (synced.append(descriptor), fsync(descriptor))[1])
+    record = {"step": 1, "request": {"added": [{"role": "user", "content": "line one\nline two"}]}}
+    writer.write_step(1, record)
+    writer.wait_for_steps()
+    assert len(synced) == 1
+    content = (writer.path / "step_000001.json").read_bytes()
+    assert content.count(b"\n") == 1 and content.endswith(b"\n") and json.loads(content) == record
+    writer.write_json("run_meta.json", {"steps": 1})
+    assert len(synced) == 3  # run_meta.json's file and the folder, which holds the step record's rename
+    writer.close()

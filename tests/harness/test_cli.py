@@ -458,10 +458,10 @@ from turnstate.harness.cli import main
 meta_signal, step, *arguments = sys.argv[1:]
 write_whole, write_step = ArtifactWriter._write_whole, ArtifactWriter.write_step
 
-def write_whole_signalled(self, target, content):
+def write_whole_signalled(self, target, content, **options):
     if target.name == "run_meta.json" and b'"outcome": "running"' not in content:  # the record of its ending
         os.kill(os.getpid(), getattr(signal, meta_signal))
-    write_whole(self, target, content)
+    write_whole(self, target, content, **options)
 
 def write_step_signalled(self, index, record):
     if index == int(step):
