@@ -711,7 +711,22 @@ def parse_settings(text: str, source: str, model: type[_Settings]) -> _Settings:
     try:
         return model.model_validate(data)
     except ValidationError as error:
-        raise ProfileError(source, [_explain(item, model) for item in error.errors()]) from None
+        raise ProfileError(source, validation_problems(error, model)) from None
+
+
+def validation_problems(error: ValidationError, model: type[BaseModel]) -> list[tuple[str, str, str]]:
+    """pydantic's errors as ProfileError's (key path, problem, fix), one per problem: the one
+    translation of a ValidationError of any settings file (its str is a many-line dump). A list given
+    enough items but left short by those that failed is not a problem of its own: pydantic reports it
+    too ("at least 1 item after validation, not 0"), beside the items, which are named already."""
+    items = error.errors()
+    problems = [_explain(item, model) for item in items if not _short_by_failed_items(item)]
+    return problems or [_explain(item, model) for item in items]
+
+
+def _short_by_failed_items(item: Any) -> bool:
+    given, context = item.get("input"), item.get("ctx") or {}
+    return item["type"] == "too_short" and isinstance(given, (list, tuple)) and len(given) >= context["min_length"]
 
 
 def _where(error: yaml.YAMLError, text: str) -> str:

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from turnstate.harness.profile import (
     ID_PATTERN,
@@ -55,6 +55,7 @@ from turnstate.harness.profile import (
     load_profile,
     load_settings,
     resolve_profile,
+    validation_problems,
 )
 from turnstate.harness.resume import RUN_META, run_meta
 
@@ -156,8 +157,9 @@ def load_sweep(path: Path) -> Plan:
         beside = path.parent / given
         try:
             profiles.append(load_profile(beside if beside.is_file() else resolve_profile(given)))
-        except ProfileError as error:
-            raise SweepError(f"{path}: profiles.{index} ({given}): {error}") from None
+        except ProfileError as error:  # each of the profile's lines, named as the sweep's too
+            lines = (f"{path}: profiles.{index} ({given}): {line}" for line in str(error).splitlines())
+            raise SweepError("\n".join(lines)) from None
     ids = [profile.id for profile in profiles]
     repeated = sorted({name for name in ids if ids.count(name) > 1})
     if repeated:
@@ -183,12 +185,13 @@ def _planned(path: Path, sweep: Sweep, profiles: Sequence[Profile]) -> Iterable[
         game = str(environment.options.get("game_id", environment.name))
         for seed in environment.seeds:
             config = EnvironmentConfig(name=environment.name, seed=seed, options=environment.options)
-            try:
-                checked = [profile.model_copy(update={"environment": config}) for profile in profiles]
-                for profile in checked:
+            checked = [profile.model_copy(update={"environment": config}) for profile in profiles]
+            for profile in checked:
+                try:
                     Profile.model_validate(profile.model_dump(mode="json"))  # the profile's own checks, game included
-            except ValueError as error:
-                raise SweepError(f"{path}: environments.{number} (seed {seed}): {error}") from None
+                except ValidationError as error:
+                    problems = _environment_problems(number, seed, validation_problems(error, Profile))
+                    raise SweepError(str(ProfileError(str(path), problems))) from None
             for profile in checked:
                 for repetition in range(1, sweep.repetitions + 1):
                     yield PlannedRun(
@@ -200,6 +203,22 @@ def _planned(path: Path, sweep: Sweep, profiles: Sequence[Profile]) -> Iterable[
                         seed=seed,
                         repetition=repetition,
                     )
+
+
+def _environment_problems(
+    number: int, seed: int, problems: Iterable[tuple[str, str, str]]
+) -> list[tuple[str, str, str]]:
+    """A profile's problems with the sweep's environment `number` at `seed`, under the sweep file's
+    keys: the profile's `environment.KEY` is that entry's KEY (its `seed`, the entry's `seeds`)."""
+    named = []
+    for key, problem, fix in problems:
+        head, _, rest = key.partition(".")
+        if head == "environment":
+            key = ".".join(filter(None, (f"environments.{number}", "seeds" if rest == "seed" else rest)))
+        else:  # not the environment's own key: the profile's, as this environment makes it
+            key, problem = f"environments.{number}", f"the profile's {key or '(top level)'}: {problem}"
+        named.append((key, f"{problem} (seed {seed})", fix))
+    return named
 
 
 def compaction_pairs(profiles: Sequence[Profile]) -> tuple[tuple[str, str], ...]:
