@@ -18,11 +18,16 @@ reply the last checkpoint accepted (settling what the kill left half done) befor
 
 from __future__ import annotations
 
+import fcntl
 import gc
+import os
+import re
+import shutil
 import signal
+import stat
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -30,10 +35,11 @@ from typing import Any
 
 from turnstate.adapters.contract import Endpoint, ProviderAdapter, ToolCall, ToolResult, ToolSpec
 from turnstate.adapters.registry import descriptor_for
-from turnstate.harness.artifacts import Redactor
+from turnstate.harness.artifacts import Redactor, recorded_steps
 from turnstate.harness.environments import RESET, Environment, Frame, GameState, make_environment
 from turnstate.harness.environments.protocol import ToolEnvironment, ToolRefused
-from turnstate.harness.profile import Profile
+from turnstate.harness.profile import ID_PATTERN, Profile
+from turnstate.harness.resume import RUN_META
 from turnstate.harness.session import AcceptedReply, FailedClosed, Point, RunResult, Session, signals_deferred
 from turnstate.harness.side_effects import JOURNAL, JournaledEnvironment, action_key, reset_key
 from turnstate.strategies.offload import READ_TOOL_RESULT
@@ -75,8 +81,9 @@ class Runner:
         self.run_dir: Path | None = None  # the run's folder, once it is made
 
     def run(self) -> RunResult:
-        """Play a new run from the profile."""
-        return self._run(Session(self.profile, out_dir=self.out_dir, **self._session_options()))
+        """Play a new run from the profile, its folder made under `out_dir`'s opening lock."""
+        session = Session(self.profile, out_dir=self.out_dir, **self._session_options())
+        return self._run(session, opening_lock(self.out_dir))
 
     def resume(self, run_dir: Path, *, switch: bool = False) -> RunResult:
         """Go on with the run in `run_dir` from its last checkpoint (the runner's profile is the run's
@@ -103,8 +110,10 @@ class Runner:
             "on_point": self.on_point,
         }
 
-    def _run(self, session: Session) -> RunResult:
-        with session:
+    def _run(self, session: Session, opening: AbstractContextManager[None] | None = None) -> RunResult:
+        with ExitStack() as stack:
+            with opening or nullcontext():  # a new run's: held from its folder's making to its first run_meta.json
+                stack.enter_context(session)
             self.redactor, self.run_dir = session.redactor, session.run_dir
             with self._world(session) as (world, frame):
                 outcome, failure = self._play(session, world, frame)
@@ -230,6 +239,65 @@ def _answered(environment: Environment, call: ToolCall) -> ToolResult:
         return ToolResult(call.id, call.name, environment.call_tool(call.name, call.arguments))
     except ToolRefused as refused:
         return ToolResult(call.id, call.name, str(refused), is_error=True)
+
+
+ORPHAN_AGE_SECONDS = 60.0
+"""How long a run folder must have gone unchanged, without run_meta.json, before a run takes it for an
+orphan: a session writes run_meta.json within milliseconds of making the folder. The opening lock
+already covers runners; the age covers a Session opened by library code, which takes no lock."""
+# new_run_id's names: the profile's id, the time and 3 random bytes
+_RUN_ID = re.compile(ID_PATTERN.strip("^$") + r"-[0-9]{8}-[0-9]{6}-[0-9a-f]{6}")
+
+
+@contextmanager
+def opening_lock(parent: Path) -> Iterator[None]:
+    """Held, shared, from the making of a run's folder in `parent` to its first run_meta.json: a kill
+    in that window leaves an orphan, which a rerun would leave beside its own folder. Before it, taken
+    exclusively when no other run is opening here, to remove the orphans (a folder without
+    run_meta.json is then no runner's opening in progress). An flock on the folder itself: it adds no
+    file to a folder given with --out, and the kernel drops it when its process dies, SIGKILL included.
+    (The folder is not made under another name and renamed into place once run_meta.json is in it:
+    the session goes on writing into it by path, its step records and checkpoint journal included.)"""
+    parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # another run is opening here, or the file system locks no folder (NFS): no removal
+            pass
+        else:
+            remove_orphans(parent)
+        with suppress(OSError):  # where no run can take the lock exclusively, none removes anything
+            fcntl.flock(descriptor, fcntl.LOCK_SH)  # waits only for another run's removal of orphans
+        yield
+    finally:
+        os.close(descriptor)
+
+
+def remove_orphans(parent: Path, now: float | None = None) -> list[Path]:
+    """Remove the run folders in `parent` that a kill (or a failed opening) left before their first
+    run_meta.json, and return them; for the caller holding the opening lock exclusively. An orphan is
+    a folder, not a link, named as a run id, holding neither run_meta.json nor a step record (so no
+    accepted turn), unchanged for ORPHAN_AGE_SECONDS: a user's own folder beside the runs is never
+    one, nor is a damaged run that lost its run_meta.json."""
+    cutoff = (time.time() if now is None else now) - ORPHAN_AGE_SECONDS
+    removed = []
+    for folder in parent.iterdir():
+        try:
+            info = folder.lstat()
+            orphan = (
+                stat.S_ISDIR(info.st_mode)
+                and info.st_mtime < cutoff
+                and _RUN_ID.fullmatch(folder.name) is not None
+                and not (folder / RUN_META).exists()
+                and not recorded_steps(folder)
+            )
+            if orphan:
+                shutil.rmtree(folder)
+                removed.append(folder)
+        except OSError:  # unreadable, or gone: not this run's to remove
+            continue
+    return removed
 
 
 def freeze_startup_objects() -> None:
