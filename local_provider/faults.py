@@ -18,7 +18,9 @@ What each kind does (each wire words it in its own protocol):
   pause_turn); a wire that has no pause words it as its truncation.
 - truncation: the first half of the reply, ended as if by the token limit.
 - empty: an empty reply that ends normally.
-- malformed: a fixed reply that is no valid action, ending normally.
+- malformed: a fixed reply that is no valid action, ending normally: a whole reply the adapter
+  reads, for the action parser to refuse, not one it cannot read whole (as html_page, garbled,
+  empty_choices and null_message are: transient failures); on a summary request it is the summary.
 - leak_key: the normal reply plus a line repeating the request's API key, as a model tricked into
   echoing a credential would; it lets an end-to-end test prove that artifacts redact the key.
 - html_page: a 200 whose body is an HTML page, as a proxy or captive portal answers, before the wire.
