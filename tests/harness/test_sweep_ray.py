@@ -23,6 +23,7 @@ ray = pytest.importorskip(
 )
 
 from turnstate.harness import sweep_ray  # noqa: E402
+from turnstate.harness.profile import PROFILES_DIR  # noqa: E402
 from turnstate.harness.sweep import load_sweep, run_folder  # noqa: E402
 from turnstate.harness.sweep_engines import run_sweep  # noqa: E402
 from turnstate.harness.sweep_ray import RayEngine, RayEngineError  # noqa: E402
@@ -106,9 +107,15 @@ def test_a_run_whose_worker_is_killed_mid_way_is_retried_and_resumes_without_per
     assert "worker died" not in printed.out + printed.err  # the raylet's message is not printed
 
 
+TWO_LONGER_RUNS = TWO_LONG_RUNS.replace("[local-manual-rolling]", "[longer.yaml]").replace("levels: 12", "levels: 60")
+"""About five times as long: under a loaded suite, two 1.2 s runs have both won before the Ctrl-C reached them."""
+
+
 def _started_sweep(tmp_path: Path, address: str) -> tuple[subprocess.Popen[str], Path]:
     """`turnstate sweep --ray ADDRESS` in a session of its own, once its first runs are playing."""
-    path = sweep_file(tmp_path, text=TWO_LONG_RUNS)
+    shipped = (PROFILES_DIR / "local-manual-rolling.yaml").read_text()
+    (tmp_path / "longer.yaml").write_text(shipped.replace("max_actions: 120", "max_actions: 600"))
+    path = sweep_file(tmp_path, text=TWO_LONGER_RUNS)
     out = tmp_path / "out"
     driver = subprocess.Popen(
         [sys.executable, "-m", "turnstate.harness.cli", "sweep", str(path), "--out", str(out), "--ray", address],
