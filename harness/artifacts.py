@@ -508,6 +508,9 @@ def new_run_id(profile_id: str) -> str:
     return f"{profile_id}-{stamp}-{_random.token_hex(3)}"
 
 
+RUN_ID_SUFFIX = r"-[0-9]{8}-[0-9]{6}-[0-9a-f]{6}"  # what new_run_id puts after the profile's id, as a pattern
+
+
 def _is_key_field(key: Any, value: Any) -> bool:
     """Whether `key: value` is a field or header that carries a key (rule 2)."""
     return isinstance(key, str) and isinstance(value, str) and bool(value) and key.lower() in KEY_FIELDS

@@ -35,7 +35,7 @@ from typing import Any
 
 from turnstate.adapters.contract import Endpoint, ProviderAdapter, ToolCall, ToolResult, ToolSpec
 from turnstate.adapters.registry import descriptor_for
-from turnstate.harness.artifacts import Redactor, recorded_steps
+from turnstate.harness.artifacts import RUN_ID_SUFFIX, Redactor, recorded_steps
 from turnstate.harness.environments import RESET, Environment, Frame, GameState, make_environment
 from turnstate.harness.environments.protocol import ToolEnvironment, ToolRefused
 from turnstate.harness.profile import ID_PATTERN, Profile
@@ -245,8 +245,7 @@ ORPHAN_AGE_SECONDS = 60.0
 """How long a run folder must have gone unchanged, without run_meta.json, before a run takes it for an
 orphan: a session writes run_meta.json within milliseconds of making the folder. The opening lock
 already covers runners; the age covers a Session opened by library code, which takes no lock."""
-# new_run_id's names: the profile's id, the time and 3 random bytes
-_RUN_ID = re.compile(ID_PATTERN.strip("^$") + r"-[0-9]{8}-[0-9]{6}-[0-9a-f]{6}")
+_RUN_ID = re.compile(ID_PATTERN.strip("^$") + RUN_ID_SUFFIX)  # new_run_id's names
 
 
 @contextmanager
