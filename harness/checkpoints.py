@@ -159,6 +159,9 @@ class CheckpointMeta:
     adapter_version: str
     strategy: str
     profile_digest: str
+    # The SHA-256 of the session's system prompt, fixed within a session as its model is: a resume
+    # under another one is refused, a switch may change it. Empty: a store written before it was kept.
+    system_prompt_digest: str = ""
     schema_version: int = SCHEMA_VERSION  # the RuntimeState's
 
     def differences(self, now: CheckpointMeta, accept: Collection[str] = ()) -> list[str]:
@@ -170,7 +173,7 @@ class CheckpointMeta:
         ]
 
 
-SWITCHABLE: Final = frozenset({"adapter_id", "adapter_version", "strategy", "profile_digest"})
+SWITCHABLE: Final = frozenset({"adapter_id", "adapter_version", "strategy", "profile_digest", "system_prompt_digest"})
 
 
 @dataclass(frozen=True)

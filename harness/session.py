@@ -35,6 +35,7 @@ kill, a crash, or with `switch` another adapter, model or strategy): see `_resum
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import signal
@@ -445,7 +446,7 @@ class Session:
             previous = run_meta(run_dir)
             self._check_resumable(run_dir, previous)
             self._switch = self._switch or _interrupted_switch(previous, self.profile.digest())
-        self.checkpoints = self._open_checkpoints(run_dir)
+        self.checkpoints = self._open_checkpoints(run_dir, settings.system_prompt)
         restored = None
         if self._resume_dir is not None:
             restored = self.checkpoints.latest()
@@ -745,13 +746,17 @@ class Session:
             self.events.user_input(turn=self.turns + 1, step=self.steps + 1, text=text, source="buffered")
         self._fire(InputBuffered(text))
 
-    def _open_checkpoints(self, run_dir: Path) -> SQLiteCheckpointStore:
+    def _open_checkpoints(self, run_dir: Path, system_prompt: str) -> SQLiteCheckpointStore:
         """The run's checkpoint store: made for a new run, opened for a resumed one, refusing a
-        checkpoint of another configuration unless the session switches (then it may differ in
-        adapter, model and strategy: SWITCHABLE)."""
+        checkpoint of another configuration or system prompt unless the session switches (then it may
+        differ in adapter, model, strategy and system prompt: SWITCHABLE)."""
         descriptor = self.descriptor
         meta = CheckpointMeta(
-            descriptor.adapter_id, descriptor.version, self.profile.runtime.strategy, self.profile.digest()
+            descriptor.adapter_id,
+            descriptor.version,
+            self.profile.runtime.strategy,
+            self.profile.digest(),
+            hashlib.sha256(system_prompt.encode()).hexdigest(),
         )
         store = SQLiteCheckpointStore(
             run_dir / CHECKPOINT_FILE,
@@ -892,7 +897,16 @@ class Session:
 
     def _call_summary(self, effect: CallSummary, turn: _OpenTurn) -> Event:
         """A harness summary, an ordinary call of the adapter. Its input is written to SUMMARY_INPUT
-        before the call, so a kill during the call keeps it, and every attempt's record repeats it."""
+        before the call, so a kill during the call keeps it, and every attempt's record repeats it.
+        An adapter that cannot continue from a summary (validation refuses such a profile; an adapter
+        given to the session directly can still be one) fails the turn closed with no call sent."""
+        if self.adapter.summary_compaction is None:
+            cannot = f"{type(self.adapter).__name__} cannot continue from a harness summary; use native compaction"
+            refused = ProviderError(ErrorKind.FATAL, diagnostics={"detail": cannot})
+            turn.attempts.append(
+                Attempt("summary", effect.request, refused.kind.value, Usage(), diagnostics={"detail": cannot})
+            )
+            return outcome_event(refused, compaction=True)
         disclosed = summary_input(effect.summary_pass)
         if self._writer is not None:
             attempt = len(turn.attempts) + 1

@@ -9,6 +9,7 @@ embedded local provider or on one whose request log a test reads (`sent_bodies`)
 from __future__ import annotations
 
 import json
+from hashlib import sha256
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -167,11 +168,6 @@ class RecordingMessages(MessagesAdapter):
         return super().call(request)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not implemented: the session's own refusal (runner._no_summary_compaction) was removed in c7268e1; "
-    "only profile validation refuses harness_summary on anthropic.messages.v1",
-)
 def test_a_session_whose_adapter_cannot_continue_from_a_summary_refuses_one_before_any_provider_call(tmp_path):
     """A profile cannot say so (validation refuses it: test_profile), so the adapter is injected."""
     asked: list[ModelRequest] = []
@@ -185,6 +181,7 @@ def test_a_session_whose_adapter_cannot_continue_from_a_summary_refuses_one_befo
     assert asked and not [request for request in asked if request.system == SUMMARIZER_SYSTEM]
     assert not [request for request in asked if SUMMARY_INSTRUCTION in json.dumps(request.items[-1])]
     assert result.outcome == "failed_closed" and result.compactions == 0
+    assert "cannot continue from a harness summary" in (result.failure or "")
 
 
 # -- the model and the system prompt of a session ---------------------------------------------------
@@ -234,17 +231,15 @@ def test_a_switch_to_another_model_drops_the_continuation_so_no_signed_thinking_
     assert all(block["type"] == "text" and "signature" not in block for block in blocks)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not implemented: the system prompt is in neither the checkpoint's meta nor the profile digest, "
-    "so a resume goes on from the restored continuation under another system prompt",
-)
 def test_a_resume_under_another_system_prompt_is_refused_unless_it_is_a_switch(tmp_path):
     run_dir = played_session(tmp_path)
     game = make_environment("beacon_grid", seed=0, options={"levels": 3})
-    with pytest.raises(CheckpointError):
+    with pytest.raises(CheckpointError, match="system_prompt_digest: was [0-9a-f]{64}, now [0-9a-f]{64}"):
         with Session(ANTHROPIC_CONTINUOUS, actions=game.actions, resume=run_dir, system_prompt="Play."):
             pass
+    with Session(ANTHROPIC_CONTINUOUS, actions=game.actions, resume=run_dir, switch=True, system_prompt="Play.") as s:
+        s.accept(s.observe(game.reset().text).action)
+        assert s.checkpoints is not None and s.checkpoints.meta.system_prompt_digest == sha256(b"Play.").hexdigest()
 
 
 # -- the real-service profiles ---------------------------------------------------------------------
