@@ -42,13 +42,14 @@ import orjson
 
 from turnstate.adapters.contract import ToolCall, ToolResult
 from turnstate.harness.accounting import CALLS
-from turnstate.harness.artifacts import TRANSITIONS, recorded_steps, step_name
+from turnstate.harness.artifacts import TRANSITIONS, compaction_name, recorded_steps, step_name
 from turnstate.harness.checkpoints import CHECKPOINT_FILE, CheckpointError, ProjectionMark, SQLiteCheckpointStore
 from turnstate.harness.events import EVENTS, AssistantMessageEvent, EventsRead, audit, log_position, parse_event
 from turnstate.harness.jsonl import whole_lines
 from turnstate.harness.profile import ID_PATTERN, EnvironmentConfig, Profile, ProfileError, parse_profile
 from turnstate.harness.side_effects import JOURNAL, journaled_step, read_journal
 from turnstate.strategies.strategy import ProjectedTurn
+from turnstate.strategies.summary import bridge_text
 
 RUN_META = "run_meta.json"
 
@@ -148,6 +149,18 @@ def projected_turns(events: Iterable[Mapping[str, Any]], offered: Collection[str
         reply = "\n".join([text, *as_text[seq]]) if as_text[seq] else text
         turns.append(ProjectedTurn(opening, reply, tuple(calls[seq]), tuple(results[seq])))
     return turns
+
+
+def committed_summary(run_dir: Path, number: int) -> str | None:
+    """The exact bridge the run's `number`th harness summary was installed as, from its record
+    (compaction_NNN.json, written before the checkpoint that commits it), or None when the record
+    is missing or unreadable."""
+    try:
+        record = orjson.loads((run_dir / compaction_name(number)).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    summary = record.get("summary") if isinstance(record, dict) else None
+    return bridge_text(summary) if isinstance(summary, str) and summary.strip() else None
 
 
 def call_line(call: ToolCall, action: str | None) -> str:

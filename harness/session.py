@@ -98,6 +98,7 @@ from turnstate.harness.profile import Profile
 from turnstate.harness.resume import (
     ResumeError,
     checkpointed_events,
+    committed_summary,
     cut_events,
     projected_turns,
     records_ahead,
@@ -249,6 +250,7 @@ class Resumed:
     turn: int
     continuation: str  # "restored", or how the accepted state was made without it
     dropped_turns: int  # the oldest turns a rebuilt state left out to fit the context budget
+    from_summary: int | None  # the run's harness summary a rebuilt state starts from (its compaction_NNN)
     cut_events: int  # events.jsonl lines after the checkpoint, of the turn the kill interrupted
     lost_calls: int  # provider calls of that turn (calls.jsonl): paid for, so counted, but played again
     lost_usage: dict[str, Any]
@@ -486,7 +488,9 @@ class Session:
             self._restore_cursor(restored)
             if self.events.last_seq == _logged_through(restored):  # the checkpoint's own event is missing
                 self.events.checkpoint(turn=self.turns, step=self.steps, checkpoint_id=str(restored.sequence))
-        self.machine, continuation, dropped_turns = self._resumed_machine(strategy, settings, restored, switched)
+        self.machine, continuation, (dropped_turns, from_summary) = self._resumed_machine(
+            strategy, settings, restored, switched
+        )
         for usage in lost:
             self.ledger.record_call(usage)
         self.resumed = Resumed(
@@ -495,6 +499,7 @@ class Session:
             turn=self.turns,
             continuation=continuation,
             dropped_turns=dropped_turns,
+            from_summary=from_summary,
             cut_events=cut,
             lost_calls=len(lost),
             lost_usage=sum(lost, Usage()).to_dict(),
@@ -511,24 +516,25 @@ class Session:
         settings: StrategySettings,
         restored: RestoredCheckpoint | None,
         switched: CheckpointMeta | None,
-    ) -> tuple[LiveMachine[StrategyModel], str, int]:
-        """The machine a resume goes on with, how its accepted state was made, and the turns a rebuild
-        left out: fresh without a checkpoint; on the continuation, in the state it rested in; else on
-        a state rebuilt from the projection, in CompactionScheduled when a compaction is due."""
+    ) -> tuple[LiveMachine[StrategyModel], str, tuple[int, int | None]]:
+        """The machine a resume goes on with, how its accepted state was made, and what a rebuild made
+        it from (the turns it left out, the summary it starts from): fresh without a checkpoint; on the
+        continuation, in the state it rested in; else on a state rebuilt from the projection, in
+        CompactionScheduled when a compaction is due."""
         transcript = self.adapter.transcript
         if restored is None:
             return (
                 strategy.start(settings, transcript, None, None),
                 "none (no turn was accepted: the run starts again)",
-                0,
+                (0, None),
             )
         if restored.state is not None and switched is None:
             machine = strategy.start(settings, transcript, restored.state, restored.cursor["machine_state"])
-            return machine, "restored", 0
+            return machine, "restored", (0, None)
         offered = [tool.name for tool in settings.tools]
         assert self._writer is not None
         events = checkpointed_events(self._writer.path, restored.projection)
-        turns = self._history(events, restored.cursor, switched is not None, offered)
+        turns, from_summary = self._history(events, restored.cursor, switched is not None, offered)
         reply = self.resumed_reply  # restored from the checkpoint's facts first (`_resume`)
         if turns and reply is not None and reply.tool_calls:  # the caller answers them next: see `_answers`
             turns[-1] = with_calls_as_text(turns[-1], reply.action_call, reply.action)
@@ -539,7 +545,7 @@ class Session:
         return (
             strategy.start(settings, transcript, rebuilt.state, at),
             "rebuilt from the projection",
-            rebuilt.dropped_turns,
+            (rebuilt.dropped_turns, from_summary),
         )
 
     def _check_resumable(self, run_dir: Path, meta: Mapping[str, Any]) -> None:
@@ -564,20 +570,30 @@ class Session:
                 f"fix: give the profile a max_actions above {spent}"
             )
 
-    @staticmethod
     def _history(
-        events: Sequence[Mapping[str, Any]], cursor: Mapping[str, Any], switched: bool, offered: Collection[str]
-    ) -> list[ProjectedTurn]:
-        """The projected turns a state is rebuilt from: for the same configuration, when no compaction
-        ever replaced turns, exactly the turns its window held (the cursor's `window_turns`), so the
-        run goes on as it would have; else every turn, which the rebuild fits to the context budget
-        (the compacted turns' summary was in the continuation, so the projection stands for it). After
-        a switch, a past call of a tool the session does not offer is text (resume.projected_turns)."""
+        self, events: Sequence[Mapping[str, Any]], cursor: Mapping[str, Any], switched: bool, offered: Collection[str]
+    ) -> tuple[list[ProjectedTurn], int | None]:
+        """The projected turns a state is rebuilt from, and the harness summary they start from:
+        - for the same configuration, when no compaction ever replaced turns, exactly the turns its
+          window held (the cursor's `window_turns`), so the run goes on as it would have;
+        - when every compaction was a harness summary (plain text the run recorded, unlike a native
+          compaction's opaque items), the window as its latest summary left it: that summary's bridge,
+          opening the first of the turns the window held after it, so no fact it kept is lost;
+        - else every turn, which the rebuild fits to the context budget, compacting first where the
+          strategy can (strategies/projection.py): a native compaction's summary was opaque, in the
+          continuation, so the projection stands for it.
+        After a switch, a past call of a tool the session does not offer is text (resume.projected_turns)."""
         turns = projected_turns(events, offered if switched else None)
         window = cursor.get("window_turns", 0)
         if window and not switched and cursor["compactions"] == 0:
-            return turns[-window:]
-        return turns
+            return turns[-window:], None
+        summarized = cursor["summaries"] > 0 and cursor["summaries"] == cursor["compactions"] and window >= 2
+        number = cursor["summaries"]
+        bridge = committed_summary(self.run_dir, number) if summarized and self.run_dir else None
+        if bridge is None:
+            return turns, None
+        first, *rest = turns[-(window - 1) :]  # the bridge is the window's first turn
+        return [replace(first, inputs=(bridge, *first.inputs)), *rest], number
 
     def _restore_cursor(self, restored: RestoredCheckpoint) -> None:
         """The counts and the ledger as the checkpoint's cursor (`_cursor`) has them, its facts, and
