@@ -367,11 +367,13 @@ def compaction_record(
     report: ReportSummary,
     attempts: Sequence[Attempt],
     *,
+    step: int,
     cost: Callable[[Usage], float],
     redact: Callable[[str], str],
 ) -> dict[str, Any]:
     """compaction_NNN.json for the run's `number`th harness summary, committed with its turn's action
-    (`attempts`, the turn's calls): the summary and how it was made, every summary attempt with the
+    (`attempts`, the turn's calls) as step `step`: the summary and how it was made (a resume without
+    the continuation starts from it: its step and excluded turns say which turns follow it), every summary attempt with the
     input it was told, and their usage; no opaque provider state. `completed_context_tokens` is the
     completed context that scheduled it (None on an overflow lane); the configured threshold is
     run_meta.json's runtime.compaction.trigger_tokens."""
@@ -380,6 +382,7 @@ def compaction_record(
     usage = sum((attempt.usage for attempt in calls), Usage())
     return {
         "compaction": number,
+        "step": step,
         "lane": summarized.lane,
         "completed_context_tokens": report.completed_context_tokens,
         "summary": report.summary,

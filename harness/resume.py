@@ -35,6 +35,7 @@ import json
 import os
 import re
 from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -151,16 +152,31 @@ def projected_turns(events: Iterable[Mapping[str, Any]], offered: Collection[str
     return turns
 
 
-def committed_summary(run_dir: Path, number: int) -> str | None:
-    """The exact bridge the run's `number`th harness summary was installed as, from its record
-    (compaction_NNN.json, written before the checkpoint that commits it), or None when the record
-    is missing or unreadable."""
+@dataclass(frozen=True)
+class CommittedSummary:
+    """A harness summary as its record (compaction_NNN.json) keeps it, for a rebuild to start from."""
+
+    bridge: str  # the exact continuation message it was installed as
+    step: int  # the step it committed with
+    excluded_turns: int  # the newest turns before that step, kept verbatim after it
+
+
+def committed_summary(run_dir: Path, number: int) -> CommittedSummary | None:
+    """The run's `number`th harness summary, from its record (written before the checkpoint that
+    commits it), or None when the record is missing, unreadable, or from before records said which
+    step committed it."""
     try:
         record = orjson.loads((run_dir / compaction_name(number)).read_bytes())
-    except (OSError, orjson.JSONDecodeError):
+        summary, step, excluded = record["summary"], record["step"], record["excluded_turns"]
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError):
         return None
-    summary = record.get("summary") if isinstance(record, dict) else None
-    return bridge_text(summary) if isinstance(summary, str) and summary.strip() else None
+    if not (isinstance(summary, str) and summary.strip() and _count(step) and _count(excluded)):
+        return None
+    return CommittedSummary(bridge_text(summary), step, excluded)
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def call_line(call: ToolCall, action: str | None) -> str:

@@ -578,7 +578,7 @@ class Session:
           window held (the cursor's `window_turns`), so the run goes on as it would have;
         - when every compaction was a harness summary (plain text the run recorded, unlike a native
           compaction's opaque items), the window as its latest summary left it: that summary's bridge,
-          opening the first of the turns the window held after it, so no fact it kept is lost;
+          opening the first of the turns it kept, then every turn after, so no fact it kept is lost;
         - else every turn, which the rebuild fits to the context budget, compacting first where the
           strategy can (strategies/projection.py): a native compaction's summary was opaque, in the
           continuation, so the projection stands for it.
@@ -587,13 +587,13 @@ class Session:
         window = cursor.get("window_turns", 0)
         if window and not switched and cursor["compactions"] == 0:
             return turns[-window:], None
-        summarized = cursor["summaries"] > 0 and cursor["summaries"] == cursor["compactions"] and window >= 2
         number = cursor["summaries"]
-        bridge = committed_summary(self.run_dir, number) if summarized and self.run_dir else None
-        if bridge is None:
+        summarized = number > 0 and number == cursor["compactions"] and self.run_dir is not None
+        summary = committed_summary(self.run_dir, number) if summarized and self.run_dir else None
+        if summary is None or not summary.excluded_turns < summary.step <= len(turns):
             return turns, None
-        first, *rest = turns[-(window - 1) :]  # the bridge is the window's first turn
-        return [replace(first, inputs=(bridge, *first.inputs)), *rest], number
+        first, *rest = turns[summary.step - 1 - summary.excluded_turns :]  # turn k is step k's
+        return [replace(first, inputs=(summary.bridge, *first.inputs)), *rest], number
 
     def _restore_cursor(self, restored: RestoredCheckpoint) -> None:
         """The counts and the ledger as the checkpoint's cursor (`_cursor`) has them, its facts, and
@@ -975,7 +975,12 @@ class Session:
         self.summaries += 1
         if self._writer is not None:
             record = compaction_record(
-                self.summaries, effect, turn.attempts, cost=self.ledger.cost, redact=self.redactor.text
+                self.summaries,
+                effect,
+                turn.attempts,
+                step=self.steps + 1,  # the step it commits with
+                cost=self.ledger.cost,
+                redact=self.redactor.text,
             )
             self._writer.write_json(compaction_name(self.summaries), record)
         turn.summary = (self.summaries, effect)

@@ -346,8 +346,8 @@ def test_a_harness_summary_is_recorded_with_the_completed_context_that_scheduled
         attempt("summary", "compacted", 9, summarized_items=12, summary_input=disclosed),
         attempt("action", "accepted", 13),
     ]
-    record = compaction_record(1, report, attempts, cost=lambda usage: 0.0, redact=str)
-    assert record["completed_context_tokens"] == 1600 and "trigger_tokens" not in record
+    record = compaction_record(1, report, attempts, step=4, cost=lambda usage: 0.0, redact=str)
+    assert record["completed_context_tokens"] == 1600 and "trigger_tokens" not in record and record["step"] == 4
     assert [(each["outcome"], each["summary_input"]) for each in record["attempts"]] == [("compacted", disclosed)]
     step = step_of(attempts, summary=(1, report))
     assert step["compaction"]["by"] == "summary" and step["retries"] == []

@@ -32,8 +32,10 @@ def test_a_keyless_resume_after_a_harness_summary_starts_from_that_summary_and_s
     assert resume["continuation"] == "rebuilt from the projection" and resume["from_summary"] == 1
     assert "starts from the run's summary 1 (compaction_001.json)" in resumed.output
     assert "TURNSTATE_CHECKPOINT_KEY=off" in resumed.output
-    bridge = committed_summary(run_dir, 1)
-    assert bridge is not None and bridge.startswith(BRIDGE.split("{summary}")[0])
+    summary = committed_summary(run_dir, 1)
+    assert summary is not None and summary.step == resume["step"]  # the kill came right after its commit
+    bridge = summary.bridge
+    assert bridge.startswith(BRIDGE.split("{summary}")[0])
     system, *history = sent_messages(run_dir, resume["step"] + 1)
     assert system["role"] == "system" and history[0]["role"] == "user"
     assert history[0]["content"].startswith(bridge)  # it opens the rebuilt history
