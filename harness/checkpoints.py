@@ -83,6 +83,10 @@ Rules:
 9. One writer. A store opened to write (with a meta) holds an exclusive advisory lock on its database
    until `close`: a second run or resume of the same run is refused rather than allowed to interleave
    its turns. A store opened to read (no meta) takes no lock and cannot commit.
+10. A damaged store is set aside, never repaired in place: `set_aside` moves it (with its -wal and
+   -shm) to a name that says so, under its writer's lock, and a new store made for the same run
+   (`numbered_after`, what a resume from the run's records passes) numbers its first checkpoint
+   after the ones the run's event log records, so the log's checkpoint events stay in order.
 
 `prune(runs_dir, older_than)` deletes the stores of the runs whose last checkpoint is older than that:
 the run folders in `runs_dir`, and those a sweep's folder holds further down (PRUNE_DEPTH).
@@ -148,6 +152,12 @@ CREATE INDEX continuation_snapshots ON continuation (seq) WHERE snapshot = 1;
 class CheckpointError(Exception):
     """A checkpoint store that cannot be opened, written or read as asked; the message names the file
     and what to do."""
+
+
+class DamagedStore(CheckpointError):
+    """A store that cannot be read whole: missing, never initialized, truncated, corrupt or altered.
+    What a resume from the run's records (rule 10) may set aside; every other CheckpointError (a
+    wrong key, another configuration, another writer) is a mistake to fix, not damage."""
 
 
 @dataclass(frozen=True)
@@ -278,6 +288,7 @@ class SQLiteCheckpointStore:
         create: bool = True,
         synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
         continuation: bool = True,
+        numbered_after: int = 0,
     ) -> None:
         self.path = Path(path)
         self._reads_continuation = continuation or meta is not None
@@ -306,9 +317,11 @@ class SQLiteCheckpointStore:
             self._connection.execute(f"PRAGMA synchronous = {synchronous}")  # rule 8
             self._metas = self._read_metas()
             (self._sequence,) = self._connection.execute("SELECT coalesce(max(seq), 0) FROM checkpoints").fetchone()
+            if numbered_after and self._sequence == 0:  # rule 10: a store made anew for a run
+                self._sequence = numbered_after
         except sqlite3.DatabaseError as error:
             self.close()
-            raise CheckpointError(f"{self.path}: not a readable checkpoint store ({error})") from None
+            raise DamagedStore(f"{self.path}: not a readable checkpoint store ({error})") from None
         except BaseException:
             self.close()
             raise
@@ -406,7 +419,7 @@ class SQLiteCheckpointStore:
                 )
                 metas = self._read_metas()
         except sqlite3.DatabaseError as error:
-            raise CheckpointError(f"{self.path}: the checkpoints cannot be read: {error}") from None
+            raise DamagedStore(f"{self.path}: the checkpoints cannot be read: {error}") from None
         restored = RestoredCheckpoint(
             sequence=sequence,
             meta=[meta for since, meta in metas if since <= sequence][-1],
@@ -489,7 +502,7 @@ class SQLiteCheckpointStore:
             (start or 0, newest),
         ).fetchall()
         if not rows or not rows[0][1]:
-            raise CheckpointError(f"{self.path}: the continuation does not start at a snapshot: the store is corrupt")
+            raise DamagedStore(f"{self.path}: the continuation does not start at a snapshot: the store is corrupt")
         state: dict[str, Any] = {}
         chain = _Chain()
         for sequence, snapshot, grown, blob in rows:
@@ -498,7 +511,7 @@ class SQLiteCheckpointStore:
             try:
                 state = record if snapshot else apply_delta(state, record)
             except (KeyError, TypeError, AttributeError):
-                raise CheckpointError(
+                raise DamagedStore(
                     f"{self.path}: continuation record {sequence} does not apply: the store is corrupt"
                 ) from None
             chain.add(bool(snapshot), grown, len(body))
@@ -506,7 +519,7 @@ class SQLiteCheckpointStore:
             turns = [TurnSpan(start=first, end=end) for first, end in state["turns"]]
             return RuntimeState.model_validate({**state, "turns": turns}), chain
         except (ValidationError, KeyError, TypeError, ValueError) as error:
-            raise CheckpointError(f"{self.path}: the continuation does not rebuild a valid state: {error}") from None
+            raise DamagedStore(f"{self.path}: the continuation does not rebuild a valid state: {error}") from None
 
     def _unsealed(self, blob: bytes, sequence: int, snapshot: bool) -> bytes:
         if self._cipher is None:
@@ -514,7 +527,7 @@ class SQLiteCheckpointStore:
         try:
             return self._cipher.open(blob, _record_place(sequence, snapshot))
         except InvalidTag:
-            raise CheckpointError(
+            raise DamagedStore(
                 f"{self.path}: continuation record {sequence} fails authentication: it was altered or damaged "
                 "after it was written, so the continuation cannot be trusted"
             ) from None
@@ -523,16 +536,16 @@ class SQLiteCheckpointStore:
         try:
             return _decode(blob)
         except (ValueError, TypeError):
-            raise CheckpointError(f"{self.path}: a record of the {layer} is not JSON: the store is corrupt") from None
+            raise DamagedStore(f"{self.path}: a record of the {layer} is not JSON: the store is corrupt") from None
 
     def _read_metas(self) -> list[tuple[int, CheckpointMeta]]:
         rows = self._open_connection().execute("SELECT since, body FROM meta ORDER BY since").fetchall()
         try:
             metas = [(since, CheckpointMeta(**_decode(body))) for since, body in rows]
         except (ValueError, TypeError) as error:
-            raise CheckpointError(f"{self.path}: the store's meta cannot be read ({error}): it is corrupt") from None
+            raise DamagedStore(f"{self.path}: the store's meta cannot be read ({error}): it is corrupt") from None
         if not metas:
-            raise CheckpointError(f"{self.path}: the store records no meta: it is corrupt")
+            raise DamagedStore(f"{self.path}: the store records no meta: it is corrupt")
         return metas
 
     # -- opening ------------------------------------------------------------------------------------
@@ -544,7 +557,7 @@ class SQLiteCheckpointStore:
             _check_file(self.path, os.lstat(self.path))
         except FileNotFoundError:
             if not may_create:
-                raise CheckpointError(f"{self.path}: there is no checkpoint store here") from None
+                raise DamagedStore(f"{self.path}: there is no checkpoint store here") from None
             os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
         if self._writer:
             self._lock = _locked(self.path)
@@ -570,7 +583,7 @@ class SQLiteCheckpointStore:
         """Create the tables, the store's identity, its encryption and its meta in one transaction: a
         store is whole or an empty database, which the next writer initializes."""
         if meta is None:
-            raise CheckpointError(f"{self.path}: the checkpoint store was never initialized (an empty database)")
+            raise DamagedStore(f"{self.path}: the checkpoint store was never initialized (an empty database)")
         store_id = os.urandom(16)
         rows: list[tuple[str, bytes]] = [("id", store_id), ("cipher", b"none")]
         cipher = None
@@ -610,7 +623,7 @@ class SQLiteCheckpointStore:
                 )
             return None
         if store.get("cipher") != _CIPHER.encode():
-            raise CheckpointError(f"{self.path}: the store's encryption is not one this turnstate knows: it is corrupt")
+            raise DamagedStore(f"{self.path}: the store's encryption is not one this turnstate knows: it is corrupt")
         if key is None:
             raise CheckpointError(
                 f"{self.path}: the continuation is encrypted, and {self._key.where} holds no key; set {KEY_VARIABLE} "
@@ -622,7 +635,7 @@ class SQLiteCheckpointStore:
                 raise ValueError
             cipher = _Cipher(store["id"], AESGCM(_derived(_checked_key(key), store["salt"], parameters)))
         except (KeyError, ValueError, TypeError):
-            raise CheckpointError(
+            raise DamagedStore(
                 f"{self.path}: the store's encryption parameters cannot be read: it is corrupt"
             ) from None
         try:
@@ -902,6 +915,24 @@ def _check_file(path: Path, info: os.stat_result) -> None:
     problem = private_problem(path, info, folder=False)
     if problem is not None:
         raise CheckpointError(f"{path}: the checkpoint store {problem}")
+
+
+def set_aside(path: Path) -> Path:
+    """Rule 10: the store at `path` moved, with its -wal and -shm files, to `<name>.damaged-<UTC time>`
+    under its writer's lock (CheckpointError while another process has it open to write); the path
+    it was moved to."""
+    aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+    lock = _locked(path) if path.exists() else None
+    try:
+        for suffix in ("", "-wal", "-shm"):
+            try:
+                os.rename(f"{path}{suffix}", f"{aside}{suffix}")
+            except FileNotFoundError:
+                continue
+    finally:
+        if lock is not None:
+            os.close(lock)
+    return aside
 
 
 def _locked(path: Path) -> int:

@@ -154,8 +154,14 @@ def run(profile: Path | None, out_dir: Path, as_json: bool) -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="switch to another adapter, model or strategy (a profile's path or a shipped name) for the same game",
 )
+@click.option(
+    "--from-records",
+    is_flag=True,
+    help="when the checkpoint store was damaged, go on from the run's records instead: the accepted state "
+    "rebuilt from events.jsonl, without the provider's opaque state (the damaged store is set aside)",
+)
 @_json_option("run_meta.json as the run wrote it, with the run folder, instead of the progress bar and table")
-def resume(run_dir: Path, profile: Path | None, as_json: bool) -> None:
+def resume(run_dir: Path, profile: Path | None, from_records: bool, as_json: bool) -> None:
     """Go on with the run in RUN_DIR from its last checkpoint, after a kill, a crash or Ctrl-C: the
     accepted state, the ledger and the game are rebuilt, nothing accepted is lost or performed twice,
     and the run writes on in the same folder (run_meta.json lists each resume)."""
@@ -172,7 +178,8 @@ def resume(run_dir: Path, profile: Path | None, as_json: bool) -> None:
                 _fail(str(error))
             freeze_startup_objects()
             runner = Runner(loaded, run_dir.parent)
-            result = _play(runner, not as_json, partial(runner.resume, run_dir, switch=profile is not None))
+            go_on = partial(runner.resume, run_dir, switch=profile is not None, from_records=from_records)
+            result = _play(runner, not as_json, go_on)
     except KeyboardInterrupt:
         click.echo(f"interrupted; {_what_was_recorded(runner)}", err=True)
         sys.exit(EXIT_INTERRUPTED)
@@ -185,6 +192,12 @@ def _resume_notes(resumed: Mapping[str, Any]) -> list[str]:
     """What a resume did that the run would not have done uninterrupted, from its entry in run_meta's
     `resumes`: lines it cut, and an accepted state it did not restore (with what that left out)."""
     notes = []
+    recovered = resumed.get("from_records")
+    if isinstance(recovered, dict):
+        notes.append(
+            f"went on from the run's records past a damaged checkpoint store ({'; '.join(recovered['damage'])}); "
+            f"it was set aside as {recovered['set_aside']}"
+        )
     if resumed.get("torn_lines"):
         notes.append(f"cut a torn last line (a kill mid-write) off {', '.join(resumed['torn_lines'])}")
     continuation = resumed.get("continuation")

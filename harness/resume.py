@@ -41,14 +41,22 @@ from typing import Any
 
 import orjson
 
-from turnstate.adapters.contract import ToolCall, ToolResult
-from turnstate.harness.accounting import CALLS
+from turnstate.adapters.contract import ToolCall, ToolResult, Usage
+from turnstate.harness.accounting import CALLS, UsageJournal
 from turnstate.harness.artifacts import TRANSITIONS, compaction_name, recorded_steps, step_name
 from turnstate.harness.checkpoints import CHECKPOINT_FILE, CheckpointError, ProjectionMark, SQLiteCheckpointStore
-from turnstate.harness.events import EVENTS, AssistantMessageEvent, EventsRead, audit, log_position, parse_event
+from turnstate.harness.events import (
+    EVENTS,
+    AssistantMessageEvent,
+    EventsRead,
+    ToolCallEvent,
+    audit,
+    log_position,
+    parse_event,
+)
 from turnstate.harness.jsonl import whole_lines
 from turnstate.harness.profile import ID_PATTERN, EnvironmentConfig, Profile, ProfileError, parse_profile
-from turnstate.harness.side_effects import JOURNAL, journaled_step, read_journal
+from turnstate.harness.side_effects import JOURNAL, REFUSED, action_key, journaled_step, read_journal
 from turnstate.strategies.strategy import ProjectedTurn
 from turnstate.strategies.summary import bridge_text
 
@@ -283,6 +291,122 @@ def records_ahead(
     if isinstance(counted, int) and counted > step + 1:
         problems.append(f"{RUN_META} counts {counted} steps, and the checkpoint store holds {held}")
     return problems
+
+
+@dataclass(frozen=True)
+class RecordsPosition:
+    """How far a run got by its records alone (its event log, journal, usage journal and summary and
+    step records), for a resume that goes on from them when its checkpoint store was damaged
+    (`turnstate resume --from-records`): the last checkpoint the log records, the cursor its counts
+    make, and the accepted reply that checkpoint held, for the caller to carry out."""
+
+    checkpoint: int  # the last checkpoint event's number: the new store's first checkpoint is this one again
+    cursor: dict[str, Any]  # as Session._cursor writes it
+    projection: ProjectionMark  # the events before that checkpoint's own event
+    reply: AssistantMessageEvent | None  # the last accepted reply, and its calls
+    calls: tuple[ToolCall, ...]
+
+
+def position_from_records(run_dir: Path) -> RecordsPosition | None:
+    """Where the run's records say it got (None: its log records no checkpoint, so no turn was
+    accepted), or a ResumeError naming the record when they cannot say: a log that is not sound, or
+    one behind the journal or the step records (then the log was cut, and nothing knows how far the
+    run got). Counted from the log: the steps, turns, accepted actions, tool rounds and failed replies
+    (a provider failure that wrote no reply is not in it); the usage and calls from calls.jsonl; the
+    summaries from their records; the compactions from the step records."""
+    path = run_dir / EVENTS
+    if not path.exists():
+        raise ResumeError(f"{path}: missing, so the run's records cannot say how far it got; fix: restore it")
+    read = audit(path)
+    if read.problems:
+        raise ResumeError(f"{path}: not sound, so the run cannot go on from it: {read.problems[0]}")
+    events = [event for _, event in read.events]
+    last = next((event for event in reversed(events) if event.kind == "checkpoint"), None)
+    if last is None:
+        return None
+    step = last.step
+    keys = read_journal(run_dir / JOURNAL, cut=False)
+    journaled = [journaled_step(key) or 0 for key in keys]
+    ahead = [f"{JOURNAL} journals step {max(journaled)}"] if journaled and max(journaled) > step else []
+    if _last_step_record(run_dir) > step + 1:
+        ahead.append(f"{step_name(_last_step_record(run_dir))} is there")
+    if ahead:
+        raise ResumeError(
+            f"{path}: its last checkpoint holds step {step}, and {'; '.join(ahead)}: the log was cut, so the "
+            "records cannot say how far the run got; fix: restore the run folder whole from a backup"
+        )
+    held = [event for event in events if event.seq < last.seq]
+    unjournaled = _unjournaled_actions(held, keys, step)
+    if unjournaled:
+        raise ResumeError(
+            f"{run_dir / JOURNAL}: the log accepted the actions of steps {number_spans(unjournaled)}, which the "
+            f"journal lacks ({'it is missing' if not (run_dir / JOURNAL).exists() else f'it holds {len(keys)}'}), "
+            "so the game cannot be rebuilt where the run left it; fix: restore it from a backup of the run folder"
+        )
+    messages = [event for event in held if isinstance(event, AssistantMessageEvent)]
+    accepted = [message for message in messages if message.status == "accepted"]
+    acting = [index for index, message in enumerate(accepted) if message.action is not None]
+    reply = accepted[-1] if accepted else None
+    usages = UsageJournal.calls_after(run_dir / CALLS, 0)
+    summaries = 0
+    while (summary := committed_summary(run_dir, summaries + 1)) is not None and summary.step <= step:
+        summaries += 1
+    cursor = {
+        "step": step,
+        "turn": last.turn,
+        "accepted_actions": len(acting),
+        "failed_attempts": len(messages) - len(accepted),
+        "tool_rounds": len(accepted) - 1 - acting[-1] if acting else len(accepted),
+        "levels_won": 0,  # the carried-out reply's frame says (the runner sets it)
+        "summaries": summaries,
+        "compactions": max(summaries, _compacted_steps(run_dir, step)),
+        "machine_state": "Accepted",
+        "window_turns": 0,  # not known: the rebuild takes every turn, or the latest summary's
+        "usage": sum(usages, Usage()).to_dict(),
+        "provider_calls": len(usages),
+    }
+    content = path.read_bytes()
+    end = 0
+    for _ in range(last.seq - 1):  # a sound log numbers its events by line
+        end = content.find(b"\n", end) + 1
+    projection = ProjectionMark(last.seq - 1, hashlib.sha256(content[:end]).digest())
+    calls = tuple(
+        ToolCall(event.call_id, event.name, event.arguments)
+        for event in held
+        if isinstance(event, ToolCallEvent) and reply is not None and event.message == reply.seq
+    )
+    return RecordsPosition(int(last.checkpoint_id), cursor, projection, reply, calls)
+
+
+def _unjournaled_actions(held: list[Any], keys: Collection[str], step: int) -> list[int]:
+    """The steps before `step` whose accepted action the journal lacks, though the environment did
+    not refuse it (a refused action is not journaled: an input or result after it says REFUSED)."""
+    missing: list[int] = []
+    waiting: int | None = None  # an unjournaled action's step, until its turn's inputs are read
+    refused = False
+    for event in held:
+        if isinstance(event, AssistantMessageEvent):
+            if waiting is not None and not refused:
+                missing.append(waiting)
+            waiting, refused = None, False
+            if event.status == "accepted" and event.action is not None and event.step < step:
+                waiting = event.step if action_key(event.step) not in keys else None
+        elif event.kind in ("user_input", "tool_result"):
+            refused = refused or (event.text if event.kind == "user_input" else event.content).startswith(REFUSED)
+    return missing + ([waiting] if waiting is not None and not refused else [])
+
+
+def _compacted_steps(run_dir: Path, step: int) -> int:
+    """How many step records through `step` record a compaction (a lost record counts none)."""
+    count = 0
+    for number in recorded_steps(run_dir):
+        if number > step:
+            break
+        try:
+            count += orjson.loads((run_dir / step_name(number)).read_bytes()).get("compaction") is not None
+        except (OSError, orjson.JSONDecodeError, AttributeError):
+            continue
+    return count
 
 
 def _last_step_record(run_dir: Path) -> int:

@@ -41,7 +41,7 @@ from turnstate.harness.environments.protocol import ToolEnvironment, ToolRefused
 from turnstate.harness.profile import ID_PATTERN, Profile
 from turnstate.harness.resume import RUN_META
 from turnstate.harness.session import AcceptedReply, FailedClosed, Point, RunResult, Session, signals_deferred
-from turnstate.harness.side_effects import JOURNAL, JournaledEnvironment, action_key, reset_key
+from turnstate.harness.side_effects import JOURNAL, REFUSED, JournaledEnvironment, action_key, reset_key
 from turnstate.strategies.offload import READ_TOOL_RESULT
 
 __all__ = ["RunResult", "Runner", "StepProgress", "signals_deferred"]
@@ -85,13 +85,17 @@ class Runner:
         session = Session(self.profile, out_dir=self.out_dir, **self._session_options())
         return self._run(session, opening_lock(self.out_dir))
 
-    def resume(self, run_dir: Path, *, switch: bool = False) -> RunResult:
+    def resume(self, run_dir: Path, *, switch: bool = False, from_records: bool = False) -> RunResult:
         """Go on with the run in `run_dir` from its last checkpoint (the runner's profile is the run's
-        own, or with `switch` another adapter, model or strategy for the same game): the game is
+        own, or with `switch` another adapter, model or strategy for the same game; with
+        `from_records`, from the run's records when its checkpoint store was damaged): the game is
         rebuilt from its journal, the last accepted action is performed unless it was, and play goes
         on, writing on in the same folder."""
         self.run_dir = Path(run_dir)  # the run is there before the session opens it
-        return self._run(Session(self.profile, resume=run_dir, switch=switch, **self._session_options()))
+        session = Session(
+            self.profile, resume=run_dir, switch=switch, from_records=from_records, **self._session_options()
+        )
+        return self._run(session)
 
     def _session_options(self) -> dict[str, Any]:
         profile = self.profile
@@ -219,7 +223,7 @@ def _stepped(session: Session, world: JournaledEnvironment, accepted: AcceptedRe
         return _performed(session, world, key, accepted.action), None
     except ValueError as refused:
         session.record_fact({"kind": "receipt", "key": key, "applied": False})
-        return world.environment.observe(), f"The environment refused the action: {refused}"
+        return world.environment.observe(), f"{REFUSED}: {refused}"
 
 
 def _performed(session: Session, world: JournaledEnvironment, key: str, action: str) -> Frame:

@@ -87,19 +87,23 @@ from turnstate.harness.checkpoints import (
     Checkpoint,
     CheckpointError,
     CheckpointMeta,
+    DamagedStore,
     ProjectionMark,
     RestoredCheckpoint,
     SQLiteCheckpointStore,
+    set_aside,
 )
 from turnstate.harness.endpoint import local_service_dir, open_endpoint
 from turnstate.harness.environments.protocol import ToolRefused
 from turnstate.harness.events import EVENTS, EventLog, EventLogError, Status
 from turnstate.harness.profile import Profile
 from turnstate.harness.resume import (
+    RecordsPosition,
     ResumeError,
     checkpointed_events,
     committed_summary,
     cut_events,
+    position_from_records,
     projected_turns,
     records_ahead,
     run_id_of,
@@ -260,6 +264,9 @@ class Resumed:
     lost_records: list[int]
     torn_lines: list[str]  # the journals and logs whose torn last line (a kill mid-write) was cut off
     switched: dict[str, Any] | None  # a model switch: from, to, what it dropped
+    # A resume from the run's records (--from-records): the damage it went on past, and where the
+    # damaged checkpoint store was set aside.
+    from_records: dict[str, Any] | None = None
 
 
 def _missing_records(run_dir: Path, steps: int) -> list[int]:
@@ -281,23 +288,27 @@ def _logged_through(restored: RestoredCheckpoint | None) -> int:
     return restored.projection.through if restored is not None else 0
 
 
-def _check_records_agree(run_dir: Path, restored: RestoredCheckpoint | None, meta: Mapping[str, Any]) -> None:
-    """Refuse a resume whose checkpoints are behind the run's other records, or whose event log is
-    behind its checkpoints (resume.records_ahead), before anything is cut or played."""
-    problems = records_ahead(
+def _records_disagree(run_dir: Path, restored: RestoredCheckpoint | None, meta: Mapping[str, Any]) -> list[str]:
+    """How the run's other records are ahead of its checkpoints, or its event log behind them
+    (resume.records_ahead): what refuses a resume before anything is cut or played."""
+    return records_ahead(
         run_dir,
         checkpoint=restored.sequence if restored else 0,
         step=restored.cursor["step"] if restored else 0,
         projection=restored.projection if restored else ProjectionMark(),
         meta=meta,
     )
-    if problems:
-        raise ResumeError(
-            f"{run_dir}: cannot resume: the run's records disagree with its checkpoints: {'; '.join(problems)}. "
-            "A checkpoint store behind the records was damaged (a deleted or cut -wal file, a truncated or altered "
-            "database), and going on from it would play again what the run already did; fix: restore the run "
-            "folder whole from a backup, or start the run again with `turnstate run`. Nothing was played and no record was cut"
-        )
+
+
+def _damaged(run_dir: Path, problems: Sequence[str]) -> ResumeError:
+    return ResumeError(
+        f"{run_dir}: cannot resume: the run's records disagree with its checkpoints: {'; '.join(problems)}. "
+        "A checkpoint store behind the records was damaged (a deleted or cut -wal file, a truncated or altered "
+        "database), and going on from it would play again what the run already did; fix: restore the run "
+        "folder whole from a backup, or go on from the run's records with `turnstate resume --from-records` "
+        "(the accepted state rebuilt from events.jsonl, without the provider's opaque state), or start the run "
+        "again with `turnstate run`. Nothing was played and no record was cut"
+    )
 
 
 def _switch_record(before: CheckpointMeta, after: CheckpointMeta) -> dict[str, Any]:
@@ -340,6 +351,7 @@ class Session:
         out_dir: Path | str | None = None,
         resume: Path | str | None = None,
         switch: bool = False,
+        from_records: bool = False,
         adapter_factory: Callable[[Endpoint], ProviderAdapter] | None = None,
         sleep: Callable[[float], None] = time.sleep,
         on_point: Callable[[Point], None] | None = None,
@@ -350,7 +362,8 @@ class Session:
         answers; `out_dir` is where <out_dir>/<run-id>/ is written (None: no artifacts); `resume` is
         instead a run folder to go on from its last checkpoint (`Session.resumed` says where), with
         `profile` the run's own (harness/resume.py `run_profile`) or, with `switch`, another adapter,
-        model or strategy; `sleep` performs the machine's waits; `on_point` is called at each named
+        model or strategy, and with `from_records` from the run's records when its checkpoint store was
+        damaged (see `_resumed_checkpoints`); `sleep` performs the machine's waits; `on_point` is called at each named
         point of a turn (POINTS), where the kill tests stop a run."""
         if resume is not None and out_dir is not None:
             raise ValueError("a session writes a new run (out_dir) or resumes one (resume), not both")
@@ -363,6 +376,8 @@ class Session:
         self._out_dir = None if out_dir is None else Path(out_dir)
         self._resume_dir = None if resume is None else Path(resume)
         self._switch = switch
+        self._from_records = from_records
+        self._from_damage: dict[str, Any] | None = None  # what a resume from the records recovered from
         self._on_point = on_point or _nowhere
         self._results_as_input: tuple[str, ...] = ()  # call ids, in order: see `_answers`
         self._service: Path | None = None  # the embedded provider's service folder (a local run's)
@@ -448,11 +463,11 @@ class Session:
             previous = run_meta(run_dir)
             self._check_resumable(run_dir, previous)
             self._switch = self._switch or _interrupted_switch(previous, self.profile.digest())
-        self.checkpoints = self._open_checkpoints(run_dir, settings.system_prompt)
         restored = None
-        if self._resume_dir is not None:
-            restored = self.checkpoints.latest()
-            _check_records_agree(run_dir, restored, previous)
+        if self._resume_dir is None:
+            self.checkpoints = self._open_checkpoints(run_dir, settings.system_prompt)
+        else:
+            self.checkpoints, restored = self._resumed_checkpoints(run_dir, settings.system_prompt, previous)
             self._check_budget_left(run_dir, restored)
             cut = cut_events(run_dir / EVENTS, _logged_through(restored))
         self.events = self._stack.enter_context(EventLog(run_dir / EVENTS, redact=self.redactor.text))
@@ -506,6 +521,7 @@ class Session:
             lost_records=_missing_records(self._writer.path, self.steps),
             torn_lines=self._torn,
             switched=None if switched is None else _switch_record(switched, self.checkpoints.meta),
+            from_records=self._from_damage,
         )
         self._meta["resumes"] = [*previous.get("resumes", []), asdict(self.resumed)]
         self._on_point("after_resume")
@@ -762,7 +778,54 @@ class Session:
             self.events.user_input(turn=self.turns + 1, step=self.steps + 1, text=text, source="buffered")
         self._fire(InputBuffered(text))
 
-    def _open_checkpoints(self, run_dir: Path, system_prompt: str) -> SQLiteCheckpointStore:
+    def _resumed_checkpoints(
+        self, run_dir: Path, system_prompt: str, previous: Mapping[str, Any]
+    ) -> tuple[SQLiteCheckpointStore, RestoredCheckpoint | None]:
+        """The store a resume goes on from and its last checkpoint, once the run's records agree with
+        it. When they do not, or the store cannot be read whole, the resume is refused, unless it goes
+        on from the records (`from_records`): the damaged store is then set aside (checkpoints.py, rule
+        10) and a new one holds the checkpoint the records make (resume.position_from_records), whose
+        state is rebuilt from the projection. What only the old store held is lost: the continuation,
+        a caller's own facts, the exact count of failed attempts."""
+        store: SQLiteCheckpointStore | None = None
+        try:
+            store = self._open_checkpoints(run_dir, system_prompt)
+            restored = store.latest()
+            damage = _records_disagree(run_dir, restored, previous)
+        except DamagedStore as error:
+            if not self._from_records:
+                raise
+            restored, damage = None, [str(error)]
+        if not damage:
+            assert store is not None
+            return store, restored
+        if not self._from_records:
+            raise _damaged(run_dir, damage)
+        if store is not None:
+            store.close()
+        position = position_from_records(run_dir)
+        aside = set_aside(run_dir / CHECKPOINT_FILE)
+        after = position.checkpoint - 1 if position is not None else 0
+        store = self._open_checkpoints(run_dir, system_prompt, numbered_after=after)
+        if position is not None:
+            facts = [self._accepted_fact(position).as_fact()]
+            store.commit(Checkpoint(position.cursor, None, facts, position.projection))
+        self._from_damage = {"damage": list(damage), "set_aside": aside.name}
+        return store, store.latest()
+
+    def _accepted_fact(self, position: RecordsPosition) -> AcceptedReply:
+        """The accepted reply the records' last checkpoint held, as its fact would have kept it: the
+        call that named its action read from its calls as the live turn read it."""
+        reply = position.reply
+        if reply is None:
+            return AcceptedReply(position.cursor["step"], None, None, ())
+        tool_names = [tool.name for tool in self.tools]
+        parsed = scaffold.parse_reply(reply.text, position.calls, self.actions, tool_names, self.action_mode)
+        return AcceptedReply(reply.step, reply.action, parsed.action_call, position.calls)
+
+    def _open_checkpoints(
+        self, run_dir: Path, system_prompt: str, numbered_after: int | None = None
+    ) -> SQLiteCheckpointStore:
         """The run's checkpoint store: made for a new run, opened for a resumed one, refusing a
         checkpoint of another configuration or system prompt unless the session switches (then it may
         differ in adapter, model, strategy and system prompt: SWITCHABLE)."""
@@ -778,7 +841,8 @@ class Session:
             run_dir / CHECKPOINT_FILE,
             meta,
             accept=SWITCHABLE if self._switch else (),
-            create=self._resume_dir is None,
+            create=self._resume_dir is None or numbered_after is not None,
+            numbered_after=numbered_after or 0,
         )
         self._stack.callback(store.close)
         return store

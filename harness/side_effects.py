@@ -42,6 +42,7 @@ from turnstate.harness.environments.protocol import Environment, Frame
 from turnstate.harness.jsonl import AppendedLines, whole_lines
 
 JOURNAL = "side_effects.jsonl"
+REFUSED = "The environment refused the action"  # how the model reads a refused action: never journaled (rule 1)
 _KEY = re.compile(r"step (\d+)( reset)?")
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from turnstate.adapters.contract import Usage
 from turnstate.harness.accounting import CALLS
 from turnstate.harness.checkpoints import CHECKPOINT_FILE, KEY_VARIABLE
 from turnstate.harness.cli import main
@@ -138,6 +139,77 @@ def test_the_undamaged_copy_resumes_and_wins(run_dir):
     assert resumed.exit_code == 0, resumed.output
     meta = json.loads(resumed.stdout)
     assert meta["outcome"] == "win" and meta["resumes"][0]["checkpoint"] == KILLED_AFTER
+
+
+# -- going on from the records, asked for explicitly (--from-records) --------------------------------
+
+STORE_DAMAGES = ["wal deleted", "wal cut", "wal bytes flipped", "database truncated"]
+
+
+@pytest.fixture(scope="module")
+def undamaged(killed, tmp_path_factory) -> dict:
+    """run_meta.json of the killed run resumed as it was: what a resume from the records must match."""
+    copy = tmp_path_factory.mktemp("undamaged") / "runs" / killed.name
+    copy.parent.mkdir(mode=0o700)
+    shutil.copytree(killed, copy)
+    resumed = CliRunner().invoke(main, ["resume", str(copy), "--json"])
+    assert resumed.exit_code == 0, resumed.output
+    return json.loads(resumed.stdout)
+
+
+@pytest.mark.parametrize("damage", STORE_DAMAGES)
+def test_from_records_goes_on_past_a_damaged_store_where_the_run_was_and_ends_as_the_undamaged_resume(
+    run_dir, damage, undamaged
+):
+    """Nothing is played again: the resume starts after the last step the records hold, the game where
+    the journal left it, every call counted once; the damaged store is kept aside, and the run's
+    records are sound again, checkpoints numbered on from the log's."""
+    DAMAGES[damage][0](run_dir)
+    resumed = CliRunner().invoke(main, ["resume", str(run_dir), "--from-records", "--json"])
+    assert resumed.exit_code == 0, resumed.output
+    meta = json.loads(resumed.stdout)
+    (resume,) = meta["resumes"]
+    assert (resume["checkpoint"], resume["step"]) == (KILLED_AFTER, KILLED_AFTER)
+    assert resume["from_records"]["damage"] and resume["continuation"] == "rebuilt from the projection"
+    assert (run_dir / resume["from_records"]["set_aside"]).exists()
+    assert "went on from the run's records past a damaged checkpoint store" in resumed.stderr
+    for field in ("outcome", "accepted_actions", "levels_won", "provider_calls"):
+        assert meta[field] == undamaged[field], field
+    # every call counted once (the rebuilt window is not the restored one, so the tokens differ a little)
+    journal = [json.loads(line) for line in (run_dir / CALLS).read_text().splitlines()]
+    assert Usage.from_dict(meta["usage"]) == sum((Usage.from_dict(call["usage"]) for call in journal), Usage())
+    assert journaled_keys(run_dir) == journaled_keys(Path(undamaged["run_folder"]))
+    checked = check(run_dir)
+    assert checked.exit_code == 0, checked.stderr
+
+
+def journaled_keys(run_dir: Path) -> list[str]:
+    return list(read_journal(run_dir / JOURNAL))
+
+
+@pytest.mark.parametrize("damage", ["events deleted", "events cut in half", "journal deleted"])
+def test_from_records_refuses_records_that_cannot_say_how_far_the_run_got(run_dir, damage):
+    DAMAGES[damage][0](run_dir)
+    DAMAGES["wal deleted"][0](run_dir)  # the store too: else the records agree with it or it refuses
+    calls = (run_dir / CALLS).read_bytes()
+    resumed = CliRunner().invoke(main, ["resume", str(run_dir), "--from-records"])
+    assert resumed.exit_code == 1, resumed.output
+    (line,) = resumed.stderr.splitlines()
+    assert line.startswith("error: ") and "Traceback" not in resumed.output, line
+    assert (run_dir / CALLS).read_bytes() == calls
+
+
+def test_from_records_on_an_undamaged_run_is_the_ordinary_resume(run_dir):
+    resumed = CliRunner().invoke(main, ["resume", str(run_dir), "--from-records", "--json"])
+    assert resumed.exit_code == 0, resumed.output
+    (resume,) = json.loads(resumed.stdout)["resumes"]
+    assert resume["from_records"] is None and resume["continuation"] == "restored"
+
+
+def test_the_refusal_of_a_damaged_store_names_the_flag_that_goes_on_from_the_records(run_dir):
+    delete(WAL)(run_dir)
+    resumed = CliRunner().invoke(main, ["resume", str(run_dir)])
+    assert resumed.exit_code == 1 and "turnstate resume --from-records" in resumed.stderr
 
 
 # -- the journal's own rules (harness/side_effects.py rule 4) ----------------------------------------

@@ -216,7 +216,8 @@ def test_turnstate_run_sigkilled_at_a_random_turn_and_resumed_ends_with_the_unin
     (run_dir,) = runs.iterdir()
     resumed = invoke("resume", str(run_dir), "--json")
     assert resumed.exit_code == 0, resumed.output
-    meta = json.loads(resumed.output)
+    assert "rebuilt from the conversation's plain texts: with TURNSTATE_CHECKPOINT_KEY=off" in resumed.stderr
+    meta = json.loads(resumed.stdout)
     (resume,) = meta["resumes"]
     assert resume["continuation"] == "rebuilt from the projection" and resume["dropped_turns"] == 0
     assert (meta["outcome"], meta["accepted_actions"], meta["levels_won"]) == ("win", baseline.accepted_actions, 8)
