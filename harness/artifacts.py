@@ -53,14 +53,14 @@ import string
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from turnstate.adapters.contract import Item, ModelRequest, ToolCall, Usage
 from turnstate.adapters.json_bytes import json_bytes
-from turnstate.harness.jsonl import open_cut
+from turnstate.harness.jsonl import open_counted
 from turnstate.strategies.events import ReportSummary
 from turnstate.strategies.summary import SummaryPass
 
@@ -281,7 +281,7 @@ def step_record(
     usage: Usage,
     history: tuple[int, int],
     summary: tuple[int, ReportSummary] | None,
-    transitions: list[dict[str, str]],
+    transitions: TransitionLines,
     cost: Callable[[Usage], float],
     redact: Callable[[str], str],
 ) -> dict[str, Any]:
@@ -292,7 +292,8 @@ def step_record(
     `history` the accepted history's size in items before the turn and after its commit, `summary`
     the number and report of a harness summary it committed. `retries` are the action requests
     that did not yield the action; `compaction_calls` every compaction or summary call of the turn,
-    failed ones included (compacting is not retrying)."""
+    failed ones included (compacting is not retrying); `transitions` the lines of transitions.jsonl
+    that hold the transitions it fired (`step_transitions` reads them), which are not copied here."""
     accepted = attempts[-1]
     texts, cut = fitted(
         {"response_text": accepted.response_text, "reasoning_summary": accepted.reasoning_summary}, redact
@@ -312,7 +313,7 @@ def step_record(
         "history": {"items_before": history[0], "items_after": history[1]},
         "compaction": _step_compaction(attempts, cost),
         **({"continuation": _continuation(*summary)} if summary is not None else {}),
-        "transitions": transitions,
+        "transitions": asdict(transitions),
     }
 
 
@@ -658,7 +659,7 @@ class ArtifactWriter:
         # Owner-only: it holds the checkpoint store, whose continuation may hold opaque provider state.
         self.path.mkdir(mode=0o700, parents=True, exist_ok=existing)
         self.redactor = redactor or Redactor()
-        self._transitions = open_cut(self.path / TRANSITIONS)
+        self._transitions, self._transition_lines = open_counted(self.path / TRANSITIONS)
         self._steps = ThreadPoolExecutor(max_workers=1, thread_name_prefix="turnstate-steps")  # in order
         self._pending: deque[Future[None]] = deque()
 
@@ -708,6 +709,11 @@ class ArtifactWriter:
 
     def log_transition(self, record: dict[str, Any]) -> None:
         self._transitions.write(self._render(record))
+        self._transition_lines += 1
+
+    def last_transitions(self, count: int) -> TransitionLines:
+        """Where the last `count` transitions logged are in transitions.jsonl."""
+        return TransitionLines(self._transition_lines - count + 1, count)
 
     def sync_transitions(self) -> None:
         """Push every logged transition to disk, so the log is never behind the files written after it."""
@@ -797,6 +803,34 @@ TRANSITION_KEYS = ("machine", "source", "trigger", "dest")
 
 class TransitionLogError(ValueError):
     """A run's transitions.jsonl is missing, unreadable or not a run's log; the message says which line."""
+
+
+@dataclass(frozen=True)
+class TransitionLines:
+    """Lines of transitions.jsonl: the `count` from line `first` (numbered from 1) on."""
+
+    first: int
+    count: int
+
+
+def step_transitions(run_dir: Path, record: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The transitions a step record's step fired, read from the lines of transitions.jsonl it names;
+    a StepRecordError when the log does not hold them."""
+    where: Any = record.get("transitions")
+    path = Path(run_dir) / TRANSITIONS
+    try:
+        lines = whole_lines_of(path)[where["first"] - 1 : where["first"] - 1 + where["count"]]
+        if len(lines) != where["count"]:
+            raise ValueError
+        return [json.loads(line) for line in lines]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise StepRecordError(f"{path}: does not hold the transitions step {record.get('step')} names") from None
+
+
+def whole_lines_of(path: Path) -> list[bytes]:
+    """The whole lines of a JSON-lines file (a torn last line left out), read without changing it."""
+    content = path.read_bytes()
+    return content[: content.rfind(b"\n") + 1].splitlines()
 
 
 def read_transition_log(log: Path, declared: Collection[str]) -> tuple[list[dict[str, str]], list[str]]:

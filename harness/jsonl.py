@@ -36,9 +36,14 @@ def open_append(path: Path) -> BinaryIO:
 def open_cut(path: Path) -> BinaryIO:
     """`path` opened to append (open_append), a torn last line cut off first, so that the next line
     is not glued to it."""
+    return open_counted(path)[0]
+
+
+def open_counted(path: Path) -> tuple[BinaryIO, int]:
+    """`path` opened as open_cut opens it, and how many whole lines it holds: the number of the line
+    the next write ends."""
     file = open_append(path)  # first: a link is refused before anything is read or cut
-    whole_lines(path)
-    return file
+    return file, whole_lines(path)[0].count(b"\n")
 
 
 def whole_lines(path: Path) -> tuple[bytes, bool]:

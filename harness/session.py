@@ -71,6 +71,7 @@ from turnstate.harness.artifacts import (
     Attempt,
     CallKind,
     Redactor,
+    TransitionLines,
     compaction_name,
     compaction_record,
     failed_turn_record,
@@ -1098,13 +1099,18 @@ class Session:
             usage=usage,
             history=(turn.history_before, self.accepted_state.item_count),
             summary=turn.summary,
-            transitions=[transition.as_log() for transition in self.machine.take_fired()],
+            transitions=self._step_transitions(),
             cost=self.ledger.cost,
             redact=self.redactor.text,
         )
         self.compactions += record["compaction"] is not None
         if self._writer is not None:
             self._writer.write_step(index, record)
+
+    def _step_transitions(self) -> TransitionLines:
+        """Where the step's transitions are in transitions.jsonl (`_fire` logged each as it fired)."""
+        fired = len(self.machine.take_fired())
+        return self._writer.last_transitions(fired) if self._writer is not None else TransitionLines(0, fired)
 
     def _request_record(self, index: int, request: ModelRequest) -> dict[str, Any]:
         """What is new in this step's request since the previous step's (artifacts.request_delta)."""

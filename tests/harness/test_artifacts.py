@@ -17,6 +17,7 @@ from turnstate.harness.artifacts import (
     Attempt,
     CallKind,
     Redactor,
+    TransitionLines,
     compaction_record,
     fitted,
     item_descriptor,
@@ -305,7 +306,7 @@ def step_of(attempts: list[Attempt], summary: tuple[int, ReportSummary] | None =
         usage=usage,
         history=(6, 2),
         summary=summary,
-        transitions=[],
+        transitions=TransitionLines(7, 3),
         cost=lambda usage: usage.input_tokens / 1000,
         redact=str,
     )

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.harness.test_resume import VARIANTS, invoke, killed_run
-from turnstate.harness.artifacts import sent_messages
+from turnstate.harness.artifacts import sent_messages, step_transitions
 from turnstate.harness.checkpoints import KEY_VARIABLE, OPT_OUT
 from turnstate.harness.cli import _resume_notes
 from turnstate.harness.profile import PROFILES_DIR, load_profile
@@ -57,3 +57,18 @@ def test_the_resume_notes_name_a_rebuild_what_it_left_out_and_a_start_over():
     ]
     (note,) = _resume_notes({"continuation": "none (no turn was accepted: the run starts again)"})
     assert "the run started again from its first step" in note
+
+
+def test_after_a_resume_each_step_record_still_names_the_lines_of_its_own_transitions(tmp_path):
+    """The writer counts the log's lines when it reopens it, so the resumed steps' pointers land on
+    their own transitions, after any the interrupted turn left in the log."""
+    run_dir = killed_run(load_profile(PROFILES_DIR / VARIANTS["harness_summary"]), tmp_path / "runs", "after_reply", 12)
+    assert invoke("resume", str(run_dir)).exit_code == 0
+    spans = []
+    for path in sorted(run_dir.glob("step_*.json")):
+        record = json.loads(path.read_text())
+        fired = step_transitions(run_dir, record)
+        assert fired[-1]["trigger"] == "ActionAccepted", path.name
+        spans.append((record["transitions"]["first"], record["transitions"]["count"]))
+    assert all(first + count <= after for (first, count), (after, _) in zip(spans, spans[1:], strict=False))
+    assert len(spans) > 12  # steps played after the resume are among them

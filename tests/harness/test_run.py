@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from turnstate.harness import artifacts
-from turnstate.harness.artifacts import sent_messages
+from turnstate.harness.artifacts import sent_messages, step_transitions
 from turnstate.harness.profile import DEFAULT_PROFILE, PROFILES_DIR, LocalProviderConfig, Profile, load_profile
 from turnstate.harness.runner import Runner
 from turnstate.local_provider.exchange import MALFORMED_REPLY
@@ -123,7 +123,7 @@ def test_a_429_and_a_500_are_retried_from_the_accepted_state_after_a_backoff(tmp
     step_2 = read_steps(result.artifacts)[1]
     assert [retry["outcome"] for retry in step_2["retries"]] == ["transient", "transient"]
     assert [retry["diagnostics"]["status"] for retry in step_2["retries"]] == [429, 500]
-    triggers = [(t["source"], t["trigger"], t["dest"]) for t in step_2["transitions"]]
+    triggers = [(t["source"], t["trigger"], t["dest"]) for t in step_transitions(result.artifacts, step_2)]
     assert triggers.count(("AwaitingReply", "ProviderFailed", "BackingOff")) == 2
     assert triggers.count(("BackingOff", "BackoffElapsed", "AwaitingReply")) == 2
     first, second = clock.slept  # base 0.25 s then 0.5 s, each with up to half taken off by jitter
