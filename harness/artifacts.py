@@ -60,6 +60,7 @@ from typing import Any, Literal, Protocol
 
 from turnstate.adapters.contract import Item, ModelRequest, ToolCall, Usage
 from turnstate.adapters.json_bytes import json_bytes
+from turnstate.harness.events import EVENTS
 from turnstate.harness.jsonl import open_counted
 from turnstate.strategies.events import ReportSummary
 from turnstate.strategies.summary import SummaryPass
@@ -129,6 +130,7 @@ def request_delta(
     previous: tuple[int, ModelRequest] | None,
     request: ModelRequest,
     readable: Callable[[Sequence[Item]], list[dict[str, str]]],
+    logged: Callable[[str], int | None] = lambda text: None,
 ) -> dict[str, Any]:
     """How `request` follows from the previous step's (its step and request): the same system
     message, then the previous request's items less the `dropped` oldest, then `added`, all as
@@ -139,7 +141,10 @@ def request_delta(
 
     Items are compared, and only what was dropped or added is projected, so a record costs what the
     request changed; the kept items are the same objects turn after turn, so even comparing them is
-    cheap. `readable` must project item by item (a list's projection is its items', concatenated)."""
+    cheap. `readable` must project item by item (a list's projection is its items', concatenated).
+    An added message whose content is the very text of an event in events.jsonl (`logged` gives that
+    event's number: the observation, the last reply, a tool result) names the event instead of copying
+    the text, {"role": ..., "event": N}: the log holds each text once, and `sent_messages` resolves it."""
     delta: dict[str, Any] | None = None
     if previous is not None and previous[1].system == request.system:
         step, before = previous
@@ -155,7 +160,16 @@ def request_delta(
         system = {"role": "system", "content": request.system}
         delta = {"after_step": None, "dropped": 0, "added": [system, *readable(request.items)]}
         new_items = request.items
+    delta["added"] = [_pointing(message, logged) for message in delta["added"]]
     return delta | {"items_sent": len(request.items), "input_items": [item_descriptor(item) for item in new_items]}
+
+
+def _pointing(message: dict[str, Any], logged: Callable[[str], int | None]) -> dict[str, Any]:
+    content = message.get("content")
+    event = logged(content) if isinstance(content, str) and message.get("role") != "system" else None
+    if event is None:
+        return message
+    return {**{key: value for key, value in message.items() if key != "content"}, "event": event}
 
 
 def item_descriptor(item: Item) -> dict[str, Any]:
@@ -481,11 +495,42 @@ def sent_messages(run_dir: Path, step: int) -> list[dict[str, Any]]:
             )
         chain.append(delta)
         at = delta["after_step"]
+    texts = _event_texts(Path(run_dir), chain)
     messages: list[dict[str, Any]] = []
     for delta in reversed(chain):
         base = messages[:1] + messages[1 + delta["dropped"] :] if delta["after_step"] is not None else []
-        messages = [*base, *delta["added"]]
+        messages = [*base, *(_resolved(message, texts) for message in delta["added"])]
     return messages
+
+
+def _event_texts(run_dir: Path, deltas: Sequence[Mapping[str, Any]]) -> dict[int, str]:
+    """The texts of the events the request records `deltas` name, read from the run's events.jsonl
+    (only when one names any); a StepRecordError when the log does not hold one of them."""
+    named = {message["event"] for delta in deltas for message in delta["added"] if "event" in message}
+    if not named:
+        return {}
+    path = run_dir / EVENTS
+    texts: dict[int, str] = {}
+    try:
+        for line in whole_lines_of(path):
+            event = json.loads(line)
+            if event.get("seq") in named:
+                texts[event["seq"]] = event["content"] if event["kind"] == "tool_result" else event["text"]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        raise StepRecordError(f"{path}: cannot be read for the texts the step records name") from None
+    missing = sorted(named - texts.keys())
+    if missing:
+        raise StepRecordError(
+            f"{path}: holds no event {missing[0]}, whose text a step record names; fix: restore the run folder "
+            "as `turnstate run` wrote it"
+        )
+    return texts
+
+
+def _resolved(message: Mapping[str, Any], texts: Mapping[int, str]) -> dict[str, Any]:
+    if "event" not in message:
+        return dict(message)
+    return {**{key: value for key, value in message.items() if key != "event"}, "content": texts[message["event"]]}
 
 
 def _delta_problem(delta: Any, step: int) -> str | None:
@@ -500,6 +545,8 @@ def _delta_problem(delta: Any, step: int) -> str | None:
     added = delta.get("added")
     if not isinstance(added, list) or not all(isinstance(message, dict) for message in added):
         return "request.added is not a list of messages"
+    if not all(_is_count(message["event"]) for message in added if "event" in message):
+        return "request.added names an event that is not a number"
     return None
 
 

@@ -788,11 +788,11 @@ def show(run_dir: Path, step: int, as_json: bool) -> None:
     dropped: list[Any] = []
     if delta["after_step"] is not None:
         dropped = redactor.scrub(sent_messages(run_dir, delta["after_step"]))[1 : 1 + delta["dropped"]]
-        lines += _since_lines(run_dir, record, dropped, redactor)
+        lines += _since_lines(run_dir, record, dropped, messages[len(messages) - len(delta["added"]) :], redactor)
     elif step > 1:
         rebuilt = "its request does not carry over (a new system prompt, or a rebuilt history)"
         lines += ["", f"since step {step - 1}: {rebuilt}, so every message below is new"]
-    new_from = len(messages) - len(delta["added"])
+    new_from = len(messages) - len(delta["added"])  # the added ones, their events resolved, end the request
     lines += ["", f"request sent: {len(messages)} messages"]
     for index, message in enumerate(messages):
         mark = "" if index < new_from else " · again" if message in dropped else " · new"
@@ -856,7 +856,9 @@ def _calls_lines(title: str, calls: Any) -> list[str]:
     return lines
 
 
-def _since_lines(run_dir: Path, record: dict[str, Any], dropped: list[Any], redactor: Redactor) -> list[str]:
+def _since_lines(
+    run_dir: Path, record: dict[str, Any], dropped: list[Any], added: list[Any], redactor: Redactor
+) -> list[str]:
     """What changed since the step this one's request follows: the messages dropped from its request
     (their first lines), how many were added, the accepted history's size, and the compaction the
     step committed, with the summary a harness summary installed in its place."""
@@ -867,9 +869,9 @@ def _since_lines(run_dir: Path, record: dict[str, Any], dropped: list[Any], reda
         lines += [f"    - {_first_line(message)}" for message in dropped]
     else:
         lines.append("  dropped no message of its request")
-    again = sum(message in dropped for message in delta["added"])
+    again = sum(message in dropped for message in added)
     resent = f", {again} of them dropped above and sent again (marked again)" if again else ""
-    lines.append(f"  added {len(delta['added'])} messages (marked new below){resent}")
+    lines.append(f"  added {len(added)} messages (marked new below){resent}")
     history = record.get("history")
     if isinstance(history, dict):
         before, after = history.get("items_before"), history.get("items_after")

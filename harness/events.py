@@ -179,6 +179,9 @@ def parse_event(line: bytes) -> AnyEvent:
     raise ValueError(": ".join([*where, str(first["msg"]).removeprefix("Value error, ")]))
 
 
+RECENT = 64  # texts an EventLog remembers: more than one turn's inputs, its results and the last reply
+
+
 class EventLog:
     """Appends a run's events to `path` (a run folder's EVENTS), numbering them in order. Each method
     writes one event and returns it as written. `redact` (the run's Redactor.text) cleans every text
@@ -191,11 +194,23 @@ class EventLog:
         self._file = open_append(self.path)  # first: a link is refused before anything is read or cut
         self._digest = hashlib.sha256()  # of every byte of the log: what a checkpoint's mark holds
         self.last_seq = self._last_seq()  # the last event's number: the next one's is the one after
+        self._recent: dict[str, int] = {}  # the last RECENT texts logged (as given), with their events' numbers
+
+    def logged(self, text: str) -> int | None:
+        """The number of a recent event that logged `text` (an input, a reply or a result), if one did:
+        what a step record names instead of copying the text (artifacts.request_delta)."""
+        return self._recent.get(text)
+
+    def _remember(self, text: str, event: _E) -> _E:
+        self._recent.pop(text, None)
+        self._recent[text] = event.seq
+        if len(self._recent) > RECENT:
+            del self._recent[next(iter(self._recent))]
+        return event
 
     def user_input(self, *, turn: int, step: int, text: str, source: Source) -> UserInputEvent:
-        return self._write(
-            UserInputEvent(seq=self.last_seq + 1, turn=turn, step=step, text=self.redact(text), source=source)
-        )
+        event = UserInputEvent(seq=self.last_seq + 1, turn=turn, step=step, text=self.redact(text), source=source)
+        return self._remember(text, self._write(event))
 
     def assistant_message(
         self,
@@ -210,7 +225,7 @@ class EventLog:
         record: str | None = None,
     ) -> AssistantMessageEvent:
         """The reply and its verdict; `record` is the file that keeps the attempt's readable record."""
-        return self._write(
+        event = self._write(
             AssistantMessageEvent(
                 seq=self.last_seq + 1,
                 turn=turn,
@@ -223,6 +238,7 @@ class EventLog:
                 raw=None if record is None else RawRef(record, attempt),
             )
         )
+        return self._remember(text, event) if status == "accepted" else event
 
     def tool_call(self, message: AssistantMessageEvent, call: ToolCall) -> ToolCallEvent:
         """A call `message` made, in its turn and step."""
@@ -239,7 +255,7 @@ class EventLog:
         )
 
     def tool_result(self, *, turn: int, step: int, result: ToolResult) -> ToolResultEvent:
-        return self._write(
+        event = self._write(
             ToolResultEvent(
                 seq=self.last_seq + 1,
                 turn=turn,
@@ -249,6 +265,7 @@ class EventLog:
                 is_error=result.is_error,
             )
         )
+        return self._remember(result.content, event)
 
     def checkpoint(self, *, turn: int, step: int, checkpoint_id: str) -> CheckpointEvent:
         return self._write(CheckpointEvent(seq=self.last_seq + 1, turn=turn, step=step, checkpoint_id=checkpoint_id))

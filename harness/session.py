@@ -1114,7 +1114,8 @@ class Session:
 
     def _request_record(self, index: int, request: ModelRequest) -> dict[str, Any]:
         """What is new in this step's request since the previous step's (artifacts.request_delta)."""
-        record = request_delta(self._last_sent, request, self.adapter.transcript.readable)
+        logged = self.events.logged if self.events is not None else (lambda text: None)
+        record = request_delta(self._last_sent, request, self.adapter.transcript.readable, logged)
         self._last_sent = (index, request)
         return record
 

@@ -13,7 +13,8 @@ import pytest
 from turnstate.adapters.chat_completions import ChatCompletionsAdapter
 from turnstate.adapters.contract import ModelRequest, ModelResponse, ProviderError, Usage
 from turnstate.adapters.responses import ResponsesAdapter
-from turnstate.harness.artifacts import ACTION_METADATA_BYTES, SUMMARY_INPUT
+from turnstate.harness.artifacts import ACTION_METADATA_BYTES, SUMMARY_INPUT, StepRecordError, sent_messages
+from turnstate.harness.events import EVENTS
 from turnstate.harness.runner import Runner
 from turnstate.strategies.summary import SUMMARY_INSTRUCTION
 
@@ -128,3 +129,34 @@ def test_every_call_is_billed_once_as_the_provider_reported_it_summaries_include
     assert meta["usage"] == Tallied.tally.to_dict()
     steps = read_steps(result.artifacts)
     assert sum(step["usage"]["total_tokens"] for step in steps) == Tallied.tally.total_tokens
+
+
+class Observed(ChatCompletionsAdapter):
+    """The default adapter, keeping the readable messages of every request it sends."""
+
+    sent: list[list[dict]] = []
+
+    def call(self, request: ModelRequest) -> ModelResponse | ProviderError:
+        Observed.sent.append([{"role": "system", "content": request.system}, *self.transcript.readable(request.items)])
+        return super().call(request)
+
+
+def test_a_step_record_names_the_events_that_hold_its_new_texts_and_show_gives_back_what_was_sent(tmp_path):
+    """Each observation and reply is stored once, in events.jsonl: a step's request record names it."""
+    Observed.sent = []
+    connect = lambda endpoint: Observed.connect(endpoint, DEFAULT.request_settings())  # noqa: E731
+    result = Runner(DEFAULT, tmp_path, adapter_factory=connect).run()
+    steps = read_steps(result.artifacts)
+    later = [message for step in steps[1:] for message in step["request"]["added"]]
+    assert later and all("event" in message and "content" not in message for message in later)
+    events = {event["seq"]: event for event in map(json.loads, (result.artifacts / EVENTS).read_text().splitlines())}
+    assert {events[message["event"]]["kind"] for message in later} == {"user_input", "assistant_message"}
+    assert [sent_messages(result.artifacts, step["step"]) for step in steps] == Observed.sent
+
+
+def test_a_step_record_naming_an_event_the_log_lacks_is_a_clear_error_naming_the_log(tmp_path):
+    result = Runner(with_changes(DEFAULT, agent={"max_actions": 3}), tmp_path).run()
+    log = result.artifacts / EVENTS
+    log.write_bytes(b"".join(log.read_bytes().splitlines(keepends=True)[:2]))
+    with pytest.raises(StepRecordError, match=r"events\.jsonl: holds no event \d+, whose text a step record names"):
+        sent_messages(result.artifacts, 3)
