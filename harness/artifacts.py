@@ -61,7 +61,7 @@ from typing import Any, Literal, Protocol
 from turnstate.adapters.contract import Item, ModelRequest, ToolCall, Usage
 from turnstate.adapters.json_bytes import json_bytes
 from turnstate.harness.events import EVENTS
-from turnstate.harness.jsonl import open_counted
+from turnstate.harness.jsonl import open_counted, whole_lines_of
 from turnstate.strategies.events import ReportSummary
 from turnstate.strategies.summary import SummaryPass
 
@@ -512,7 +512,7 @@ def _event_texts(run_dir: Path, deltas: Sequence[Mapping[str, Any]]) -> dict[int
     path = run_dir / EVENTS
     texts: dict[int, str] = {}
     try:
-        for line in whole_lines_of(path):
+        for line in whole_lines_of(path.read_bytes()):
             event = json.loads(line)
             if event.get("seq") in named:
                 texts[event["seq"]] = event["content"] if event["kind"] == "tool_result" else event["text"]
@@ -538,19 +538,20 @@ def _delta_problem(delta: Any, step: int) -> str | None:
     if not isinstance(delta, dict):
         return f"request is a {type(delta).__name__}, not an object"
     after = delta.get("after_step")
-    if after is not None and not (_is_count(after) and 1 <= after < step):
+    if after is not None and not (is_count(after) and 1 <= after < step):
         return f"request.after_step is {after!r}, not null or an earlier step than {step}"
-    if not _is_count(delta.get("dropped")):
+    if not is_count(delta.get("dropped")):
         return f"request.dropped is {delta.get('dropped')!r}, not a count of messages"
     added = delta.get("added")
     if not isinstance(added, list) or not all(isinstance(message, dict) for message in added):
         return "request.added is not a list of messages"
-    if not all(_is_count(message["event"]) for message in added if "event" in message):
+    if not all(is_count(message["event"]) for message in added if "event" in message):
         return "request.added names an event that is not a number"
     return None
 
 
-def _is_count(value: Any) -> bool:
+def is_count(value: Any) -> bool:
+    """Whether a record's `value` is a count: a whole number, not a bool, not negative."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
@@ -866,18 +867,12 @@ def step_transitions(run_dir: Path, record: Mapping[str, Any]) -> list[dict[str,
     where: Any = record.get("transitions")
     path = Path(run_dir) / TRANSITIONS
     try:
-        lines = whole_lines_of(path)[where["first"] - 1 : where["first"] - 1 + where["count"]]
+        lines = whole_lines_of(path.read_bytes())[where["first"] - 1 : where["first"] - 1 + where["count"]]
         if len(lines) != where["count"]:
             raise ValueError
         return [json.loads(line) for line in lines]
     except (OSError, ValueError, KeyError, TypeError):
         raise StepRecordError(f"{path}: does not hold the transitions step {record.get('step')} names") from None
-
-
-def whole_lines_of(path: Path) -> list[bytes]:
-    """The whole lines of a JSON-lines file (a torn last line left out), read without changing it."""
-    content = path.read_bytes()
-    return content[: content.rfind(b"\n") + 1].splitlines()
 
 
 def read_transition_log(log: Path, declared: Collection[str]) -> tuple[list[dict[str, str]], list[str]]:

@@ -56,7 +56,7 @@ from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 from turnstate.adapters.contract import ToolCall, ToolResult
 from turnstate.adapters.json_bytes import json_bytes
 from turnstate.harness.checkpoints import ProjectionMark
-from turnstate.harness.jsonl import open_append
+from turnstate.harness.jsonl import open_append, whole_lines_of
 
 EVENTS = "events.jsonl"  # the log's name in a run folder
 
@@ -365,7 +365,7 @@ def log_position(path: Path | str) -> LogPosition | None:
         content = Path(path).read_bytes()
     except FileNotFoundError:
         return None
-    lines = content[: content.rfind(b"\n") + 1].split(b"\n")[:-1]
+    lines = whole_lines_of(content)
     last_seq = 0
     for line in reversed(lines):
         try:

@@ -46,6 +46,12 @@ def open_counted(path: Path) -> tuple[BinaryIO, int]:
     return file, whole_lines(path)[0].count(b"\n")
 
 
+def whole_lines_of(content: bytes) -> list[bytes]:
+    """The whole lines of a JSON-lines file's `content`, newlines dropped: a torn last line (no newline
+    ends it) is left out. Split on newlines alone, as `open_counted` counts them."""
+    return content[: content.rfind(b"\n") + 1].split(b"\n")[:-1]
+
+
 def whole_lines(path: Path) -> tuple[bytes, bool]:
     """The file's whole lines (b"" for a missing file), a torn last line cut off the file itself,
     and whether one was."""

@@ -43,7 +43,7 @@ import orjson
 
 from turnstate.adapters.contract import ToolCall, ToolResult, Usage
 from turnstate.harness.accounting import CALLS, UsageJournal
-from turnstate.harness.artifacts import TRANSITIONS, compaction_name, recorded_steps, step_name
+from turnstate.harness.artifacts import TRANSITIONS, compaction_name, is_count, recorded_steps, step_name
 from turnstate.harness.checkpoints import CHECKPOINT_FILE, CheckpointError, ProjectionMark, SQLiteCheckpointStore
 from turnstate.harness.events import (
     EVENTS,
@@ -178,13 +178,9 @@ def committed_summary(run_dir: Path, number: int) -> CommittedSummary | None:
         summary, step, excluded = record["summary"], record["step"], record["excluded_turns"]
     except (OSError, orjson.JSONDecodeError, KeyError, TypeError):
         return None
-    if not (isinstance(summary, str) and summary.strip() and _count(step) and _count(excluded)):
+    if not (isinstance(summary, str) and summary.strip() and is_count(step) and is_count(excluded)):
         return None
     return CommittedSummary(bridge_text(summary), step, excluded)
-
-
-def _count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def call_line(call: ToolCall, action: str | None) -> str:
@@ -232,16 +228,20 @@ def checkpointed_log(path: Path, mark: ProjectionMark) -> bytes | None:
     missing, or was cut or altered under the checkpoint. A sound log numbers its events by line
     (events.py, rule 1), so the mark's event ends its `through`th line."""
     try:
-        content = path.read_bytes()
+        held = _first_lines(path.read_bytes(), mark.through)
     except FileNotFoundError:
         return None
+    return held if held is not None and hashlib.sha256(held).digest() == mark.digest else None
+
+
+def _first_lines(content: bytes, count: int) -> bytes | None:
+    """The bytes of `content`'s first `count` lines, newlines included (None: it holds fewer)."""
     end = 0
-    for _ in range(mark.through):
+    for _ in range(count):
         end = content.find(b"\n", end) + 1
         if end == 0:
             return None
-    held = content[:end]
-    return held if hashlib.sha256(held).digest() == mark.digest else None
+    return content[:end]
 
 
 def checkpointed_events(run_dir: Path, mark: ProjectionMark) -> list[dict[str, Any]]:
@@ -279,13 +279,10 @@ def records_ahead(
         problems.append(f"{EVENTS} {how}, and the checkpoints hold the events through {projection.through}: it was cut")
     elif checkpointed_log(run_dir / EVENTS, projection) is None:
         problems.append(f"{EVENTS}: {_not_the_checkpointed_log(projection)}")
-    journaled = [journaled_step(key) or 0 for key in read_journal(run_dir / JOURNAL, cut=False)]
-    if journaled and max(journaled) > step:
-        problems.append(
-            f"{JOURNAL} journals the action of step {max(journaled)}, and the checkpoint store holds {held}"
-        )
-    recorded = _last_step_record(run_dir)
-    if recorded > step + 1:
+    journaled, recorded = _records_past(run_dir, read_journal(run_dir / JOURNAL, cut=False), step)
+    if journaled:
+        problems.append(f"{JOURNAL} journals the action of step {journaled}, and the checkpoint store holds {held}")
+    if recorded:
         problems.append(f"{step_name(recorded)} is there, and the checkpoint store holds {held}")
     counted = meta.get("steps")
     if isinstance(counted, int) and counted > step + 1:
@@ -326,10 +323,9 @@ def position_from_records(run_dir: Path) -> RecordsPosition | None:
         return None
     step = last.step
     keys = read_journal(run_dir / JOURNAL, cut=False)
-    journaled = [journaled_step(key) or 0 for key in keys]
-    ahead = [f"{JOURNAL} journals step {max(journaled)}"] if journaled and max(journaled) > step else []
-    if _last_step_record(run_dir) > step + 1:
-        ahead.append(f"{step_name(_last_step_record(run_dir))} is there")
+    journaled, recorded = _records_past(run_dir, keys, step)
+    ahead = [f"{JOURNAL} journals step {journaled}"] if journaled else []
+    ahead += [f"{step_name(recorded)} is there"] if recorded else []
     if ahead:
         raise ResumeError(
             f"{path}: its last checkpoint holds step {step}, and {'; '.join(ahead)}: the log was cut, so the "
@@ -365,11 +361,9 @@ def position_from_records(run_dir: Path) -> RecordsPosition | None:
         "usage": sum(usages, Usage()).to_dict(),
         "provider_calls": len(usages),
     }
-    content = path.read_bytes()
-    end = 0
-    for _ in range(last.seq - 1):  # a sound log numbers its events by line
-        end = content.find(b"\n", end) + 1
-    projection = ProjectionMark(last.seq - 1, hashlib.sha256(content[:end]).digest())
+    before = _first_lines(path.read_bytes(), last.seq - 1)  # a sound log numbers its events by line
+    assert before is not None  # the checkpoint event is on line last.seq
+    projection = ProjectionMark(last.seq - 1, hashlib.sha256(before).digest())
     calls = tuple(
         ToolCall(event.call_id, event.name, event.arguments)
         for event in held
@@ -407,6 +401,16 @@ def _compacted_steps(run_dir: Path, step: int) -> int:
         except (OSError, orjson.JSONDecodeError, AttributeError):
             continue
     return count
+
+
+def _records_past(run_dir: Path, keys: Iterable[str], step: int) -> tuple[int | None, int | None]:
+    """What of the run's records is past accepted step `step`, which none may be: the latest step
+    whose action the journal (its `keys`) holds, when it is a later one (an action is performed only
+    after its step's checkpoint), and the latest step record, when it is past the step in flight
+    (step_NNNNNN.json is written as its turn commits); None for each that is not."""
+    journaled = max((journaled_step(key) or 0 for key in keys), default=0)
+    recorded = _last_step_record(run_dir)
+    return (journaled if journaled > step else None), (recorded if recorded > step + 1 else None)
 
 
 def _last_step_record(run_dir: Path) -> int:

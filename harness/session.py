@@ -605,8 +605,8 @@ class Session:
         if window and not switched and cursor["compactions"] == 0:
             return turns[-window:], None
         number = cursor["summaries"]
-        summarized = number > 0 and number == cursor["compactions"] and self.run_dir is not None
-        summary = committed_summary(self.run_dir, number) if summarized and self.run_dir else None
+        summarized = number > 0 and number == cursor["compactions"]
+        summary = committed_summary(self.run_dir, number) if summarized and self.run_dir is not None else None
         if summary is None or not summary.excluded_turns < summary.step <= len(turns):
             return turns, None
         first, *rest = turns[summary.step - 1 - summary.excluded_turns :]  # turn k is step k's
@@ -985,7 +985,7 @@ class Session:
             cannot = f"{type(self.adapter).__name__} cannot continue from a harness summary; use native compaction"
             refused = ProviderError(ErrorKind.FATAL, diagnostics={"detail": cannot})
             turn.attempts.append(
-                Attempt("summary", effect.request, refused.kind.value, Usage(), diagnostics={"detail": cannot})
+                Attempt("summary", effect.request, refused.kind.value, Usage(), diagnostics=dict(refused.diagnostics))
             )
             return outcome_event(refused, compaction=True)
         disclosed = summary_input(effect.summary_pass)
