@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import zlib
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from turnstate.harness.checkpoints import (
     CheckpointError,
     CheckpointMeta,
     CheckpointStore,
+    DamagedStore,
     ProjectionMark,
     SQLiteCheckpointStore,
     prune,
@@ -136,11 +138,70 @@ def test_the_continuation_is_a_table_of_its_own_and_the_other_layers_columns_of_
     with sqlite3.connect(path) as database:
         rows = database.execute("SELECT cursor, facts, events_through FROM checkpoints ORDER BY seq").fetchall()
         (continuation,) = database.execute("SELECT body FROM continuation").fetchone()
-    assert [json.loads(cursor)["step"] for cursor, _, _ in rows] == [1, 2]
-    assert json.loads(rows[0][1]) == [{"kind": "action", "step": 1, "action": "ACTION1"}]
+    assert [json.loads(cursor)["step"] for cursor in inflated_chain([cursor for cursor, _, _ in rows])] == [1, 2]
+    assert json.loads(inflated_chain([rows[0][1]])[0]) == [{"kind": "action", "step": 1, "action": "ACTION1"}]
     assert rows[0][2] == 3  # the projection is the event log's, which the checkpoint marks
     assert rows[1][1:] == (None, 0)  # a checkpoint that added no fact, and marks no event
-    assert json.loads(continuation)["payload"]["items"][0] == {"role": "user", "content": "observation 1"}
+    snapshot = json.loads(inflated_chain([continuation])[0])
+    assert snapshot["payload"]["items"][0] == {"role": "user", "content": "observation 1"}
+
+
+def inflated_chain(records: list[bytes]) -> list[bytes]:
+    """A layer's records read as rule 11 writes them: raw DEFLATE, each with the one before as its dictionary."""
+    plain: list[bytes] = []
+    for record in records:
+        unpacker = zlib.decompressobj(-15, zdict=plain[-1] if plain else b"")
+        plain.append(unpacker.decompress(record) + unpacker.flush())
+    return plain
+
+
+def inflated_as_far_as_it_goes(record: bytes) -> bytes:
+    unpacker = zlib.decompressobj(-15)
+    try:
+        return unpacker.decompress(record)
+    except zlib.error:
+        return b""
+
+
+def test_each_record_is_deflated_against_the_one_before_it_so_what_a_turn_repeats_costs_a_few_bytes(folder):
+    path = folder / CHECKPOINT_FILE
+    cursor = {"step": 0, "turn": 0, "accepted_actions": 0, "failed_attempts": 0, "machine_state": "Accepted"}
+    with SQLiteCheckpointStore(path, META) as store:
+        for step in range(1, 21):
+            store.commit(Checkpoint({**cursor, "step": step, "turn": step}, None, [{"kind": "action", "step": step}]))
+        assert store.latest().cursor == {**cursor, "step": 20, "turn": 20}
+    with sqlite3.connect(path) as database:
+        rows = database.execute("SELECT cursor, facts FROM checkpoints ORDER BY seq").fetchall()
+    cursors = inflated_chain([packed for packed, _ in rows])
+    assert [json.loads(plain)["step"] for plain in cursors] == list(range(1, 21))
+    assert [json.loads(plain)[0]["step"] for plain in inflated_chain([packed for _, packed in rows])] == list(
+        range(1, 21)
+    )
+    assert all(len(packed) < len(plain) / 3 for (packed, _), plain in zip(rows[1:], cursors[1:], strict=True))
+
+
+def test_a_writer_that_did_not_call_latest_packs_its_first_records_alone_and_they_read_back(folder):
+    path = folder / CHECKPOINT_FILE
+    state = grown(empty_state(), 1)
+    with SQLiteCheckpointStore(path, META) as store:
+        store.commit(checkpoint(state, 1))
+    with SQLiteCheckpointStore(path, META) as store:  # reopened to write, and committed to at once
+        store.commit(checkpoint(grown(state, 2), 2))
+    restored = reopened(path)
+    assert restored.cursor == {"step": 2, "level": 1, "usage": {"input_tokens": 20}}
+    assert [fact["step"] for fact in restored.facts] == [1, 2]
+    assert restored.state == grown(state, 2)
+    assert [snapshot for snapshot, _ in continuation_rows(path)] == [1, 1]
+
+
+def test_a_record_that_does_not_inflate_is_damage_named_by_its_layer(folder):
+    path = folder / CHECKPOINT_FILE
+    with SQLiteCheckpointStore(path, META) as store:
+        store.commit(checkpoint(grown(empty_state(), 1), 1))
+    with sqlite3.connect(path) as database:
+        database.execute("UPDATE checkpoints SET cursor = ? WHERE seq = 1", (b"{not deflate",))
+    with pytest.raises(DamagedStore, match="a record of the cursor does not inflate"):
+        reopened(path)
 
 
 OPERATIONS = st.sampled_from(["grow", "grow", "grow", "trim", "compact", "pending", "tools", "set_key", "drop_key"])
@@ -418,8 +479,12 @@ def test_an_encrypted_continuation_comes_back_exactly_and_is_never_on_disk_in_th
     state = encrypted_store_with_two_turns(path, monkeypatch)
     assert SECRET.encode() not in b"".join(file.read_bytes() for file in folder.iterdir())
     assert reopened(path).state == state
-    with sqlite3.connect(path) as database:  # the other layers are plain
-        assert b"ACTION1" in database.execute("SELECT facts FROM checkpoints WHERE seq = 2").fetchone()[0]
+    with sqlite3.connect(path) as database:  # sealed, not only deflated (rule 11): inflating finds no secret
+        records = [record for (record,) in database.execute("SELECT body FROM continuation")]
+    assert all(SECRET.encode() not in inflated_as_far_as_it_goes(record) for record in records)
+    with sqlite3.connect(path) as database:  # the other layers are plain (deflated: rule 11)
+        facts = [packed for (packed,) in database.execute("SELECT facts FROM checkpoints ORDER BY seq")]
+    assert b"ACTION1" in inflated_chain(facts)[1]
 
 
 def test_an_encrypted_store_opened_without_the_key_names_the_variable(folder, monkeypatch):
@@ -539,7 +604,7 @@ CHILD = textwrap.dedent(
     state = RuntimeState(adapter_id=meta.adapter_id, strategy=meta.strategy, payload={"items": []})
 
     def grown(state, turn):
-        items = [*state.payload["items"], {"role": "user", "content": f"{turn}:" + "x" * size}]
+        items = [*state.payload["items"], {"role": "user", "content": f"{turn}:" + os.urandom(size // 2).hex()}]
         return state.replace(payload={"items": items}, turns=(*state.turns, TurnSpan(start=turn, end=turn + 1)))
 
     for turn in range(5):
@@ -552,7 +617,7 @@ CHILD = textwrap.dedent(
             self._open_connection().create_function("die", 0, lambda: os.kill(os.getpid(), signal.SIGKILL))
             return [*statements(self, *arguments), ("SELECT die()", ())]
         SQLiteCheckpointStore._statements = killed
-        store.commit(Checkpoint({"step": 6}, grown(state, 5).replace(payload={"items": [{"big": "y" * size * 50}]}, turns=()), facts=[{"step": 6}]))
+        store.commit(Checkpoint({"step": 6}, grown(state, 5).replace(payload={"items": [{"big": os.urandom(size * 25).hex()}]}, turns=()), facts=[{"step": 6}]))
     else:
         os.kill(os.getpid(), signal.SIGKILL)
     """
@@ -565,8 +630,10 @@ def test_a_kill_inside_a_transaction_leaves_the_previous_checkpoint_intact(folde
     path = folder / CHECKPOINT_FILE
     child = subprocess.run([sys.executable, "-c", CHILD, str(path), "inside the transaction", str(size)], timeout=60)
     assert child.returncode == -signal.SIGKILL
-    if size > 100:  # the WAL holds the killed transaction's pages (about 10 MB), past the committed ones
-        assert (folder / f"{CHECKPOINT_FILE}-wal").stat().st_size > 5_000_000
+    if (
+        size > 100
+    ):  # the WAL holds the killed transaction's pages (random hex: about 5 MB deflated), past the committed ones
+        assert (folder / f"{CHECKPOINT_FILE}-wal").stat().st_size > 3_000_000
     restored = reopened(path, meta=META)
     assert restored.sequence == 5
     assert restored.cursor == {"step": 5}
