@@ -70,6 +70,7 @@ from turnstate.harness.report_plots import (
     Series,
     timeline,
 )
+from turnstate.harness.side_effects import JOURNAL
 
 META = "run_meta.json"
 FIX = "restore the run folder as `turnstate run` wrote it"
@@ -506,7 +507,7 @@ def configuration_for(meta: Any, machine: str) -> tuple[str, dict[str, Any]]:
     return machine, {configuration_name(strategy, each): spec for each, spec in strategy.specs.items()}
 
 
-FILES = (META, "events.jsonl", "calls.jsonl", TRANSITIONS, FAILED_TURN, "side_effects.jsonl")
+FILES = (META, EVENTS, CALLS, TRANSITIONS, FAILED_TURN, JOURNAL)
 
 
 def _files(folder: Path) -> str:

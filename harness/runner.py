@@ -277,20 +277,21 @@ def opening_lock(parent: Path) -> Iterator[None]:
         os.close(descriptor)
 
 
-def remove_orphans(parent: Path, now: float | None = None) -> list[Path]:
+def remove_orphans(parent: Path, now: float | None = None, age: float = ORPHAN_AGE_SECONDS) -> list[Path]:
     """Remove the run folders in `parent` that a kill (or a failed opening) left before their first
-    run_meta.json, and return them; for the caller holding the opening lock exclusively. An orphan is
-    a folder, not a link, named as a run id, holding neither run_meta.json nor a step record (so no
-    accepted turn), unchanged for ORPHAN_AGE_SECONDS: a user's own folder beside the runs is never
-    one, nor is a damaged run that lost its run_meta.json."""
-    cutoff = (time.time() if now is None else now) - ORPHAN_AGE_SECONDS
+    run_meta.json, and return them; for the caller holding the opening lock exclusively, or the one
+    player of a folder (a sweep's planned run, which passes `age` 0). An orphan is a folder, not a
+    link, named as a run id, holding neither run_meta.json nor a step record (so no accepted turn),
+    unchanged for `age` seconds: a user's own folder beside the runs is never one, nor is a damaged
+    run that lost its run_meta.json."""
+    cutoff = (time.time() if now is None else now) - age
     removed = []
     for folder in parent.iterdir():
         try:
             info = folder.lstat()
             orphan = (
                 stat.S_ISDIR(info.st_mode)
-                and info.st_mtime < cutoff
+                and info.st_mtime <= cutoff
                 and _RUN_ID.fullmatch(folder.name) is not None
                 and not (folder / RUN_META).exists()
                 and not recorded_steps(folder)

@@ -38,7 +38,6 @@ import io
 import json
 import math
 import os
-import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -261,30 +260,21 @@ def play(planned: PlannedRun, runs_root: Path) -> None:
     """Play `planned` to its end in this process: resumed from its checkpoint if it began before,
     skipped if it ended. What the run records (its folder, run_meta.json) is the result."""
     from turnstate.harness.resume import run_profile
-    from turnstate.harness.runner import Runner
+    from turnstate.harness.runner import Runner, remove_orphans
 
     existing = run_folder(runs_root, planned.key)
     if is_ended(existing):
         return
     _freeze_once()
-    _remove_orphans(runs_root / planned.key)
+    holder = runs_root / planned.key
+    if holder.is_dir():  # this process is the planned run's one player: a folder a kill left is no opening in progress
+        remove_orphans(holder, age=0)
     if existing is not None:
         Runner(run_profile(existing), existing.parent).resume(existing)
     else:
         out = runs_root / planned.key
         out.mkdir(parents=True, exist_ok=True)
         Runner(Profile.model_validate(planned.profile), out).run()
-
-
-def _remove_orphans(holder: Path) -> None:
-    """The run folders a kill left before their first run_meta.json (written as a session opens,
-    before its first turn, so they hold no accepted turn): removed, so that a start again does not
-    leave the planned run two folders."""
-    if not holder.is_dir():
-        return
-    for folder in holder.iterdir():
-        if folder.is_dir() and not folder.is_symlink() and not (folder / RUN_META).exists():
-            shutil.rmtree(folder)
 
 
 @functools.cache

@@ -218,10 +218,13 @@ def test_a_run_folder_a_kill_left_before_its_first_run_meta_is_not_left_beside_t
     orphan = out / "runs" / planned.key / f"{planned.profile_id}-20260101-000000-dead00"
     orphan.mkdir(parents=True)
     (orphan / "checkpoints.sqlite3").write_bytes(b"")  # created, then killed before run_meta.json
+    damaged = out / "runs" / planned.key / f"{planned.profile_id}-20260101-000000-beef00"
+    damaged.mkdir()
+    (damaged / "step_000001.json").write_text("{}")  # an accepted turn, its run_meta.json lost: not an orphan
     rows = run_sweep(replace(plan, runs=(planned,)), out, PoolEngine(plan.adapter_ids))
     assert rows[0]["outcome"] == "win"
-    (folder,) = (out / "runs" / planned.key).iterdir()  # one folder for the planned run
-    assert folder.name == rows[0]["run_id"] != orphan.name
+    folders = sorted(folder.name for folder in (out / "runs" / planned.key).iterdir())
+    assert folders == sorted([rows[0]["run_id"], damaged.name])  # the orphan gone, the damaged run kept
 
 
 def test_the_cost_cap_stops_new_runs_and_the_summary_counts_only_ended_ones(tmp_path):
