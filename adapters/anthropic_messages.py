@@ -79,6 +79,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from turnstate.adapters.anthropic_models import ENABLED_THINKING_REFUSED, takes_enabled_thinking
 from turnstate.adapters.bounded_http import bounded_client
 from turnstate.adapters.contract import (
+    LLAMA_CPP_CONTEXT_OVERFLOW,
     Endpoint,
     ErrorKind,
     Item,
@@ -103,8 +104,10 @@ from turnstate.adapters.contract import (
     refused_options,
     retry_after_seconds,
     schema_problems,
+    server_message,
     text_content,
     token_count,
+    with_extra_body,
 )
 from turnstate.adapters.tokens import MESSAGE_OVERHEAD_TOKENS, estimate_text_tokens
 
@@ -362,6 +365,18 @@ class MessagesAdapter:
     acts_through_tools: ClassVar[bool] = False
     # The SDK's Messages API (2.15) has no temperature: sent anyway, its call raises TypeError.
     takes_temperature: ClassVar[bool] = "temperature" in inspect.signature(BetaMessages.create).parameters
+    body_fields: ClassVar[Mapping[str, str] | None] = {
+        "model": "request.model",
+        "max_tokens": "request.max_output_tokens",
+        "system": "the system prompt",
+        "messages": "the conversation",
+        "temperature": "request.temperature",
+        "tools": "the run's tools",
+        "stream": "request.stream",
+        "compaction": "runtime.compaction.strategy: native",
+        **{name: f"request.options.{name}" for name in MessagesOptions.model_fields if name != "betas"},
+    }
+    grammar_field: ClassVar[str | None] = None  # llama-server's Messages wire drops a grammar (measured)
 
     def __init__(self, client: anthropic.Anthropic, settings: RequestSettings) -> None:
         self.client = client
@@ -425,7 +440,7 @@ class MessagesAdapter:
                 {"name": tool.name, "description": tool.description, "input_schema": dict(tool.parameters)}
                 for tool in request.tools
             ]
-        return body
+        return body  # the profile's extra_body goes as the SDK's extra_body (`_request`): `create` takes no other keys
 
     def call(self, request: ModelRequest) -> ModelResponse | ProviderError:
         """One SDK call; never raises (see the contract's malformed_reply)."""
@@ -450,7 +465,10 @@ class MessagesAdapter:
             error_type = details.get("type") if isinstance(details.get("type"), str) else None
             diagnostics |= {"status": error.status_code, "error_type": error_type, "request_id": error.request_id}
             wait = retry_after_seconds(error.response.headers)
-            return ProviderError(_status_kind(error, error_type), Usage(), diagnostics, retry_after_seconds=wait)
+            kind = _status_kind(error, error_type)
+            message = details.get("message", error.message)
+            said = server_message(error.status_code, message) if kind is ErrorKind.FATAL else None
+            return ProviderError(kind, Usage(), diagnostics, retry_after_seconds=wait, server_message=said)
         return ProviderError(ErrorKind.TRANSIENT, Usage(), diagnostics)
 
     def _betas(self, request: ModelRequest) -> list[str]:
@@ -460,7 +478,8 @@ class MessagesAdapter:
 
     def _request(self, body: dict[str, Any], betas: list[str], *, compaction: bool) -> ModelResponse | ProviderError:
         betas = list(dict.fromkeys(betas))
-        extra = {"extra_body": {"compaction": {"type": "summarize"}}} if compaction else {}
+        fields = with_extra_body({"compaction": {"type": "summarize"}} if compaction else {}, self.settings.extra_body)
+        extra = {"extra_body": fields} if fields else {}
         messages: Any = self.client.beta.messages  # the body is built as data; the SDK's overloads are narrower
 
         def read(seen: UsageSeen) -> ModelResponse | ProviderError:
@@ -549,7 +568,9 @@ def _replayable(block: dict[str, Any]) -> dict[str, Any]:
 
 
 def _status_kind(error: anthropic.APIStatusError, error_type: str | None) -> ErrorKind:
-    if error.status_code == 400 and "prompt is too long" in str(error.message):
+    if error.status_code == 400 and (
+        "prompt is too long" in str(error.message) or error_type == LLAMA_CPP_CONTEXT_OVERFLOW
+    ):
         return ErrorKind.CONTEXT_OVERFLOW
     if error.status_code in _TRANSIENT_STATUS or error.status_code >= 500 or error_type in _TRANSIENT_TYPES:
         return ErrorKind.TRANSIENT

@@ -85,6 +85,7 @@ from turnstate.adapters.contract import (
     reported_cost,
     text_content,
     token_count,
+    with_extra_body,
 )
 from turnstate.adapters.json_bytes import json_bytes
 from turnstate.adapters.tokens import estimate_messages_tokens
@@ -267,6 +268,17 @@ class ChatCompletionsAdapter:
     # Where a server returns an answer's reasoning string, read from the reply and replayed with the
     # answer under each of these names; none here: OpenAI's models do not show their reasoning.
     reasoning_aliases: tuple[str, ...] = ()
+    body_fields: ClassVar[Mapping[str, str] | None] = {
+        "model": "request.model",
+        "messages": "the conversation",
+        "max_tokens": "request.max_output_tokens (request.output_limit_param)",
+        "max_completion_tokens": "request.max_output_tokens (request.output_limit_param)",
+        "temperature": "request.temperature",
+        "tools": "the run's tools",
+        "stream": "request.stream",
+        "stream_options": "request.stream",
+    }
+    grammar_field: ClassVar[str | None] = "grammar"  # llama.cpp's llama-server
 
     def __init__(self, client: openai.OpenAI, settings: RequestSettings) -> None:
         self.client = client
@@ -297,7 +309,7 @@ class ChatCompletionsAdapter:
         if self.settings.stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
-        return body
+        return with_extra_body(body, self.settings.extra_body)
 
     def call(self, request: ModelRequest) -> ModelResponse | ProviderError:
         """One SDK call; never raises. The SDK does not validate replies, so anything it or the

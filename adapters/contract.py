@@ -194,7 +194,23 @@ DIAGNOSTIC_KEYS = frozenset(
 the HTTP status, the request id, the finish reason, a refusal's sanitized stop details (type and
 category), the class of what broke a malformed reply, and a `detail` the harness wrote itself (why a
 connection failed and to which URL, which argument the SDK refused): the failure's reason names it.
-Never the provider's message or body, which may echo the request or a credential."""
+Never the provider's message or body, which may echo the request or a credential (a 401 names the
+key it refused): a fatal refusal's message goes to the console alone (ProviderError.server_message)."""
+
+SERVER_MESSAGE_CHARS = 200
+_OPAQUE_RUN = re.compile(r"[A-Za-z0-9+/=_-]{24,}")  # a key, a token, encrypted state: never a word of a message
+LLAMA_CPP_CONTEXT_OVERFLOW = "exceed_context_size_error"  # llama.cpp's llama-server's error type, on every wire
+
+
+def server_message(status: int, message: object) -> str:
+    """A refusal's message as the console may show it: its first line, each run of 24 or more
+    letters, digits and `+/=_-` (what a key, a token or opaque state is made of) replaced with
+    `[…]`, cut to SERVER_MESSAGE_CHARS: "HTTP 400: llama.cpp does not support 'previous_response_id'."."""
+    lines = str(message).strip().splitlines()
+    text = _OPAQUE_RUN.sub("[…]", lines[0] if lines else "")
+    if len(text) > SERVER_MESSAGE_CHARS:
+        text = text[: SERVER_MESSAGE_CHARS - 1] + "…"
+    return f"HTTP {status}: {text}" if text else f"HTTP {status}"
 
 
 @dataclass(frozen=True)
@@ -206,6 +222,8 @@ class ProviderError:
     diagnostics: Mapping[str, Any] = field(default_factory=dict)
     # How long the provider asked us to wait before trying again (Retry-After / retry-after-ms).
     retry_after_seconds: float | None = None
+    # A fatal refusal in the server's words (`server_message`), for the console only: never written.
+    server_message: str | None = field(default=None, repr=False)
 
 
 class ReplyShape(BaseModel):
@@ -427,6 +445,15 @@ class RequestSettings:
     output_limit_param: OutputLimitParam = "max_completion_tokens"
     # Settings only this adapter's API has (`request.options` in a profile); the adapter validates them.
     options: Mapping[str, Any] = field(default_factory=dict)
+    # Body fields a server takes beyond the API's own (`request.extra_body`: llama.cpp's `grammar`,
+    # vLLM's `chat_template_kwargs`), sent as given beside the ones the adapter sets, never over them.
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
+
+
+def with_extra_body(body: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """`body` with the profile's extra fields beside its own: a field the adapter sets wins (validation
+    refuses an extra field an adapter's `body_fields` names, so none is ever dropped in a run)."""
+    return {**extra, **body} if extra else body
 
 
 class OptionProblem(NamedTuple):
@@ -541,6 +568,13 @@ class ProviderAdapter(Protocol):
     # Whether the SDK call this adapter makes takes `request.temperature` (read off the SDK's own
     # signature where it varies): a profile that sets it for an adapter that cannot send it is refused.
     takes_temperature: ClassVar[bool]
+    # The body fields the adapter sets itself, each with the profile setting (or the run) it comes
+    # from: a `request.extra_body` field among them is refused, naming both. None: the adapter's API
+    # takes no extra body fields.
+    body_fields: ClassVar[Mapping[str, str] | None]
+    # The body field that carries a GBNF grammar on the servers that speak this wire (llama.cpp's
+    # `grammar`, `request.action_grammar`), or None where none takes one.
+    grammar_field: ClassVar[str | None]
 
     @classmethod
     def connect(cls, endpoint: Endpoint, settings: RequestSettings) -> ProviderAdapter:

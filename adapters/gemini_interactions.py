@@ -319,6 +319,8 @@ class InteractionsAdapter:
     summary_compaction: ClassVar[SummaryCompaction | None] = SummaryCompaction()
     acts_through_tools: ClassVar[bool] = False
     takes_temperature: ClassVar[bool] = True
+    body_fields: ClassVar[Mapping[str, str] | None] = None  # no server but Google's speaks this wire: no extra fields
+    grammar_field: ClassVar[str | None] = None
 
     def __init__(self, client: genai.Client, settings: RequestSettings, timeout_seconds: float | None = None) -> None:
         self.client = client

@@ -6,12 +6,21 @@ same SDK, so its error classes, status codes and headers mean the same to each o
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import openai
 
 from turnstate.adapters.bounded_http import bounded_client
-from turnstate.adapters.contract import Endpoint, ErrorKind, ProviderError, Usage, retry_after_seconds
+from turnstate.adapters.contract import (
+    LLAMA_CPP_CONTEXT_OVERFLOW,
+    Endpoint,
+    ErrorKind,
+    ProviderError,
+    Usage,
+    retry_after_seconds,
+    server_message,
+)
 
 _TRANSIENT_STATUS = {408, 409, 429}
 
@@ -42,7 +51,12 @@ def classify(error: Exception) -> ProviderError:
             "request_id": error.request_id,
         }
         wait = retry_after_seconds(error.response.headers)
-        return ProviderError(_status_kind(error), Usage(), diagnostics, retry_after_seconds=wait)
+        kind = _status_kind(error)
+        body = error.body if isinstance(error.body, Mapping) else {}  # the reply's `error` object
+        said = (
+            server_message(error.status_code, body.get("message", error.message)) if kind is ErrorKind.FATAL else None
+        )
+        return ProviderError(kind, Usage(), diagnostics, retry_after_seconds=wait, server_message=said)
     # Connection refused or cut, timeouts, a stream broken mid-way: the same request may succeed.
     return ProviderError(ErrorKind.TRANSIENT, Usage(), diagnostics)
 
@@ -58,5 +72,9 @@ def _status_kind(error: openai.APIStatusError) -> ErrorKind:
 
 
 def _is_context_overflow(error: openai.APIStatusError) -> bool:
-    # OpenAI says so with a code; vLLM and other open-weight servers only in the message.
-    return error.code == "context_length_exceeded" or "maximum context length" in str(error.message).lower()
+    # OpenAI says so with a code, llama.cpp with a type; vLLM and other open-weight servers only in the message.
+    return (
+        error.code == "context_length_exceeded"
+        or error.type == LLAMA_CPP_CONTEXT_OVERFLOW
+        or "maximum context length" in str(error.message).lower()
+    )

@@ -94,6 +94,7 @@ from turnstate.adapters.contract import (
     reported_cost,
     schema_problems,
     token_count,
+    with_extra_body,
 )
 from turnstate.adapters.tokens import content_text, item_text, item_tokens
 
@@ -309,6 +310,17 @@ class ResponsesAdapter:
     summary_compaction: ClassVar[SummaryCompaction | None] = SummaryCompaction()
     acts_through_tools: ClassVar[bool] = False
     takes_temperature: ClassVar[bool] = True
+    body_fields: ClassVar[Mapping[str, str] | None] = {
+        "model": "request.model",
+        "instructions": "the system prompt",
+        "input": "the conversation",
+        "max_output_tokens": "request.max_output_tokens",
+        "tools": "the run's tools",
+        "temperature": "request.temperature",
+        "stream": "request.stream",
+        **{name: f"request.options.{name}" for name in ResponsesOptions.model_fields},
+    }
+    grammar_field: ClassVar[str | None] = "grammar"  # llama.cpp's llama-server
 
     def __init__(self, client: openai.OpenAI, settings: RequestSettings) -> None:
         self.client = client
@@ -366,7 +378,7 @@ class ResponsesAdapter:
             body["previous_response_id"] = request.previous_response_id
         if self.settings.temperature is not None:
             body["temperature"] = self.settings.temperature
-        return body
+        return with_extra_body(body, self.settings.extra_body)
 
     def call(self, request: ModelRequest) -> ModelResponse | ProviderError:
         """One SDK call; never raises (see the contract's malformed_reply)."""

@@ -224,6 +224,8 @@ def _report(result: RunResult, as_json: bool) -> NoReturn:
         click.echo(json.dumps(_run_document(result)))
     else:
         console.print(_summary(result))
+        if result.server_message is not None:
+            click.echo(f"the server said: {result.server_message}", err=True)
         if page is not None:
             click.echo(f"report: {page}")
     sys.exit(0 if result.outcome != "failed_closed" else 1)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from turnstate.adapters.contract import Endpoint
-from turnstate.harness.profile import ClientConfig
+from turnstate.harness.profile import ClientConfig, is_http_url
 from turnstate.harness.state_home import STATE_VARIABLE, state_home
 from turnstate.local_provider.faults import Fault
 from turnstate.local_provider.server import LocalProvider
@@ -43,7 +43,7 @@ def open_endpoint(client: ClientConfig, service_dir: Path | None = None) -> Iter
         api_key = os.environ.get(client.api_key_env)
         if not api_key:
             raise RunSetupError(f"client.api_key_env names {client.api_key_env}, which is not set; export it")
-        yield _endpoint(client, client.base_url, api_key, is_local=False)
+        yield _endpoint(client, _base_url(client), api_key, is_local=False)
         return
     local = client.local
     # Nothing reads the request log of a run's own provider, so it keeps none (a long run's request
@@ -61,6 +61,19 @@ def open_endpoint(client: ClientConfig, service_dir: Path | None = None) -> Iter
         except ServiceStateError as error:  # the folder cannot be used: the message says what to do
             raise RunSetupError(str(error)) from None
         yield _endpoint(client, provider.base_url, LOCAL_API_KEY, is_local=True)
+
+
+def _base_url(client: ClientConfig) -> str:
+    """The profile's base_url, or the URL its base_url_env variable holds when that is set."""
+    if client.base_url_env is None or not os.environ.get(client.base_url_env):
+        return client.base_url
+    url = os.environ[client.base_url_env]
+    if not is_http_url(url):
+        raise RunSetupError(
+            f"client.base_url_env names {client.base_url_env}, which holds {url!r}, not an http(s) URL with a "
+            f"host; set it to the server's root such as http://127.0.0.1:8080/v1, or unset it for {client.base_url}"
+        )
+    return url
 
 
 def _endpoint(client: ClientConfig, base_url: str, api_key: str, *, is_local: bool) -> Endpoint:

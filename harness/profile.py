@@ -12,15 +12,16 @@ holds, reading it is bounded in time and memory (_ProfileLoader), and every prob
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, model_validator
 
 from turnstate.adapters.contract import (
     DEFAULT_MAX_REPLY_BYTES,
@@ -54,6 +55,7 @@ Every token count a profile sends is bounded by it (the output caps and threshol
 few zeros too many fail here rather than as a provider's 400 once the run is under way."""
 MIN_REPLY_BYTES, MAX_REPLY_BYTES = 1024, 1024 * 1024 * 1024  # a reply's own framing; a gigabyte in memory
 MAX_PROFILE_BYTES = 64 * 1024
+EXTRA_BODY_BYTES = 16 * 1024  # request.extra_body, as JSON: a few settings and a hand-written grammar
 """A profile is a page of settings (the shipped ones are under 2 kB); the bound keeps reading and parsing
 any file named by mistake (a log, /dev/zero) well under a second."""
 
@@ -184,6 +186,9 @@ class LocalProviderConfig(_Section):
 
 class ClientConfig(_Section):
     base_url: str = LOCAL
+    # A variable that, when set, holds the base URL to use instead of base_url (then the default): a
+    # server a user runs wherever it listens, such as llama.cpp's llama-server.
+    base_url_env: str | None = None
     api_key_env: str | None = None
     timeout_seconds: float = Field(default=120.0, gt=0, le=MAX_WAIT_SECONDS)
     # The largest reply or stream one request may read: a larger one is a classified error, not a
@@ -193,11 +198,17 @@ class ClientConfig(_Section):
 
     @model_validator(mode="after")
     def _base_url_is_local_or_a_url(self) -> ClientConfig:
-        if not self.is_local and not _is_http_url(self.base_url):
+        if not self.is_local and not is_http_url(self.base_url):
             raise _Contradiction(
                 "client.base_url",
                 f"{self.base_url!r} is neither 'local' nor an http(s) URL with a host",
                 "use local, or the provider's URL such as https://api.openai.com/v1",
+            )
+        if self.base_url_env is not None and self.is_local:
+            raise _Contradiction(
+                "client.base_url_env",
+                "the embedded local provider has no URL to override",
+                "remove it, or give base_url the server's default URL",
             )
         return self
 
@@ -206,7 +217,7 @@ class ClientConfig(_Section):
         return self.base_url == LOCAL
 
 
-def _is_http_url(text: str) -> bool:
+def is_http_url(text: str) -> bool:
     try:
         parts = urlsplit(text)
         parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
@@ -228,11 +239,31 @@ class RequestConfig(_Section):
     temperature: float | None = Field(default=None, ge=0, le=2)
     # Settings only the selected adapter's API has; the adapter checks them (check_options).
     options: dict[str, Any] = Field(default_factory=dict)
+    # Body fields a server takes beyond the API's (llama.cpp's grammar, json_schema, cache_prompt;
+    # vLLM's structured_outputs, chat_template_kwargs), sent as given: JSON, at most EXTRA_BODY_BYTES,
+    # never a field the adapter sets itself (its body_fields).
+    extra_body: dict[str, JsonValue] = Field(default_factory=dict)
+    # A GBNF grammar of the environment's actions, in the adapter's grammar field (llama.cpp's
+    # `grammar`), so that a small model can write only valid action lines: `plain` (the action line
+    # alone) or `thinking` (after a short <think>...</think>, which the server's reasoning parser returns apart).
+    action_grammar: Literal["plain", "thinking"] | None = None
 
     @model_validator(mode="after")
     def _model_is_named(self) -> RequestConfig:
         if not self.model.strip():
             raise _Contradiction("request.model", "the model name is empty", "give the model name the provider expects")
+        try:
+            size = len(json.dumps(self.extra_body, allow_nan=False, ensure_ascii=False).encode())
+        except ValueError:
+            raise _Contradiction(
+                "request.extra_body", "holds a number JSON cannot carry (NaN or infinity)", "give finite numbers"
+            ) from None
+        if size > EXTRA_BODY_BYTES:
+            raise _Contradiction(
+                "request.extra_body",
+                f"is {size} bytes of JSON, past the {EXTRA_BODY_BYTES} a request's extra fields may add",
+                "shorten it (a grammar that long is better generated: see request.action_grammar)",
+            )
         return self
 
 
@@ -283,6 +314,8 @@ class Profile(_Section):
                 f"adapter {descriptor.adapter_id!r} cannot send a temperature (its SDK's call takes none)",
                 "remove it",
             )
+        _check_extra_body(self.request.extra_body, adapter.body_fields, descriptor.adapter_id)
+        _check_action_grammar(self, adapter.grammar_field, descriptor.adapter_id)
         option_problems = adapter.check_options(
             self.request.options, record.name, self.runtime.compaction.strategy, self.request.model
         )
@@ -438,10 +471,47 @@ class Profile(_Section):
             )
 
     def request_settings(self) -> RequestSettings:
-        return RequestSettings(**self.request.model_dump())
+        return RequestSettings(**self.request.model_dump(exclude={"action_grammar"}))
 
     def prices(self) -> Prices:
         return Prices(input_per_million=self.pricing.input, output_per_million=self.pricing.output)
+
+
+def _check_extra_body(extra: Mapping[str, Any], body_fields: Mapping[str, str] | None, adapter_id: str) -> None:
+    """request.extra_body adds fields beside the adapter's, never over them, and only where the API takes any."""
+    if not extra:
+        return
+    if body_fields is None:
+        raise _Contradiction("request.extra_body", f"adapter {adapter_id!r} sends no extra body fields", "remove it")
+    for name in extra:
+        if name in body_fields:
+            raise _Contradiction(
+                f"request.extra_body.{name}",
+                f"{adapter_id} sets {name!r} itself, from {body_fields[name]}",
+                f"remove it from request.extra_body; set it through {body_fields[name]}",
+            )
+
+
+def _check_action_grammar(profile: Profile, grammar_field: str | None, adapter_id: str) -> None:
+    """request.action_grammar needs a wire that carries a grammar, text actions, and its field free."""
+    if profile.request.action_grammar is None:
+        return
+    if grammar_field is None:
+        raise _Contradiction(
+            "request.action_grammar",
+            f"adapter {adapter_id!r} sends no grammar (no server of its API takes one)",
+            "remove it, or use a Chat Completions or Responses adapter against llama-server",
+        )
+    if profile.agent.action_mode != "text":
+        raise _Contradiction(
+            "request.action_grammar", "a grammar shapes ACTION lines, and agent.action_mode is tools", "remove one"
+        )
+    if grammar_field in profile.request.extra_body:
+        raise _Contradiction(
+            f"request.extra_body.{grammar_field}",
+            f"request.action_grammar sets {grammar_field!r} itself",
+            "remove one of the two",
+        )
 
 
 def _check_compaction(compaction: CompactionConfig, adapter: type[ProviderAdapter], adapter_id: str) -> None:

@@ -162,3 +162,53 @@ def _value(text: str) -> object:
         return int(text)
     except ValueError:
         return text
+
+
+GRAMMAR_CHOICES = 256  # the most values an argument's grammar lists one by one (an integer range, an enum)
+THOUGHT_CHARS = 120  # what a thinking grammar lets the model think before its action line (a token each, at worst)
+
+
+def action_grammar(actions: Sequence[ToolSpec], thinking: bool = False) -> str:
+    """A GBNF grammar (llama.cpp's `grammar` request field) whose every sentence is a reply
+    `parse_reply` accepts in text mode: `ACTION: <name> [values]`, each value one its schema allows,
+    after `<think>...</think>` (at most THOUGHT_CHARS characters, no `<`) when `thinking`, which a
+    server's reasoning parser then returns apart. Raises ValueError naming an argument whose schema
+    a grammar cannot list (a type other than integer, string enum or boolean, or more than
+    GRAMMAR_CHOICES values)."""
+    lines = [
+        'root ::= "<think>" thought "</think>\\n" "ACTION: " action' if thinking else 'root ::= "ACTION: " action',
+        "action ::= " + " | ".join(_spec_sentence(spec) for spec in actions),
+    ]
+    if thinking:
+        lines.append(f"thought ::= [^<]{{0,{THOUGHT_CHARS}}}")
+    return "\n".join(lines) + "\n"
+
+
+def _spec_sentence(spec: ToolSpec) -> str:
+    values = [_choices(spec.name, name, schema) for name, schema in _properties(spec).items()]
+    return "(" + " ".join([_gbnf_literal(spec.name), *(f'" " ({value})' for value in values)]) + ")"
+
+
+def _choices(action: str, name: str, schema: Mapping[str, Any]) -> str:
+    where = f"action {action} argument {name!r}"
+    if "enum" in schema:
+        choices = [str(value) for value in schema["enum"]]
+    elif (
+        schema.get("type") == "integer"
+        and isinstance(schema.get("minimum"), int)
+        and isinstance(schema.get("maximum"), int)
+    ):
+        choices = [str(value) for value in range(schema["minimum"], schema["maximum"] + 1)]
+    elif schema.get("type") == "boolean":
+        raise ValueError(f"{where} is a boolean, which an ACTION line cannot write")
+    else:
+        raise ValueError(
+            f"{where}: a grammar lists an argument's values, and its schema gives no enum or integer range"
+        )
+    if not choices or len(choices) > GRAMMAR_CHOICES:
+        raise ValueError(f"{where} has {len(choices)} values; a grammar lists 1 to {GRAMMAR_CHOICES}")
+    return " | ".join(_gbnf_literal(choice) for choice in choices)
+
+
+def _gbnf_literal(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'

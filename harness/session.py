@@ -94,7 +94,7 @@ from turnstate.harness.checkpoints import (
     SQLiteCheckpointStore,
     set_aside,
 )
-from turnstate.harness.endpoint import local_service_dir, open_endpoint
+from turnstate.harness.endpoint import RunSetupError, local_service_dir, open_endpoint
 from turnstate.harness.environments.protocol import ToolRefused
 from turnstate.harness.events import EVENTS, EventLog, EventLogError, Status
 from turnstate.harness.profile import Profile
@@ -187,6 +187,9 @@ class RunResult:
     provider_seconds: float
     # The last accepted state, in memory only: it may hold opaque provider state.
     accepted_state: RuntimeState
+    # A run that failed closed on a refusal: the server's words (made safe, redacted), for the
+    # console only; run_meta.json keeps the classified failure, never a provider's message.
+    server_message: str | None = None
 
 
 @dataclass(frozen=True)
@@ -413,9 +416,21 @@ class Session:
         self.levels_won = 0  # for a caller that plays levels: what run_meta.json records if the session ends early
         self._last_sent: tuple[int, ModelRequest] | None = None  # the previous step and its request
         self._torn: list[str] = []  # a resumed run's files with a torn last line, as it found them
+        self._server_message: str | None = None  # the last fatal refusal's words (RunResult.server_message)
 
     def _connect_registered_adapter(self, endpoint: Endpoint) -> ProviderAdapter:
-        return self.descriptor.load().connect(endpoint, self.profile.request_settings())
+        adapter, settings, grammar = (
+            self.descriptor.load(),
+            self.profile.request_settings(),
+            self.profile.request.action_grammar,
+        )
+        if grammar is not None and adapter.grammar_field is not None:  # the profile's validation checked the two agree
+            try:
+                text = scaffold.action_grammar(self.actions, thinking=grammar == "thinking")
+            except ValueError as error:
+                raise RunSetupError(f"request.action_grammar: {error}; remove it for this environment") from None
+            settings = replace(settings, extra_body={**settings.extra_body, adapter.grammar_field: text})
+        return adapter.connect(endpoint, settings)
 
     # Opening and closing.
 
@@ -673,6 +688,11 @@ class Session:
             wall_seconds=time.perf_counter() - self._started,
             provider_seconds=self.provider_seconds,
             accepted_state=self.accepted_state,
+            server_message=(
+                self.redactor.text(self._server_message)
+                if outcome == "failed_closed" and self._server_message
+                else None
+            ),
         )
 
     @property
@@ -1021,6 +1041,7 @@ class Session:
             attempt.compaction_items = _compaction_items(self.adapter, outcome)
         else:
             attempt = Attempt(kind, request, outcome.kind.value, outcome.usage, diagnostics=dict(outcome.diagnostics))
+            self._server_message = outcome.server_message or self._server_message
             if self.events is not None and kind == "action" and outcome.kind is ErrorKind.REFUSAL:
                 self.events.assistant_message(
                     turn=self.turns,
