@@ -280,7 +280,7 @@ class _Chain:
     snapshot: int = 0  # bytes of the last snapshot
     grown: int = 0  # bytes of elements appended since
     replaced: int = 0  # bytes of values and fields written again whole since
-    deflated: _Deflated = field(default_factory=lambda: _Deflated())
+    deflated: _Deflated = field(default_factory=_Deflated)
 
     def wants_snapshot(self, grown: int, replaced: int) -> bool:
         return self.replaced + replaced > self.snapshot + self.grown + grown

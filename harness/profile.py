@@ -55,9 +55,9 @@ Every token count a profile sends is bounded by it (the output caps and threshol
 few zeros too many fail here rather than as a provider's 400 once the run is under way."""
 MIN_REPLY_BYTES, MAX_REPLY_BYTES = 1024, 1024 * 1024 * 1024  # a reply's own framing; a gigabyte in memory
 MAX_PROFILE_BYTES = 64 * 1024
-EXTRA_BODY_BYTES = 16 * 1024  # request.extra_body, as JSON: a few settings and a hand-written grammar
 """A profile is a page of settings (the shipped ones are under 2 kB); the bound keeps reading and parsing
 any file named by mistake (a log, /dev/zero) well under a second."""
+EXTRA_BODY_BYTES = 16 * 1024  # request.extra_body, as JSON: a few settings and a hand-written grammar
 
 
 class _Section(BaseModel):

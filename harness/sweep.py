@@ -272,9 +272,8 @@ def play(planned: PlannedRun, runs_root: Path) -> None:
     if existing is not None:
         Runner(run_profile(existing), existing.parent).resume(existing)
     else:
-        out = runs_root / planned.key
-        out.mkdir(parents=True, exist_ok=True)
-        Runner(Profile.model_validate(planned.profile), out).run()
+        holder.mkdir(parents=True, exist_ok=True)
+        Runner(Profile.model_validate(planned.profile), holder).run()
 
 
 @functools.cache

@@ -4,6 +4,8 @@ actions) and `client.base_url_env`. The real server's side is tests/real_server/
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import yaml
 
@@ -58,7 +60,7 @@ def test_each_adapter_sends_the_extra_fields_beside_its_own_and_sets_no_field_it
     adapter = descriptor_for(adapter_id).load()
     settings = RequestSettings("m", 32, stream=True, temperature=0.0 if adapter.takes_temperature else None)
     extra = {"cache_prompt": True, "model": "not this"}  # a collision validation refuses: the adapter's wins
-    built = adapter(None, RequestSettings(**{**settings.__dict__, "extra_body": extra})).build_request(
+    built = adapter(None, replace(settings, extra_body=extra)).build_request(
         ModelRequest("system", ({"role": "user", "content": "hi"},), tools=(scaffold.action_tools(["UP"])[0],))
     )
     assert built["model"] == "m"

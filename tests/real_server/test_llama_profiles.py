@@ -104,8 +104,9 @@ def test_a_shipped_llama_profile_plays_to_the_outcome_it_records_and_counts_what
         assert result.accepted_actions == ACTIONS or result.outcome == "failed_closed"
     exchanges = proxy.model_calls()
     assert [exchange.request.get("stream", False) for exchange in exchanges] == [stream] * len(exchanges)
-    counted = [calls(run_dir)[index]["usage"] for index in range(len(exchanges))]
-    assert len(calls(run_dir)) == len(exchanges)
+    journaled = calls(run_dir)
+    assert len(journaled) == len(exchanges)
+    counted = [call["usage"] for call in journaled]
     assert [(u["input_tokens"], u["cached_input_tokens"], u["output_tokens"]) for u in counted] == [
         reported_usage(exchange) for exchange in exchanges
     ]
