@@ -425,6 +425,14 @@ class Session:
             self.profile.request.action_grammar,
         )
         if grammar is not None and adapter.grammar_field is not None:  # the profile's validation checked the two agree
+            tools = [tool.name for tool in self.tools]
+            if self.profile.offload() is not None:
+                tools.append(READ_TOOL_RESULT_SPEC.name)
+            if tools:  # llama-server refuses the two together, and rightly: no reply could call a tool
+                raise RunSetupError(
+                    f"request.action_grammar holds every reply to an ACTION line, so the tools offered "
+                    f"({', '.join(tools)}) could never be called; remove request.action_grammar to offer tools"
+                )
             try:
                 text = scaffold.action_grammar(self.actions, thinking=grammar == "thinking")
             except ValueError as error:

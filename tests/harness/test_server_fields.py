@@ -14,6 +14,7 @@ from turnstate.adapters.registry import descriptor_for
 from turnstate.harness import scaffold
 from turnstate.harness.endpoint import RunSetupError, open_endpoint
 from turnstate.harness.profile import PROFILES_DIR, ProfileError, parse_profile
+from turnstate.harness.session import Session
 
 WIRES = {  # a shipped profile of each adapter that takes extra fields
     "openai.chat_completions.v1": "llama-chat-manual-rolling",
@@ -111,6 +112,20 @@ def test_an_action_grammar_is_refused_where_it_cannot_be_sent_or_would_be_sent_t
         data["client"]["base_url"] = "http://127.0.0.1:8080"
         del data["request"]["temperature"]
     assert expected in problems(data)
+
+
+def test_an_action_grammar_beside_offered_tools_is_refused_before_any_call(monkeypatch):
+    """A grammar holds every reply to an ACTION line, so no tool could be called (llama-server refuses
+    the two together with a 400): the session refuses them before its first request."""
+    monkeypatch.setenv("LLAMA_KEY", "x")
+    monkeypatch.setenv("LLAMA_BASE_URL", "http://127.0.0.1:9/v1")  # nothing listens: no call is made
+    profile = parse_profile((PROFILES_DIR / "llama-chat-manual-rolling.yaml").read_text())
+    look = ToolSpec("look", "Look at a cell.", {"type": "object", "properties": {}})
+    with (
+        pytest.raises(RunSetupError, match=r"the tools offered \(look\) could never be called; remove request"),
+        Session(profile, actions=("UP",), tools=(look,)),
+    ):
+        pass
 
 
 def test_base_url_env_replaces_the_default_url_when_set_and_names_a_bad_value(monkeypatch):

@@ -1,5 +1,5 @@
 """The adapters over the real server's three wires, through the recording proxy: function tools (a
-call, its result by id), Anthropic thinking blocks with the server's empty signatures replayed
+call, its result by id, and through a Session a rejected call that leaves nothing), Anthropic thinking blocks with the server's empty signatures replayed
 verbatim, and the server's context-overflow refusal read as an overflow.
 
 The 135M model does not start a tool call of its own (tools/llama_server.py): each tool request ends
@@ -7,6 +7,9 @@ with the assistant prefill `<tool_call>` and asks for a call, which the server t
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +27,8 @@ from turnstate.adapters.contract import (
     ToolSpec,
 )
 from turnstate.adapters.responses import ResponsesAdapter
+from turnstate.harness.profile import PROFILES_DIR, load_profile
+from turnstate.harness.session import Session
 
 LOOK = ToolSpec(
     "look",
@@ -39,11 +44,33 @@ WIRES: dict[str, tuple[Any, str, dict[str, Any], dict[str, Any]]] = {
 }
 
 
-def connected(wire: str, proxy: RecordingProxy, max_output_tokens: int = 64, **settings: Any) -> Any:
-    adapter, root, options, extra_body = WIRES[wire]
+# Each wire's shipped llama profile, whose strategy a Session test drives.
+PROFILES = {
+    "chat": "llama-chat-manual-rolling",
+    "responses": "llama-responses-continuous",
+    "messages": "llama-messages-continuous",
+}
+
+
+def connected(
+    wire: str, proxy: RecordingProxy, max_output_tokens: int = 64, adapter: Any = None, **settings: Any
+) -> Any:
+    wire_adapter, root, options, extra_body = WIRES[wire]
     endpoint = Endpoint(proxy.base_url + root, KEY, is_local=False, timeout_seconds=120)
     defaults: dict[str, Any] = {"options": options, "extra_body": extra_body, "output_limit_param": "max_tokens"}
-    return adapter.connect(endpoint, RequestSettings("smollm2-135m", max_output_tokens, **(defaults | settings)))
+    settings = defaults | settings
+    return (adapter or wire_adapter).connect(endpoint, RequestSettings("smollm2-135m", max_output_tokens, **settings))
+
+
+def prefilling(adapter: Any) -> Any:
+    """The wire's adapter, each of whose requests ends with the prefill: the seam that lets a Session
+    drive the 135M model to a call (the adapter, the SDK and the server are the real ones)."""
+
+    class Prefilling(adapter):
+        def call(self, request: ModelRequest) -> Any:
+            return super().call(replace(request, items=(*request.items, prefill(self))))
+
+    return Prefilling
 
 
 def prefill(adapter: Any) -> dict[str, Any]:
@@ -68,6 +95,50 @@ def test_a_tool_call_and_its_result_by_id_travel_over_each_wire(wire, proxy):
     assert answered.status == 200  # the server took the call and its result
     assert call.id in str(answered.request)  # the result names its call's id, as the server issued it
     assert "B2 holds door B." in str(answered.request)
+
+
+@pytest.mark.parametrize("wire", list(WIRES))
+def test_a_tool_call_the_caller_rejects_leaves_nothing_and_an_accepted_one_is_answered_by_id(
+    wire, proxy, monkeypatch, tmp_path
+):
+    """Through a Session on the wire's shipped profile: the rejected reply's call is in no later
+    request, no result answers it, and the accepted state holds only the accepted call, whose
+    result the next request carries under the id the server gave it."""
+    monkeypatch.setenv("LLAMA_BASE_URL", proxy.base_url + WIRES[wire][1])
+    profile = load_profile(PROFILES_DIR / f"{PROFILES[wire]}.yaml")
+    adapter = prefilling(WIRES[wire][0])
+    with Session(
+        profile,
+        actions=("ACTION1", "ACTION2"),
+        tools=(LOOK,),
+        out_dir=tmp_path,
+        adapter_factory=lambda endpoint: connected(wire, proxy, adapter=adapter),
+    ) as session:
+        turn = session.observe("Look at cell B2 before you act.")
+        assert turn.is_tool_round, turn.problem
+        (rejected,) = turn.tool_calls
+        turn = session.reject("not that call")
+        assert turn.is_tool_round, turn.problem
+        accepted = session.accept()
+        (call,) = accepted.tool_calls
+        assert call.id != rejected.id  # llama-server names each call anew
+        session.observe(results=[ToolResult(call.id, call.name, "B2 holds door B.")])
+        state = session.accepted_state.to_json()
+        run_dir = session.run_dir
+    first, *later = proxy.model_calls()
+    assert rejected.id not in str(first.request) and "tool_calls" not in str(first.request)
+    assert all(exchange.status == 200 for exchange in (first, *later))
+    assert all(rejected.id not in str(exchange.request) for exchange in later)
+    answered = later[-1].request
+    assert call.id in str(answered) and "B2 holds door B." in str(answered)
+    assert rejected.id not in str(state) and call.id in str(state)
+    assert run_dir is not None
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    replies = [event for event in events if event["kind"] == "assistant_message"]
+    assert [reply["status"] for reply in replies[:2]] == ["rejected", "accepted"]
+    results = [event for event in events if event["kind"] == "tool_result"]
+    assert [result["call_id"] for result in results] == [call.id]
+    assert all(rejected.id not in path.read_text() for path in Path(run_dir).glob("step_*.json"))
 
 
 def test_an_anthropic_thinking_block_with_the_servers_empty_signature_is_sent_back_verbatim_and_taken(proxy):
