@@ -302,6 +302,9 @@ class ResponsesOptions(_Options):
     background: bool | None = None
     conversation: str | None = None
     previous_response_id: str | None = None
+    # `auto`: a prompt past the model's window loses its oldest items on the server rather than being
+    # refused (how a stored previous_response_id chain outlives the window).
+    truncation: Literal["auto", "disabled"] | None = None
 
 
 class ResponsesAdapter:
@@ -516,6 +519,9 @@ def state_problems(options: ResponsesOptions, strategy: str) -> list[OptionProbl
         if ENCRYPTED_REASONING not in options.include:
             why = "without encrypted reasoning the replay loses the model's reasoning"
             problems.append(OptionProblem("include", why, f"add {ENCRYPTED_REASONING}"))
+        if options.truncation == "auto":
+            why = "the server would drop the oldest of the items the strategy replays, unseen by it"
+            problems.append(OptionProblem("truncation", why, "remove it, and compact (runtime.compaction)"))
     if strategy == "previous_response_id" and options.store is False:
         problems.append(
             OptionProblem("store", "previous_response_id continues a stored response", "set store: true or remove it")

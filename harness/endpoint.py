@@ -12,6 +12,7 @@ from turnstate.adapters.contract import Endpoint
 from turnstate.harness.profile import ClientConfig, is_http_url
 from turnstate.harness.state_home import STATE_VARIABLE, state_home
 from turnstate.local_provider.faults import Fault
+from turnstate.local_provider.recording_policy import RecordingError, RecordingModel, read_recording
 from turnstate.local_provider.server import LocalProvider
 from turnstate.local_provider.service import ServiceStateError
 
@@ -55,12 +56,22 @@ def open_endpoint(client: ClientConfig, service_dir: Path | None = None) -> Iter
         options["faults"] = [
             Fault(at=fault.at, kind=fault.kind, retry_after_seconds=fault.retry_after_seconds) for fault in local.faults
         ]
+        if local.recording is not None:
+            options["model"] = _recording_model(Path(local.recording).expanduser())
     with ExitStack() as stack:
         try:
             provider = stack.enter_context(LocalProvider(**options))
         except ServiceStateError as error:  # the folder cannot be used: the message says what to do
             raise RunSetupError(str(error)) from None
         yield _endpoint(client, provider.base_url, LOCAL_API_KEY, is_local=True)
+
+
+def _recording_model(recording: Path) -> RecordingModel:
+    """The local model that plays `recording` (read again: it may have changed since validation)."""
+    try:
+        return RecordingModel(read_recording(recording)[1])
+    except RecordingError as error:
+        raise RunSetupError(f"client.local.recording: {error}") from None
 
 
 def _base_url(client: ClientConfig) -> str:

@@ -164,6 +164,9 @@ class LocalProviderConfig(_Section):
     context_window: int | None = Field(default=None, ge=MIN_CONTEXT_TOKENS)
     # A YAML list; strict mode alone would accept only a tuple. The faults themselves stay strict.
     faults: tuple[FaultConfig, ...] = Field(default=(), strict=False)
+    # A recording of a winning ARC-AGI-3 play (the toolkit's JSONL), which the local model then plays,
+    # knowing where it is only from the state the strategy carries (local_provider/recording_policy.py).
+    recording: str | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
     def _faults_consistent(self) -> LocalProviderConfig:
@@ -371,6 +374,8 @@ class Profile(_Section):
                 "name the environment variable that holds the API key",
             )
         _check_environment(self.environment)
+        if self.client.local is not None and self.client.local.recording is not None:
+            _check_recording(self.client.local.recording, self.environment)
         return self
 
     # The plain settings the leaves receive; built here, once, so no leaf knows the profile.
@@ -646,6 +651,30 @@ def _check_environment(environment: EnvironmentConfig) -> None:
         make_environment(environment.name, environment.seed, environment.options)
     except EnvironmentConfigError as error:
         raise _Contradiction(f"environment.{error.key}", str(error), error.fix) from None
+
+
+def _check_recording(recording: str, environment: EnvironmentConfig) -> None:
+    """A recording the local model can play: readable, well formed, and of the game being played."""
+    from turnstate.local_provider.recording_policy import RecordingError, read_recording, same_game
+
+    fix = "point it at a recording of the game (the toolkit's JSONL, one recorded action a line)"
+    try:
+        recorded, _ = read_recording(Path(recording).expanduser())
+    except RecordingError as error:
+        raise _Contradiction("client.local.recording", str(error), fix) from None
+    game_id = environment.options.get("game_id")
+    if environment.name != "arc_agi3" or not isinstance(game_id, str):
+        raise _Contradiction(
+            "client.local.recording",
+            f"a recording plays an ARC-AGI-3 game, and environment.name is {environment.name}",
+            "use environment.name: arc_agi3 with the recording's game_id, or remove the recording",
+        )
+    if not same_game(recorded, game_id):
+        raise _Contradiction(
+            "client.local.recording",
+            f"{recording} records game {recorded}, and environment.options.game_id is {game_id}",
+            f"play game_id: {recorded.split('-', 1)[0]}, or name a recording of {game_id}",
+        )
 
 
 _Settings = TypeVar("_Settings", bound=BaseModel)

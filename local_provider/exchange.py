@@ -56,6 +56,15 @@ class Thinker(Protocol):
         ...
 
 
+class Model(Thinker, Protocol):
+    """A whole model: its chat reply and its reasoning (the policy module is one; so is
+    recording_policy.RecordingModel)."""
+
+    def reply(self, system: str, messages: Sequence[Mapping[str, object]]) -> str:
+        """(system prompt, the request's messages with text content) -> the visible reply."""
+        ...
+
+
 def unread_input(carried: object) -> tuple[Mapping[str, object], ...]:
     """The input no reply had read when a compaction was made, as the compaction carries it (the
     `unread` list its wire sealed: the messages of the current turn it replaced, {role, content}

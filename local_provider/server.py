@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from turnstate.local_provider.exchange import Exchange, ProviderState, ReplyFn, SseEvent, Thinker, Thoughtless
+from turnstate.local_provider.exchange import Exchange, Model, ProviderState, ReplyFn, SseEvent, Thinker, Thoughtless
 from turnstate.local_provider.faults import HTML_PAGE, STATUS_FAULTS, Clock, Fault, FaultSchedule, RateLimitWindow
 from turnstate.local_provider.prefix_cache import PrefixCache
 from turnstate.local_provider.routes import ROUTES
@@ -67,6 +67,7 @@ class LocalProvider:
         context_window: int = DEFAULT_CONTEXT_WINDOW,
         faults: Sequence[Fault] = (),
         reply: ReplyFn | None = None,
+        model: Model | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
         clock: Clock = time.monotonic,
@@ -82,8 +83,14 @@ class LocalProvider:
         self._admitted = 0  # model requests admitted so far: the next one's ordinal is this plus one
         self._service_seconds: deque[float] = deque(maxlen=SERVICE_TIMES_KEPT)
         # The deterministic policy by default, imported only when wanted; a test passes its own reply,
-        # which then also answers reasoning wires, without private thoughts.
-        self._reply, self._thinker = _policy() if reply is None else (reply, Thoughtless(reply))
+        # which then also answers reasoning wires, without private thoughts; or another model whole
+        # (the recording player, client.local.recording).
+        self._reply: ReplyFn
+        self._thinker: Thinker
+        if model is not None:
+            self._reply, self._thinker = model.reply, model
+        else:
+            self._reply, self._thinker = _policy() if reply is None else (reply, Thoughtless(reply))
         self._service = Service(service_dir)
         self._state = ProviderState(self._service)  # what the wires keep between requests, made anew at start
         self._faults = FaultSchedule(faults)

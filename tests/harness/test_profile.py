@@ -93,6 +93,8 @@ REJECTED = [
     # request.options: the adapter's own settings, checked by the adapter for the strategy
     ({"request__options": {"reasoning": {"effort": "high"}}}, "request.options.reasoning", "Chat Completions takes no request.options"),
     ({"runtime__adapter_id": "openai.responses.v1", "runtime__strategy": "continuous_conversation", "request__options": {"store": True}}, "request.options.store", "continuous conversation is stateless on the server; fix: set store: false"),
+    ({"runtime__adapter_id": "openai.responses.v1", "runtime__strategy": "continuous_conversation", "request__options": {"store": False, "include": ["reasoning.encrypted_content"], "reasoning": {"summary": "auto", "context": "auto"}, "truncation": "auto"}}, "request.options.truncation", "the server would drop the oldest of the items the strategy replays, unseen by it; fix: remove it"),
+    ({"runtime__adapter_id": "openai.responses.v1", "runtime__strategy": "previous_response_id", "request__options": {"truncation": "sometimes"}}, "request.options.truncation", "'auto' or 'disabled'"),
     # strict types: YAML already typed the value, so a wrong type is named, never coerced
     ({"agent__max_actions": True}, "agent.max_actions", "(got True); fix: use a whole number"),
     ({"agent__max_retries": "5"}, "agent.max_retries", "(got '5'); fix: use a whole number"),

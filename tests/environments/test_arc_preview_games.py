@@ -1,0 +1,173 @@
+"""The public ARC-AGI-3 preview games (ls20: 7 levels in 489 recorded actions, ft09: 6 in 164, with
+ACTION6 cells) played through the official toolkit on the local provider's recording model, which
+knows the winning moves but where it is in them only from the state each strategy carries
+(local_provider/recording_policy.py): every strategy and compaction variant wins both games, a
+strategy that loses its state loses the game, and a killed run resumes to the same scorecard.
+
+They read ../shared/arc-agi-3 where it is (never copied) and skip, saying so, without it or without
+the toolkit (the arc extra, Python 3.12: .ci/arc runs them)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.environments.arc_preview import ARC, LEVELS, RECORDED_ACTIONS, RECORDINGS, VARIANTS, arc_profile
+from tests.harness.test_resume import killed_run
+from turnstate.adapters.chat_completions import ChatCompletionsAdapter
+from turnstate.adapters.contract import Endpoint, ModelRequest
+from turnstate.adapters.open_source_chat import OpenSourceChatAdapter
+from turnstate.harness.profile import ProfileError, parse_profile
+from turnstate.harness.runner import Runner
+
+from ..arc_extra import TOOLKIT
+
+pytestmark = [
+    pytest.mark.skipif(
+        not TOOLKIT,
+        reason="the ARC-AGI-3 toolkit is not installed (Python 3.12+ and pip install -e '.[arc]' in turnstate's checkout); .ci/arc runs these",
+    ),
+    pytest.mark.skipif(not ARC.is_dir(), reason=f"the ARC-AGI-3 preview games are not in {ARC} (CI has them)"),
+]
+WINNING = [variant for variant in VARIANTS if variant != "continuous.none.responses"]
+# ls20 on the slowest wire (Gemini Interactions, about 40 s) adds nothing ft09 does not show there.
+PLAYS = [
+    (variant, game)
+    for variant in WINNING
+    for game in LEVELS
+    if (variant, game) != ("continuous.harness_summary.interactions", "ls20")
+]
+
+
+def levels_of(result: Any) -> dict[str, Any]:
+    meta = json.loads((result.artifacts / "run_meta.json").read_text())
+    return meta["environment_scorecard"]
+
+
+@pytest.mark.parametrize(("variant", "game"), PLAYS, ids=[f"{variant}-{game}" for variant, game in PLAYS])
+def test_every_variant_wins_each_preview_game_with_the_recordings_actions(variant, game, tmp_path):
+    result = Runner(arc_profile(variant, game), tmp_path).run()
+    assert (result.outcome, result.levels_won) == ("win", LEVELS[game]), result.failure
+    assert result.accepted_actions == RECORDED_ACTIONS[game] and result.failed_attempts == 0
+    scorecard = levels_of(result)
+    won = scorecard["plays"][-1]  # a RESET on a game's first frame starts a new play on the toolkit's card
+    assert (won["state"], won["levels_completed"], scorecard["total_levels_completed"]) == ("WIN", *[LEVELS[game]] * 2)
+    if ".none." not in variant and not variant.startswith(("manual_rolling", "previous_response_id")):
+        # compacted many times over the game: the place survived each compaction
+        assert result.compactions >= RECORDED_ACTIONS[game] // 12
+
+
+def test_continuous_conversation_without_compaction_fails_closed_when_the_game_outgrows_the_window(tmp_path):
+    result = Runner(arc_profile("continuous.none.responses", "ft09"), tmp_path).run()
+    assert result.outcome == "failed_closed" and result.failure is not None and "context overflow" in result.failure
+    assert result.levels_won < LEVELS["ft09"]
+
+
+def forgetting(adapter: type, forget: Any, settings: Any) -> Any:
+    """An adapter factory whose requests lose part of the strategy's carried state (`forget(items)`),
+    as a harness that dropped it would send them."""
+
+    class Forgetting(adapter):  # type: ignore[misc, valid-type]
+        def call(self, request: ModelRequest) -> Any:
+            return super().call(replace(request, items=tuple(forget(request.items))))
+
+    def factory(endpoint: Endpoint) -> Any:
+        return Forgetting.connect(endpoint, settings)
+
+    return factory
+
+
+def without_notes(items: Any) -> list[Any]:
+    return [
+        {**item, "content": "\n".join(line for line in item["content"].splitlines() if not line.startswith("NOTES:"))}
+        if item.get("role") == "assistant" and isinstance(item.get("content"), str)
+        else item
+        for item in items
+    ]
+
+
+def without_reasoning(items: Any) -> list[Any]:
+    """The replayed answers without their reasoning (an open-weight server takes them so)."""
+    return [
+        {key: value for key, value in item.items() if key not in ("reasoning_content", "reasoning")} for item in items
+    ]
+
+
+@pytest.mark.parametrize(
+    ("variant", "adapter", "forget"),
+    [
+        ("manual_rolling.chat", ChatCompletionsAdapter, without_notes),
+        ("continuous.harness_summary.open_weight", OpenSourceChatAdapter, without_reasoning),
+    ],
+    ids=["manual_rolling without its notes", "continuous without its reasoning"],
+)
+def test_a_strategy_that_loses_its_state_loses_its_place_and_the_game(variant, adapter, forget, tmp_path):
+    profile = arc_profile(variant, "ft09", max_actions=RECORDED_ACTIONS["ft09"] + 40)  # room to win
+    factory = forgetting(adapter, forget, profile.request_settings())
+    result = Runner(profile, tmp_path, adapter_factory=factory).run()
+    assert (result.outcome, result.levels_won) == ("max_actions", 0)
+    events = [json.loads(line) for line in (result.artifacts / "events.jsonl").read_text().splitlines()]
+    played = {event["action"] for event in events if event["kind"] == "assistant_message"}
+    first = json.loads((ARC / "recordings" / RECORDINGS["ft09"]).read_text().splitlines()[0])
+    assert played == {"RESET"} and first["data"]["action_input"]["id"] == 0  # back at move 1, every turn
+
+
+def test_turnstate_run_wins_ft09_from_a_profile_file(tmp_path):
+    profile = tmp_path / "ft09.yaml"
+    profile.write_text(
+        yaml.safe_dump(arc_profile("continuous.native_inline.responses", "ft09").model_dump(mode="json"))
+    )
+    command = [sys.executable, "-m", "turnstate.harness.cli", "run", str(profile), "--out", str(tmp_path / "runs")]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    meta = json.loads((run_dir / "run_meta.json").read_text())
+    assert (meta["outcome"], meta["levels_won"], meta["accepted_actions"]) == ("win", 6, 164)
+
+
+@pytest.mark.parametrize(
+    ("variant", "game", "turn"),
+    [("manual_rolling.chat", "ft09", 97), ("continuous.native_inline.responses", "ls20", 311)],
+)
+def test_a_run_killed_mid_game_resumes_to_the_uninterrupted_runs_scorecard(variant, game, turn, tmp_path):
+    profile = arc_profile(variant, game)
+    whole = Runner(profile, tmp_path / "whole").run()
+    run_dir = killed_run(profile, tmp_path / "killed", "after_commit", turn)
+    resumed = Runner(profile, run_dir.parent).resume(run_dir)
+    assert (resumed.outcome, resumed.levels_won, resumed.accepted_actions) == (
+        "win",
+        LEVELS[game],
+        RECORDED_ACTIONS[game],
+    )
+    cards = [levels_of(result) for result in (whole, resumed)]
+    assert cards[0] == cards[1]
+
+
+def problems(text: str) -> str:
+    with pytest.raises(ProfileError) as caught:
+        parse_profile(text, source="p.yaml")
+    return str(caught.value)
+
+
+def test_a_recording_of_another_game_or_a_bad_line_is_named_with_the_file_and_the_fix(tmp_path):
+    data = arc_profile("manual_rolling.chat", "ft09").model_dump(mode="json")
+    data["client"]["local"]["recording"] = str(ARC / "recordings" / "ls20-cb3b57cc.jsonl")
+    said = problems(yaml.safe_dump(data))
+    assert "p.yaml: client.local.recording: " in said and "records game ls20-e6affcdb" in said
+    assert "game_id is ft09" in said and "fix: play game_id: ls20" in said
+    broken = tmp_path / "broken.jsonl"
+    lines = (ARC / "recordings" / "ft09-9ab2447a.jsonl").read_text().splitlines()
+    broken.write_text(
+        "\n".join([*lines[:3], '{"data": {"action_input": {"id": 6, "data": {"game_id": "ft09", "x": 70, "y": 1}}}}'])
+    )
+    data["client"]["local"]["recording"] = str(broken)
+    said = problems(yaml.safe_dump(data))
+    assert f"{broken}, line 4: ACTION6 needs integer x and y from 0 to 63, got x=70" in said and "Traceback" not in said
+    data["client"]["local"]["recording"] = str(tmp_path / "absent.jsonl")
+    assert "absent.jsonl: cannot be read (No such file or directory)" in problems(yaml.safe_dump(data))
