@@ -80,6 +80,7 @@ from turnstate.harness.profile import (
 from turnstate.harness.report import ReportError, write_report
 from turnstate.harness.report_run import (
     configuration_for,
+    level_actions,
     nested,
     ran_configuration,
     ran_strategies,
@@ -832,6 +833,7 @@ def _settings_lines(meta: Any) -> list[str]:
         f"compaction: {_pairs(nested(meta, 'runtime', 'compaction'))}",
         f"request: {_pairs({key: value for key, value in request.items() if key != 'options'})}",
         f"request options: {_inline(request.get('options', {}))}",
+        *([f"scorecard: {card}"] if (card := level_actions(meta.get("environment_scorecard"))) else []),
     ]
 
 

@@ -111,6 +111,10 @@ class AgentConfig(_Section):
     action_mode: ActionMode = "text"
     # Replies in a row that only call read-only tools before one acts; past it a reply is rejected.
     max_tool_rounds: int = Field(default=8, ge=1, le=1000)
+    # A per-level action budget of ceil(multiplier x the level's human baseline), as the ARC-AGI-3
+    # benchmarking harness sets it (its MAX_ACTIONS_BASELINE_MULTIPLIER, 5.0 in its configs): a level
+    # that spends its budget unfinished ends the run (`level_budget`). Only for games that give baselines.
+    max_actions_baseline_multiplier: float | None = Field(default=None, gt=0, le=100)
 
 
 DEFAULT_TRIGGER_TOKENS = 175_000
@@ -373,7 +377,7 @@ class Profile(_Section):
                 "a remote base_url needs a key",
                 "name the environment variable that holds the API key",
             )
-        _check_environment(self.environment)
+        _check_environment(self.environment, self.agent.max_actions_baseline_multiplier)
         if self.client.local is not None and self.client.local.recording is not None:
             _check_recording(self.client.local.recording, self.environment)
         return self
@@ -642,15 +646,31 @@ class _Contradiction(ValueError):
         self.path, self.problem, self.fix = path, problem, fix
 
 
-def _check_environment(environment: EnvironmentConfig) -> None:
+def _check_environment(environment: EnvironmentConfig, multiplier: float | None) -> None:
     """Build the environment once, so an unregistered or path-like id, a package that fails to load
-    or a bad option is named here, under the key it concerns, before any run starts."""
+    or a bad option is named here, under the key it concerns, before any run starts; and, for a
+    per-level budget, check that the game gives its levels' baselines."""
     from turnstate.harness.environments import EnvironmentConfigError, make_environment
 
     try:
-        make_environment(environment.name, environment.seed, environment.options)
+        built = make_environment(environment.name, environment.seed, environment.options)
     except EnvironmentConfigError as error:
         raise _Contradiction(f"environment.{error.key}", str(error), error.fix) from None
+    if multiplier is None:
+        return
+    baselines = getattr(built, "level_baselines", None)
+    if not callable(baselines):
+        raise _Contradiction(
+            "agent.max_actions_baseline_multiplier",
+            f"environment {environment.name} gives no human baseline per level (ARC-AGI-3 games' metadata.json does)",
+            "remove it, or play an arc_agi3 game",
+        )
+    if not baselines():
+        raise _Contradiction(
+            "agent.max_actions_baseline_multiplier",
+            f"game {environment.options.get('game_id')}'s metadata.json gives no baseline_actions",
+            "add baseline_actions (the human baseline per level) to the game's metadata.json, or remove it",
+        )
 
 
 def _check_recording(recording: str, environment: EnvironmentConfig) -> None:

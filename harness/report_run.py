@@ -261,12 +261,28 @@ def _summary(run: Run) -> list[tuple[str, Any]]:
         ("wall time", _seconds(meta)),
         ("resumes", _resumes(meta.get("resumes"))),
         ("environment", f"{environment.get('name', '—')} seed {environment.get('seed', '—')}"),
+        *([("scorecard", card)] if (card := level_actions(meta.get("environment_scorecard"))) else []),
         ("model", nested(meta, "settings", "request", "model")),
     ]
     unattributed = meta.get("unattributed_usage")
     if isinstance(unattributed, dict) and any(unattributed.values()):
         rows.append(("usage no step holds (unattributed)", _tokens(unattributed)))
     return rows
+
+
+def level_actions(scorecard: Any) -> str | None:
+    """A game's scorecard (run_meta's `environment_scorecard`) as the leaderboard reads it: its
+    score, and per level of its last play the actions used against the human baseline's."""
+    plays = scorecard.get("plays") if isinstance(scorecard, dict) else None
+    if not isinstance(plays, list) or not plays or not isinstance(plays[-1], dict):
+        return None
+    used, baseline = plays[-1].get("level_actions") or [], plays[-1].get("level_baseline_actions") or []
+    levels = [
+        f"{number}: {actions}" + (f"/{baseline[number - 1]}" if number <= len(baseline) else "")
+        for number, actions in enumerate(used, 1)
+        if actions
+    ]
+    return f"score {scorecard.get('score')}; per level, actions/baseline: {', '.join(levels) or 'none played'}"
 
 
 def _total(steps: list[Step]) -> dict[str, int]:

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import fcntl
 import gc
+import math
 import os
 import re
 import shutil
 import signal
 import stat
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,8 +145,10 @@ class Runner:
             world.close()
 
     def _play(self, session: Session, world: JournaledEnvironment, frame: Frame) -> tuple[str, str | None]:
-        """Play until a win, the action budget or a failed-closed turn; a resumed run first carries out
-        the reply its last checkpoint accepted (the kill may have come before its action)."""
+        """Play until a win, the action budget, a level's budget or a failed-closed turn; a resumed run
+        first carries out the reply its last checkpoint accepted (the kill may have come before its action)."""
+        self.level_budget = LevelBudget.of(self.environment, self.profile.agent.max_actions_baseline_multiplier)
+        self.level_budget.restore(frame.level, session.facts)
         observation, results = frame.text, list[ToolResult]()
         if session.resumed_reply is not None:
             carried = self._carry_out(session, world, session.resumed_reply)
@@ -193,6 +196,8 @@ class Runner:
             session.levels_won = frame.level
             return Ending("win")
         session.levels_won = frame.level - 1
+        if self.level_budget.spent(session, frame):
+            return Ending("level_budget")
         if frame.state is GameState.GAME_OVER:
             if accepted.action_call is None:  # else the GAME_OVER frame is the action call's result
                 session.buffer(frame.text)
@@ -203,7 +208,48 @@ class Runner:
 
 @dataclass(frozen=True)
 class Ending:
-    outcome: str  # win (the action budget and a failed-closed turn end the loop itself)
+    outcome: str  # win or level_budget (the action budget and a failed-closed turn end the loop itself)
+
+
+@dataclass
+class LevelBudget:
+    """The per-level action budget (agent.max_actions_baseline_multiplier): a level gets
+    ceil(multiplier x its human baseline) accepted actions, RESETs included, counted across its
+    restarts; one that spends them unfinished ends the run, as the ARC-AGI-3 benchmarking harness
+    ends it. The count is a fact of each checkpoint, so a resumed run goes on with what its level spent."""
+
+    budgets: tuple[int, ...]  # per level, from 1; empty: no budget
+    level: int = 1
+    spent_here: int = 0
+
+    @classmethod
+    def of(cls, environment: object, multiplier: float | None) -> LevelBudget:
+        baselines = getattr(environment, "level_baselines", None)
+        if multiplier is None or not callable(baselines):  # the profile's validation refused the second
+            return cls(())
+        return cls(tuple(math.ceil(multiplier * baseline) for baseline in baselines()))
+
+    def restore(self, level: int, facts: Sequence[Mapping[str, Any]]) -> None:
+        """Start at `level`, with what the last checkpoint says that level spent."""
+        counted = [fact for fact in facts if fact.get("kind") == LEVEL_ACTIONS]
+        self.level, self.spent_here = level, 0
+        if counted and counted[-1]["level"] == level:
+            self.spent_here = counted[-1]["actions"]
+
+    def spent(self, session: Session, frame: Frame) -> bool:
+        """Count the accepted action that led to `frame`; whether its level has spent its budget."""
+        if not self.budgets:
+            return False
+        if frame.level != self.level:  # a level won: the next one starts its own count
+            self.level, self.spent_here = frame.level, 0
+        else:
+            self.spent_here += 1
+        session.record_fact({"kind": LEVEL_ACTIONS, "level": self.level, "actions": self.spent_here})
+        budget = self.budgets[self.level - 1] if self.level <= len(self.budgets) else None
+        return budget is not None and self.spent_here >= budget
+
+
+LEVEL_ACTIONS = "level_actions"  # the checkpoint fact of what the current level has spent
 
 
 def _accepted_turn(session: Session, observation: str, results: list[ToolResult]) -> AcceptedReply:

@@ -245,7 +245,7 @@ def _nowhere(point: Point) -> None:
     """The default `on_point`: nothing happens at a named point."""
 
 
-ENDED = ("win", "max_actions")  # the outcomes a run cannot be resumed from
+ENDED = ("win", "max_actions", "level_budget")  # the outcomes a run cannot be resumed from
 SCHEDULED = "CompactionScheduled"  # the state between turns of a machine whose next turn compacts first
 
 

@@ -57,8 +57,9 @@ from turnstate.harness.profile import (
     validation_problems,
 )
 from turnstate.harness.resume import RUN_META, run_meta
+from turnstate.harness.session import ENDED
 
-ENDED_OUTCOMES = ("win", "max_actions", "failed_closed")  # a sweep's resume skips these runs
+ENDED_OUTCOMES = (*ENDED, "failed_closed")  # a sweep's resume skips these runs
 NOT_STARTED = "not_started"  # a run the cost cap kept from starting
 NUMERIC_RESULT_COLUMNS = (
     "seed",

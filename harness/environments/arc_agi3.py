@@ -9,7 +9,8 @@ Rules it keeps:
 - Options (`environment.options`): `game_id`, the game to play (an ARC id such as `ls20` or
   `ls20-1234abcd`: the toolkit plays the latest version of a bare id); `environments_dir`, the
   folder the toolkit scans for each game's `metadata.json` and game file (default: the two games
-  this package ships, arc_games/); `mode`, `offline` (default) or `online`.
+  this package ships, arc_games/); `mode`, `offline` (default) or `online`; `animation_frames`, how
+  many of an action's animation frames the frame text shows (1, the default: the state alone; up to 16).
 - Offline is the toolkit's `OperationMode.OFFLINE`: no network at all. A game file is Python the
   toolkit executes, so `environments_dir` must be a local folder that exists: a URL is refused, and
   nothing is ever downloaded. Profile validation builds the game once, so a game id the folder does
@@ -19,7 +20,8 @@ Rules it keeps:
   `.env` file in the current folder into the process environment (its own behaviour), and its
   OPERATION_MODE=competition would take an offline game online, so that is refused offline.
 - A frame is 64 x 64 cells of colours 0-15; an action may return several animation frames, of which
-  the last is the state, and the frame text shows that one. It is written one hex digit per cell
+  the last is the state, and the frame text shows that one (with `animation_frames`, the ones
+  before it too, each under an `ANIMATION FRAME i/n` line ahead of the frame's header). It is written one hex digit per cell
   (0-9, a-f), 64 rows of 64 characters, row y=0 at the top, column x=0 at the left: one character
   per cell is the most compact lossless text (no separators to pay for), a cell's coordinates are
   its column and row in the text, as ACTION6 takes them, and a colour is one digit, never two.
@@ -80,7 +82,10 @@ CONVENTION = {
     "ACTION7": "undo",
 }
 MODES = ("offline", "online")
-OPTIONS = ("game_id", "environments_dir", "mode")
+# What the scorecard keeps of each play (the toolkit's EnvironmentScore... run fields).
+PLAY_KEYS = ("state", "levels_completed", "actions", "resets", "score", "level_actions", "level_baseline_actions")
+OPTIONS = ("game_id", "environments_dir", "mode", "animation_frames")
+MAX_ANIMATION_FRAMES = 16  # the most animation frames a frame text may show (the ARC harness shows up to 7)
 GAME_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 COORDINATE = re.compile(r"[0-9]+")
 API_KEY = "ARC_API_KEY"
@@ -142,6 +147,7 @@ class ArcOptions:
     game_id: str
     environments_dir: Path | None  # None online
     mode: str
+    animation_frames: int = 1  # of an action's animation frames, how many the frame text shows (the last ones)
 
 
 def parse_options(options: Mapping[str, object]) -> ArcOptions:
@@ -176,8 +182,19 @@ def parse_options(options: Mapping[str, object]) -> ArcOptions:
                 "options.mode",
                 f"export {API_KEY}=<your key>, or use mode: offline",
             )
-        return ArcOptions(game_id, None, "online")
-    return ArcOptions(game_id, local_folder(options.get("environments_dir")), "offline")
+        return ArcOptions(game_id, None, "online", animation_frames(options))
+    return ArcOptions(game_id, local_folder(options.get("environments_dir")), "offline", animation_frames(options))
+
+
+def animation_frames(options: Mapping[str, object]) -> int:
+    shown = options.get("animation_frames", 1)
+    if isinstance(shown, bool) or not isinstance(shown, int) or not 1 <= shown <= MAX_ANIMATION_FRAMES:
+        raise EnvironmentConfigError(
+            f"arc_agi3 option 'animation_frames' must be a whole number from 1 to {MAX_ANIMATION_FRAMES}, got {shown!r}",
+            "options.animation_frames",
+            "show 1 (the state alone, the default) or up to 7 frames of an action's animation, as the ARC harness does",
+        )
+    return shown
 
 
 def local_folder(value: object) -> Path:
@@ -265,6 +282,7 @@ class ArcAgi3(Played):
         self.seed = seed
         self.game_id = options.game_id
         self.mode = options.mode
+        self.animation_frames = options.animation_frames
         self.environments_dir = options.environments_dir
         self.action_tools = action_tools()
         self.tools: tuple[ToolSpec, ...] = ()
@@ -317,15 +335,23 @@ class ArcAgi3(Played):
         self._receipts.append(Receipt(len(self._receipts) + 1, action, changed))
         return self._show(data)
 
+    def level_baselines(self) -> tuple[int, ...]:
+        """The human baseline actions of each level, as the game's metadata.json gives them (empty
+        when it gives none)."""
+        info = getattr(self._wrapper or self._unplayed, "info", None)
+        given = getattr(info, "baseline_actions", None) or ()
+        return tuple(int(actions) for actions in given)
+
     def scorecard(self) -> dict[str, Any]:
         """The toolkit's scorecard of this game's plays, kept small: its score and totals, and per
-        play the state, levels completed, actions, resets, score and actions per level."""
+        play the state, levels completed, actions, resets, score, and per level its actions and the
+        human baseline's (as the leaderboard reads them)."""
         card = None if self._arcade is None else self._arcade.get_scorecard()
         if card is None:
             return {}
         dumped = card.model_dump(mode="json")
         plays = [
-            {key: run.get(key) for key in ("state", "levels_completed", "actions", "resets", "score", "level_actions")}
+            {key: run.get(key) for key in PLAY_KEYS}
             for environment in dumped.get("environments", [])
             for run in environment.get("runs", [])
         ]
@@ -416,10 +442,20 @@ class ArcAgi3(Played):
         rows = grid_rows(self._grid)
         available = [name for name in ACTIONS if name in self._allowed_after(state, data)]
         shown = ", ".join(f"{name} x y" if name == CLICK else name for name in available) or "none"
+        # Of the animation, the frames before the last that the option shows, oldest first, ahead of
+        # the frame's header (so what follows the header is the state, as it is without them).
+        earlier = list(data.frame[-self.animation_frames : -1]) if self.animation_frames > 1 else []
+        first = len(data.frame) - len(earlier)
         lines = [
+            *(
+                line
+                for number, grid in enumerate(earlier, first)
+                for line in (f"ANIMATION FRAME {number}/{len(data.frame)} (before the state below)", *grid_rows(grid))
+            ),
             f"ARC LEVEL {level}/{levels} | STATE {state.value}",
             f"GAME {self.game_id} | LEVELS COMPLETED {data.levels_completed}/{data.win_levels} | "
-            f"FRAMES {len(data.frame)} (an action's animation; the last is shown)",
+            f"FRAMES {len(data.frame)} (an action's animation; "
+            + (f"frames {first}-{len(data.frame) - 1} above, the last below)" if earlier else "the last is shown)"),
             f"GRID {len(rows[0]) if rows else 0}x{len(rows)}: one hex digit per cell, its colour 0-f; "
             "x is the column from the left, y the row from the top, both from 0",
             *rows,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -14,7 +15,7 @@ from collections.abc import Callable
 import pytest
 
 from turnstate.harness.environments import EnvironmentConfigError, GameState, make_environment
-from turnstate.harness.environments.arc_agi3 import ArcAgi3
+from turnstate.harness.environments.arc_agi3 import SHIPPED_GAMES, ArcAgi3
 from turnstate.harness.environments.protocol import Frame, ToolEnvironment
 from turnstate.harness.profile import PROFILES_DIR, ProfileError, load_profile, parse_profile
 from turnstate.harness.runner import Runner
@@ -134,6 +135,25 @@ def test_a_game_file_that_fails_to_load_is_named_at_validation_with_the_toolkits
     message = str(caught.value)
     assert message.startswith("p.yaml: environment.options.environments_dir: arc_agi3 game 'brok' from ")
     assert "this game is broken" in message and "fix: check the game's files" in message
+
+
+@toolkit
+def test_a_per_level_budget_on_a_game_whose_metadata_gives_no_baselines_is_refused_naming_the_fix(tmp_path):
+    source = SHIPPED_GAMES / "move"
+    folder = tmp_path / "move"
+    shutil.copytree(source, folder)
+    metadata = json.loads((folder / "metadata.json").read_text())
+    del metadata["baseline_actions"]
+    (folder / "metadata.json").write_text(json.dumps(metadata))
+    text = ARC_PROFILE.read_text().replace("game_id: cued", f"game_id: move\n    environments_dir: {tmp_path}")
+    text = text.replace("max_actions: 60", "max_actions: 60\n  max_actions_baseline_multiplier: 5.0")
+    with pytest.raises(ProfileError) as caught:
+        parse_profile(text, source="p.yaml")
+    message = str(caught.value)
+    assert (
+        "p.yaml: agent.max_actions_baseline_multiplier: game move's metadata.json gives no baseline_actions" in message
+    )
+    assert "fix: add baseline_actions" in message
 
 
 @toolkit

@@ -23,8 +23,10 @@ from tests.harness.test_resume import killed_run
 from turnstate.adapters.chat_completions import ChatCompletionsAdapter
 from turnstate.adapters.contract import Endpoint, ModelRequest
 from turnstate.adapters.open_source_chat import OpenSourceChatAdapter
+from turnstate.harness.environments import EnvironmentConfigError, make_environment
 from turnstate.harness.profile import ProfileError, parse_profile
 from turnstate.harness.runner import Runner
+from turnstate.local_provider.recording_policy import read_recording
 
 from ..arc_extra import TOOLKIT
 
@@ -129,6 +131,20 @@ def test_turnstate_run_wins_ft09_from_a_profile_file(tmp_path):
     (run_dir,) = (tmp_path / "runs").iterdir()
     meta = json.loads((run_dir / "run_meta.json").read_text())
     assert (meta["outcome"], meta["levels_won"], meta["accepted_actions"]) == ("win", 6, 164)
+    won = meta["environment_scorecard"]["plays"][-1]
+    assert won["level_baseline_actions"] == [15, 7, 15, 16, 21, 17]  # metadata.json's human baselines
+    # per level, the actions used against the baseline, as `turnstate show` and the run report say it
+    per_level = ", ".join(
+        f"{n}: {used}/{base}"
+        for n, (used, base) in enumerate(zip(won["level_actions"], won["level_baseline_actions"], strict=True), 1)
+    )
+    for command in (["show", str(run_dir), "--step", "1"], ["report", str(run_dir)]):
+        shown = subprocess.run(
+            [sys.executable, "-m", "turnstate.harness.cli", *command], capture_output=True, text=True, timeout=120
+        )
+        assert shown.returncode == 0, shown.stderr
+        page = shown.stdout if command[0] == "show" else (run_dir / "report.html").read_text()
+        assert f"per level, actions/baseline: {per_level}" in page
 
 
 @pytest.mark.parametrize(
@@ -171,3 +187,40 @@ def test_a_recording_of_another_game_or_a_bad_line_is_named_with_the_file_and_th
     assert f"{broken}, line 4: ACTION6 needs integer x and y from 0 to 63, got x=70" in said and "Traceback" not in said
     data["client"]["local"]["recording"] = str(tmp_path / "absent.jsonl")
     assert "absent.jsonl: cannot be read (No such file or directory)" in problems(yaml.safe_dump(data))
+
+
+def test_a_level_that_spends_its_baseline_budget_unfinished_ends_the_run_and_a_resume_keeps_its_count(tmp_path):
+    """At 1x the human baseline, ls20's first level (29 moves after the recording's opening RESET,
+    which counts) runs out one move short; at the harness's 5x the recording wins."""
+    assert (
+        Runner(arc_profile("manual_rolling.chat", "ls20", max_actions_baseline_multiplier=5.0), tmp_path / "5x")
+        .run()
+        .outcome
+        == "win"
+    )
+    tight = arc_profile("manual_rolling.chat", "ls20", max_actions_baseline_multiplier=1.0)
+    ended = Runner(tight, tmp_path / "1x").run()
+    assert (ended.outcome, ended.levels_won, ended.accepted_actions) == ("level_budget", 0, 29)
+    assert json.loads((ended.artifacts / "run_meta.json").read_text())["outcome"] == "level_budget"
+    run_dir = killed_run(tight, tmp_path / "killed", "after_commit", 20)
+    resumed = Runner(tight, run_dir.parent).resume(run_dir)
+    assert (resumed.outcome, resumed.accepted_actions) == ("level_budget", 29)  # not 20 + a fresh 29
+
+
+def test_animation_frames_are_shown_ahead_of_the_state_up_to_the_configured_number():
+    """ls20's recorded play has 9 actions whose animation has 2 frames: with animation_frames 7 their
+    first frame comes ahead of the header, and what follows the header is the state, as without."""
+    options = {"game_id": "ls20", "environments_dir": str(ARC / "environment_files")}
+    plain, animated = (make_environment("arc_agi3", 0, options | shown) for shown in ({}, {"animation_frames": 7}))
+    plain.reset(), animated.reset()
+    shown = 0
+    for action in read_recording(ARC / "recordings" / RECORDINGS["ls20"])[1]:
+        state, frame = plain.step(action).text, animated.step(action).text
+        assert frame.endswith(state.split("\n", 2)[2])  # the header's FRAMES line differs, the state does not
+        if frame.startswith("ANIMATION FRAME 1/2 (before the state below)\n"):
+            shown += 1
+            rows = frame.splitlines()[1:65]
+            assert all(len(row) == 64 for row in rows) and frame.splitlines()[65].startswith("ARC LEVEL ")
+    assert shown == 9
+    with pytest.raises(EnvironmentConfigError, match="'animation_frames' must be a whole number from 1 to 16, got 0"):
+        make_environment("arc_agi3", 0, options | {"animation_frames": 0})

@@ -58,7 +58,7 @@ def test_every_shipped_profile_is_valid(path):
 # (change, key path the error must name, text it must contain: the fix or the contradiction)
 # fmt: off
 REJECTED = [
-    ({"agent__max_retrys": 3}, "agent.max_retrys", "remove it or correct the spelling (allowed here: action_mode, backoff, max_actions, max_context_length, max_retries, max_tool_rounds, trim_low_water)"),
+    ({"agent__max_retrys": 3}, "agent.max_retrys", "remove it or correct the spelling (allowed here: action_mode, backoff, max_actions, max_actions_baseline_multiplier, max_context_length, max_retries, max_tool_rounds, trim_low_water)"),
     ({"runtime__compaction__trigger": 5}, "runtime.compaction.trigger", "allowed here: fork, strategy, summary_input_headroom_tokens"),
     ({"colour": "blue"}, "colour", "allowed here: agent, client, environment, id, pricing, request, runtime"),
     ({"agent__max_retries": "three"}, "agent.max_retries", "use a whole number"),
@@ -90,6 +90,9 @@ REJECTED = [
     ({**SUMMARY, "runtime__compaction__trigger_tokens": 300}, "runtime.compaction.trigger_tokens", "300 + request.max_output_tokens 128 + runtime.compaction.summary_input_headroom_tokens 1024 = 1452 exceeds agent.max_context_length 800; fix: raise agent.max_context_length above 1152"),
     ({**SUMMARY, "runtime__compaction__trigger_tokens": 300, "runtime__compaction__summary_input_headroom_tokens": 500}, "runtime.compaction.trigger_tokens", "= 928 exceeds agent.max_context_length 800; fix: set it at most 172"),
     ({"runtime__adapter_id": "xai.responses.v1", "runtime__strategy": "continuous_conversation", "runtime__compaction__strategy": "native", "runtime__compaction__trigger_tokens": 500, "runtime__compaction__fork": False, "request__options": {"store": False, "include": ["reasoning.encrypted_content"]}}, "runtime.compaction.fork", "only a harness_summary compaction has it"),
+    # a per-level budget needs a game that gives its levels' human baselines
+    ({"agent__max_actions_baseline_multiplier": 5.0}, "agent.max_actions_baseline_multiplier", "environment beacon_grid gives no human baseline per level"),
+    ({"agent__max_actions_baseline_multiplier": 0}, "agent.max_actions_baseline_multiplier", "greater than 0"),
     # request.options: the adapter's own settings, checked by the adapter for the strategy
     ({"request__options": {"reasoning": {"effort": "high"}}}, "request.options.reasoning", "Chat Completions takes no request.options"),
     ({"runtime__adapter_id": "openai.responses.v1", "runtime__strategy": "continuous_conversation", "request__options": {"store": True}}, "request.options.store", "continuous conversation is stateless on the server; fix: set store: false"),
