@@ -52,6 +52,7 @@ from turnstate.harness.artifacts import (
 from turnstate.harness.checkpoints import CHECKPOINT_FILE, CheckpointError
 from turnstate.harness.checkpoints import prune as prune_checkpoints
 from turnstate.harness.endpoint import RunSetupError, local_service_dir
+from turnstate.harness.environments import EnvironmentFault
 from turnstate.harness.events import (
     EVENTS,
     AnyEvent,
@@ -312,6 +313,8 @@ def _play(runner: Runner, show_progress: bool, play: Callable[[], RunResult] | N
         LinkedFileError,
     ) as error:
         _fail(runner.redactor.text(str(error)))
+    except EnvironmentFault as error:  # the game's own code failed: its file is named, nothing accepted is lost
+        _fail(runner.redactor.text(f"{error}; {_what_was_recorded(runner)}"))
     except OSError as error:
         unwritable = _unwritable(error, started=runner.run_dir is not None and runner.run_dir.is_dir())
         if unwritable is None:

@@ -58,6 +58,7 @@ from turnstate.harness.environments.levels import Played
 from turnstate.harness.environments.protocol import (
     RESET,
     EnvironmentConfigError,
+    EnvironmentFault,
     Frame,
     GameState,
     Receipt,
@@ -330,10 +331,19 @@ class ArcAgi3(Played):
         before = self._data
         data = self._wrapper.step(self.toolkit.arcengine.GameAction[name], data=cell)
         if data is None:
-            raise RuntimeError(f"arc_agi3: game {self.game_id} failed to play {action}: {self.log.last()}")
+            raise EnvironmentFault(
+                f"arc_agi3: game {self.game_id} ({self._game_file()}) failed to play {action}: {self.log.last()}; "
+                "fix: mend the game's file, then resume the run (its accepted turns are kept)"
+            )
         changed = self._changed(name, before, data)
         self._receipts.append(Receipt(len(self._receipts) + 1, action, changed))
         return self._show(data)
+
+    def _game_file(self) -> str:
+        """Where the game being played was loaded from, as the toolkit's metadata says."""
+        info = getattr(self._wrapper, "info", None)
+        folder, name = getattr(info, "local_dir", None), getattr(info, "class_name", None)
+        return f"{folder}/{str(name).lower()}.py" if folder and name else "the ARC-AGI-3 server"
 
     def level_baselines(self) -> tuple[int, ...]:
         """The human baseline actions of each level, as the game's metadata.json gives them (empty

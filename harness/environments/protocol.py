@@ -105,6 +105,12 @@ class ToolEnvironment(Environment, Protocol):
     def call_tool(self, name: str, arguments: Mapping[str, object]) -> str: ...
 
 
+class EnvironmentFault(RuntimeError):
+    """The game itself failed while being played (its own code raised, or it returned no frame): not
+    a bug of the harness, and not the model's doing. The message names the game's file and the fix;
+    the accepted turns are kept, so a resume goes on once the game is mended."""
+
+
 class EnvironmentConfigError(ValueError):
     """An environment a profile cannot have (an unregistered or path-like name, a package that fails
     to load) or an invalid option; raised before any play. `key` is the profile key under

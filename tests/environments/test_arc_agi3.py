@@ -320,3 +320,35 @@ def test_turnstate_run_of_the_arc_profile_wins_on_the_local_provider_and_records
     assert scorecard["plays"] == [scorecard["plays"][0]] and scorecard["plays"][0]["state"] == "WIN"
     assert scorecard["total_actions"] == meta["accepted_actions"]
     assert not (tmp_path / "recordings").exists()
+
+
+@toolkit
+def test_a_game_that_raises_mid_play_ends_the_run_in_one_line_naming_its_file_and_a_resume_goes_on_once_mended(
+    tmp_path,
+):
+    folder = tmp_path / "games" / "move"
+    shutil.copytree(SHIPPED_GAMES / "move", folder)
+    game_file = folder / "move.py"
+    mended = game_file.read_text()
+    broken = (
+        "    def step(self):\n        if self.action.id.value == 1:\n            raise RuntimeError('the game broke')\n"
+    )
+    game_file.write_text(mended.replace("    def step(self):\n", broken, 1))
+    profile = tmp_path / "p.yaml"
+    profile.write_text(
+        ARC_PROFILE.read_text().replace("game_id: cued", f"game_id: move\n    environments_dir: {folder.parent}")
+    )
+    cli = [sys.executable, "-m", "turnstate.harness.cli"]
+    done = subprocess.run(
+        [*cli, "run", str(profile), "--out", str(tmp_path / "runs")], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    (said,) = [line for line in done.stderr.splitlines() if line.strip()]
+    assert f"game move ({folder}/move.py) failed to play ACTION1" in said and "the game broke" in said
+    assert "fix: mend the game's file, then resume the run" in said
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    game_file.write_text(mended)
+    resumed = subprocess.run([*cli, "resume", str(run_dir)], capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    meta = json.loads((run_dir / "run_meta.json").read_text())
+    assert (meta["outcome"], meta["levels_won"]) == ("win", 2)
