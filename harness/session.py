@@ -373,7 +373,8 @@ class Session:
             raise ValueError("a session writes a new run (out_dir) or resumes one (resume), not both")
         self.profile = profile
         self.actions = scaffold.action_tools(actions)
-        self.tools = tuple(tools)
+        # The read-only tools every request offers: the caller's, and the one that reads offloaded results back.
+        self.tools = (*tools, *([READ_TOOL_RESULT_SPEC] if profile.offload() is not None else []))
         self.action_mode = profile.agent.action_mode
         self.descriptor = descriptor_for(profile.runtime.adapter_id)
         self._system_prompt = system_prompt
@@ -425,13 +426,11 @@ class Session:
             self.profile.request.action_grammar,
         )
         if grammar is not None and adapter.grammar_field is not None:  # the profile's validation checked the two agree
-            tools = [tool.name for tool in self.tools]
-            if self.profile.offload() is not None:
-                tools.append(READ_TOOL_RESULT_SPEC.name)
-            if tools:  # llama-server refuses the two together, and rightly: no reply could call a tool
+            if self.tools:  # llama-server refuses the two together, and rightly: no reply could call a tool
                 raise RunSetupError(
                     f"request.action_grammar holds every reply to an ACTION line, so the tools offered "
-                    f"({', '.join(tools)}) could never be called; remove request.action_grammar to offer tools"
+                    f"({', '.join(tool.name for tool in self.tools)}) could never be called; "
+                    "remove request.action_grammar to offer tools"
                 )
             try:
                 text = scaffold.action_grammar(self.actions, thinking=grammar == "thinking")
@@ -462,8 +461,6 @@ class Session:
                 self.run_dir = self._writer.path
                 self._meta = self._meta_base(endpoint)
             self.tool_results = ToolResultStore(self.run_dir)
-            if self.profile.offload() is not None:  # the offloaded results are read back with a tool
-                self.tools = (*self.tools, READ_TOOL_RESULT_SPEC)
             system = self._system_prompt or scaffold.system_prompt(self.actions, self.action_mode, self.tools)
             offered = (*(self.actions if self.action_mode == "tools" else ()), *self.tools)
             settings = self.profile.strategy_settings(system, offered)
