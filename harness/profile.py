@@ -675,7 +675,8 @@ def _check_environment(environment: EnvironmentConfig, multiplier: float | None)
 
 def _check_recording(recording: str, environment: EnvironmentConfig) -> None:
     """A recording the local model can play: readable, well formed, and of the game being played."""
-    from turnstate.local_provider.recording_policy import RecordingError, read_recording, same_game
+    from turnstate.harness.environments.arc_agi3 import game_of, same_game
+    from turnstate.local_provider.recording_policy import RecordingError, read_recording
 
     fix = "point it at a recording of the game (the toolkit's JSONL, one recorded action a line)"
     try:
@@ -693,7 +694,7 @@ def _check_recording(recording: str, environment: EnvironmentConfig) -> None:
         raise _Contradiction(
             "client.local.recording",
             f"{recording} records game {recorded}, and environment.options.game_id is {game_id}",
-            f"play game_id: {recorded.split('-', 1)[0]}, or name a recording of {game_id}",
+            f"play game_id: {game_of(recorded)}, or name a recording of {game_id}",
         )
 
 

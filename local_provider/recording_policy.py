@@ -103,12 +103,6 @@ def _recorded_action(line: str, where: str) -> tuple[str, str]:
     return game_id, f"ACTION6 {cell[0]} {cell[1]}"
 
 
-def same_game(recorded: str, played: str) -> bool:
-    """Whether a recording of game `recorded` plays game `played`: the same game, whatever version
-    (`ls20-e6affcdb` plays `ls20` and `ls20-cb3b57cc`: the toolkit's ids are <game>-<version>)."""
-    return recorded.split("-", 1)[0] == played.split("-", 1)[0]
-
-
 class RecordingModel:
     """The model, for a LocalProvider: `reply` on a chat wire, `think` and `summarize` on a
     reasoning one (exchange.Thinker)."""

@@ -223,6 +223,16 @@ def local_folder(value: object) -> Path:
     return folder
 
 
+def game_of(game_id: str) -> str:
+    """The game a toolkit id names, whatever its version: ids are <game>-<version> (`ls20-cb3b57cc`)."""
+    return game_id.split("-", 1)[0]
+
+
+def same_game(recorded: str, played: str) -> bool:
+    """Whether two ids name the same game, whatever version (`ls20-e6affcdb` and `ls20-cb3b57cc`; `ls20`)."""
+    return game_of(recorded) == game_of(played)
+
+
 def parse_action(action: str) -> tuple[str, dict[str, int]]:
     """An action's name and its data (ACTION6's cell); ValueError naming what is wrong with the text."""
     if not isinstance(action, str):
@@ -410,9 +420,8 @@ class ArcAgi3(Played):
         )
 
     def _check_listed(self) -> None:
-        base = self.game_id.split("-", 1)[0]
         listed = sorted({info.game_id for info in self._arcade.get_environments()})
-        if not any(game.split("-", 1)[0] == base for game in listed):
+        if not any(same_game(game, self.game_id) for game in listed):
             holds = ", ".join(listed) or "no game (no readable metadata.json)"
             raise EnvironmentConfigError(
                 f"arc_agi3 option 'game_id': {self.environments_dir} holds no game {self.game_id!r}; it holds {holds}",
