@@ -37,7 +37,7 @@ from pathlib import Path
 
 from turnstate.adapters.tokens import estimate_text_tokens
 from turnstate.local_provider import policy
-from turnstate.local_provider.arc_policy import ARC_HEADER, arc_frame, texts_of, won_reply
+from turnstate.local_provider.arc_policy import ARC_HEADER, ArcFrame, arc_frame, texts_of, won_reply
 
 # The toolkit's action numbers (arcengine's GameAction), as a recording names them.
 ACTION_NAMES = {0: "RESET", **{number: f"ACTION{number}" for number in range(1, 8)}}
@@ -112,11 +112,14 @@ class RecordingModel:
 
     def reply(self, system: str, messages: Sequence[Mapping[str, object]]) -> str:
         texts = texts_of(messages)
-        if policy.asked_calls(messages) or arc_frame(texts) is None and not policy.asks_for_summary(messages):
+        if policy.asked_calls(messages):
             return policy.reply(system, messages)
         if policy.asks_for_summary(messages):
             return self._summary(texts, policy.summary_budget(messages))
-        lines, played = self._move(texts, texts)
+        frame = arc_frame(texts)
+        if frame is None:
+            return policy.reply(system, messages)
+        lines, played = self._move(frame, texts, texts)
         if played is not None and policy.NOTES_REQUEST in system:
             lines.append(self._note(played))
         return "\n".join(lines)
@@ -128,19 +131,17 @@ class RecordingModel:
         memory: Sequence[str],
         context: Sequence[Mapping[str, object]] = (),
     ) -> tuple[str, str]:
-        current, kept = texts_of(messages), texts_of(context)
-        if (
-            policy.asked_calls(messages)
-            or arc_frame([*kept, *current]) is None
-            and not policy.asks_for_summary(messages)
-        ):
+        shown = [*texts_of(context), *texts_of(messages)]
+        if policy.asked_calls(messages):
             return policy.think(system, messages, memory, context)
-        read = [*memory, *kept, *current]
         if policy.asks_for_summary(messages):
             budget = policy.summary_budget(messages)
             left = None if budget is None else budget - estimate_text_tokens(SUMMARY_THOUGHT)
-            return SUMMARY_THOUGHT, self._summary(read, left)
-        lines, played = self._move([*kept, *current], read)
+            return SUMMARY_THOUGHT, self._summary([*memory, *shown], left)
+        frame = arc_frame(shown)
+        if frame is None:
+            return policy.think(system, messages, memory, context)
+        lines, played = self._move(frame, shown, [*memory, *shown])
         thought = self._note(played) if played is not None else "I have lost my place in the recording."
         return thought, "\n".join(lines)
 
@@ -150,11 +151,9 @@ class RecordingModel:
             return policy.summarize(memory)
         return self._summary(memory, None)
 
-    def _move(self, frames: Sequence[str], notes: Sequence[str]) -> tuple[list[str], int | None]:
-        """The reply's lines for the newest ARC frame in `frames`, going on from the notes in
-        `notes`, and the count played once its move is (None: no move)."""
-        frame = arc_frame(frames)
-        assert frame is not None
+    def _move(self, frame: ArcFrame, frames: Sequence[str], notes: Sequence[str]) -> tuple[list[str], int | None]:
+        """The reply's lines for `frame`, the newest ARC frame in `frames`, going on from the notes
+        in `notes`, and the count played once its move is (None: no move)."""
         if frame.state == "WIN":
             return [won_reply(frame)], None
         played = played_so_far(notes)
