@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -20,8 +19,8 @@ import yaml
 
 from tests.environments.arc_preview import ARC, LEVELS, RECORDED_ACTIONS, RECORDINGS, VARIANTS, arc_profile
 from tests.harness.test_resume import killed_run
+from tests.rewritten_requests import rewriting
 from turnstate.adapters.chat_completions import ChatCompletionsAdapter
-from turnstate.adapters.contract import Endpoint, ModelRequest
 from turnstate.adapters.open_source_chat import OpenSourceChatAdapter
 from turnstate.harness.environments import EnvironmentConfigError, make_environment
 from turnstate.harness.profile import ProfileError, parse_profile
@@ -74,15 +73,8 @@ def test_continuous_conversation_without_compaction_fails_closed_when_the_game_o
 def forgetting(adapter: type, forget: Any, settings: Any) -> Any:
     """An adapter factory whose requests lose part of the strategy's carried state (`forget(items)`),
     as a harness that dropped it would send them."""
-
-    class Forgetting(adapter):  # type: ignore[misc, valid-type]
-        def call(self, request: ModelRequest) -> Any:
-            return super().call(replace(request, items=tuple(forget(request.items))))
-
-    def factory(endpoint: Endpoint) -> Any:
-        return Forgetting.connect(endpoint, settings)
-
-    return factory
+    forgetful = rewriting(adapter, lambda _, items: forget(items))
+    return lambda endpoint: forgetful.connect(endpoint, settings)
 
 
 def without_notes(items: Any) -> list[Any]:

@@ -8,13 +8,13 @@ with the assistant prefill `<tool_call>` and asks for a call, which the server t
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.real_server.conftest import KEY, RecordingProxy
+from tests.rewritten_requests import rewriting
 from turnstate.adapters.anthropic_messages import MessagesAdapter
 from turnstate.adapters.chat_completions import ChatCompletionsAdapter
 from turnstate.adapters.contract import (
@@ -62,17 +62,6 @@ def connected(
     return (adapter or wire_adapter).connect(endpoint, RequestSettings("smollm2-135m", max_output_tokens, **settings))
 
 
-def prefilling(adapter: Any) -> Any:
-    """The wire's adapter, each of whose requests ends with the prefill: the seam that lets a Session
-    drive the 135M model to a call (the adapter, the SDK and the server are the real ones)."""
-
-    class Prefilling(adapter):
-        def call(self, request: ModelRequest) -> Any:
-            return super().call(replace(request, items=(*request.items, prefill(self))))
-
-    return Prefilling
-
-
 def prefill(adapter: Any) -> dict[str, Any]:
     """The assistant prefill as the wire's input item (a trailing assistant message is continued)."""
     if isinstance(adapter, ResponsesAdapter):
@@ -106,7 +95,8 @@ def test_a_tool_call_the_caller_rejects_leaves_nothing_and_an_accepted_one_is_an
     result the next request carries under the id the server gave it."""
     monkeypatch.setenv("LLAMA_BASE_URL", proxy.base_url + WIRES[wire][1])
     profile = load_profile(PROFILES_DIR / f"{PROFILES[wire]}.yaml")
-    adapter = prefilling(WIRES[wire][0])
+    # the prefill the 135M model needs to start a call, at the end of each request the Session builds
+    adapter = rewriting(WIRES[wire][0], lambda wire_adapter, items: (*items, prefill(wire_adapter)))
     with Session(
         profile,
         actions=("ACTION1", "ACTION2"),
