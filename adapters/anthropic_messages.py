@@ -99,12 +99,12 @@ from turnstate.adapters.contract import (
     Transcript,
     Usage,
     UsageSeen,
+    fatal_message,
     malformed_reply,
     never_raising,
     refused_options,
     retry_after_seconds,
     schema_problems,
-    server_message,
     text_content,
     token_count,
     with_extra_body,
@@ -466,8 +466,7 @@ class MessagesAdapter:
             diagnostics |= {"status": error.status_code, "error_type": error_type, "request_id": error.request_id}
             wait = retry_after_seconds(error.response.headers)
             kind = _status_kind(error, error_type)
-            message = details.get("message", error.message)
-            said = server_message(error.status_code, message) if kind is ErrorKind.FATAL else None
+            said = fatal_message(kind, error.status_code, details.get("message", error.message))
             return ProviderError(kind, Usage(), diagnostics, retry_after_seconds=wait, server_message=said)
         return ProviderError(ErrorKind.TRANSIENT, Usage(), diagnostics)
 

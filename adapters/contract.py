@@ -202,6 +202,12 @@ _OPAQUE_RUN = re.compile(r"[A-Za-z0-9+/=_-]{24,}")  # a key, a token, encrypted 
 LLAMA_CPP_CONTEXT_OVERFLOW = "exceed_context_size_error"  # llama.cpp's llama-server's error type, on every wire
 
 
+def fatal_message(kind: ErrorKind, status: int, message: object) -> str | None:
+    """The words a refusal of `kind` carries to the console: a fatal one's (`server_message`); none
+    for a failure the machine retries or reads, whose message nobody is shown."""
+    return server_message(status, message) if kind is ErrorKind.FATAL else None
+
+
 def server_message(status: int, message: object) -> str:
     """A refusal's message as the console may show it: its first line, each run of 24 or more
     letters, digits and `+/=_-` (what a key, a token or opaque state is made of) replaced with

@@ -18,8 +18,8 @@ from turnstate.adapters.contract import (
     ErrorKind,
     ProviderError,
     Usage,
+    fatal_message,
     retry_after_seconds,
-    server_message,
 )
 
 _TRANSIENT_STATUS = {408, 409, 429}
@@ -53,9 +53,7 @@ def classify(error: Exception) -> ProviderError:
         wait = retry_after_seconds(error.response.headers)
         kind = _status_kind(error)
         body = error.body if isinstance(error.body, Mapping) else {}  # the reply's `error` object
-        said = (
-            server_message(error.status_code, body.get("message", error.message)) if kind is ErrorKind.FATAL else None
-        )
+        said = fatal_message(kind, error.status_code, body.get("message", error.message))
         return ProviderError(kind, Usage(), diagnostics, retry_after_seconds=wait, server_message=said)
     # Connection refused or cut, timeouts, a stream broken mid-way: the same request may succeed.
     return ProviderError(ErrorKind.TRANSIENT, Usage(), diagnostics)
