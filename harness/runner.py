@@ -38,9 +38,9 @@ from turnstate.adapters.contract import Endpoint, ProviderAdapter, ToolCall, Too
 from turnstate.adapters.registry import descriptor_for
 from turnstate.harness.artifacts import RUN_ID_SUFFIX, Redactor, recorded_steps
 from turnstate.harness.environments import RESET, Environment, Frame, GameState, make_environment
-from turnstate.harness.environments.protocol import ToolEnvironment, ToolRefused
+from turnstate.harness.environments.protocol import RecordingEnvironment, ToolEnvironment, ToolRefused
 from turnstate.harness.profile import ID_PATTERN, Profile
-from turnstate.harness.resume import RUN_META
+from turnstate.harness.resume import RUN_META, ResumeError
 from turnstate.harness.session import AcceptedReply, FailedClosed, Point, RunResult, Session, signals_deferred
 from turnstate.harness.side_effects import JOURNAL, REFUSED, JournaledEnvironment, action_key, reset_key
 from turnstate.strategies.offload import READ_TOOL_RESULT
@@ -93,9 +93,11 @@ class Runner:
         rebuilt from its journal, the last accepted action is performed unless it was, and play goes
         on, writing on in the same folder."""
         self.run_dir = Path(run_dir)  # the run is there before the session opens it
-        session = Session(
-            self.profile, resume=run_dir, switch=switch, from_records=from_records, **self._session_options()
-        )
+        options = self._session_options()
+        refusal = getattr(self.environment, "resume_refusal", None)  # an environment whose plays cannot be rebuilt
+        if refusal:
+            raise ResumeError(f"{run_dir}: {refusal}; fix: start the run again")
+        session = Session(self.profile, resume=run_dir, switch=switch, from_records=from_records, **options)
         return self._run(session)
 
     def _session_options(self) -> dict[str, Any]:
@@ -133,6 +135,8 @@ class Runner:
         new run, rebuilt from its journal for a resumed one; and the frame it is at."""
         assert session.run_dir is not None  # a runner's session always writes its run folder
         journal = session.run_dir / JOURNAL
+        if isinstance(self.environment, RecordingEnvironment):
+            self.environment.record_into(session.run_dir / ENVIRONMENT_RECORDINGS)
         if session.resumed is not None:
             applied = [fact["key"] for fact in session.facts if fact.get("kind") == "receipt" and fact["applied"]]
             world, frame = JournaledEnvironment.reopen(self.environment, journal, applied)
@@ -266,15 +270,17 @@ def _stepped(session: Session, world: JournaledEnvironment, accepted: AcceptedRe
     assert accepted.action is not None
     key = action_key(accepted.step)
     try:
-        return _performed(session, world, key, accepted.action), None
+        return _performed(session, world, key, accepted.action, accepted.reasoning), None
     except ValueError as refused:
         session.record_fact({"kind": "receipt", "key": key, "applied": False})
         return world.environment.observe(), f"{REFUSED}: {refused}"
 
 
-def _performed(session: Session, world: JournaledEnvironment, key: str, action: str) -> Frame:
+def _performed(
+    session: Session, world: JournaledEnvironment, key: str, action: str, reasoning: str | None = None
+) -> Frame:
     """`action` performed once under `key`, its receipt recorded for the next checkpoint."""
-    frame, settled = world.perform(key, action)
+    frame, settled = world.perform(key, action, reasoning)
     if not settled:
         session.point("after_side_effect")
     session.record_fact({"kind": "receipt", "key": key, "applied": True, "settled": settled})
@@ -290,6 +296,10 @@ def _answered(environment: Environment, call: ToolCall) -> ToolResult:
     except ToolRefused as refused:
         return ToolResult(call.id, call.name, str(refused), is_error=True)
 
+
+ENVIRONMENT_RECORDINGS = "environment_recordings"
+"""The run folder's folder for an environment's own record of its plays (RecordingEnvironment:
+arc_agi3 writes the toolkit's JSONL recordings there, <scorecard>/<game>-<play>.jsonl)."""
 
 ORPHAN_AGE_SECONDS = 60.0
 """How long a run folder must have gone unchanged, without run_meta.json, before a run takes it for an

@@ -95,7 +95,7 @@ from turnstate.harness.checkpoints import (
     set_aside,
 )
 from turnstate.harness.endpoint import RunSetupError, local_service_dir, open_endpoint
-from turnstate.harness.environments.protocol import ToolRefused
+from turnstate.harness.environments.protocol import ToolRefused, readable_reasoning
 from turnstate.harness.events import EVENTS, EventLog, EventLogError, Status
 from turnstate.harness.profile import Profile
 from turnstate.harness.resume import (
@@ -201,6 +201,9 @@ class AcceptedReply:
     action: str | None  # None: a tool round
     action_call: ToolCall | None
     tool_calls: tuple[ToolCall, ...]
+    # The reply's readable reasoning, redacted and bounded (protocol.readable_reasoning), for an
+    # environment that keeps it beside the action (RecordingEnvironment); never opaque state.
+    reasoning: str | None = None
 
     def as_fact(self) -> dict[str, Any]:
         return {
@@ -211,6 +214,7 @@ class AcceptedReply:
             "tool_calls": [
                 {"id": call.id, "name": call.name, "arguments": dict(call.arguments)} for call in self.tool_calls
             ],
+            "reasoning": self.reasoning,
         }
 
     @classmethod
@@ -221,7 +225,7 @@ class AcceptedReply:
             return None
         calls = tuple(ToolCall(call["id"], call["name"], call["arguments"]) for call in fact["tool_calls"])
         action_call = next((call for call in calls if call.id == fact["action_call"]), None)
-        return cls(fact["step"], fact["action"], action_call, calls)
+        return cls(fact["step"], fact["action"], action_call, calls, fact.get("reasoning"))
 
 
 Point = Literal[
@@ -769,7 +773,8 @@ class Session:
             self.failed_attempts += sum(attempt.failed for attempt in turn.attempts)
             self._write_step(self.steps, chosen, held.tool_calls, turn)
             self._log_reply(held, "accepted", action=chosen, record=step_name(self.steps))
-            accepted = AcceptedReply(self.steps, chosen, held.action_call, held.tool_calls)
+            reasoning = readable_reasoning(self.redactor.text(held.reasoning_summary or ""))
+            accepted = AcceptedReply(self.steps, chosen, held.action_call, held.tool_calls, reasoning)
             self._checkpoint(accepted)
         self._turn = None
         self._on_point("after_commit" if self.compactions == compactions else "after_compaction_commit")

@@ -26,6 +26,10 @@ Rules:
    journal: the rebuilt game would start over while the model goes on), are JournalErrors at
    `reopen`, naming the line or the keys and the fix.
 
+5. An environment that keeps its own record (a RecordingEnvironment: arc_agi3's toolkit recording)
+   is stepped with the reasoning of the reply that chose the action, and the journal keeps that
+   reasoning beside the action, so the rebuilt game's record says again what the run's said.
+
 Keys are `step N` for the action of accepted step N and `step N reset` for the reset after it
 (`action_key`, `reset_key`): `journaled_step` reads the step back, which a resume compares with its
 last checkpoint's (harness/resume.py).
@@ -36,9 +40,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import Path
 
-from turnstate.harness.environments.protocol import Environment, Frame
+from turnstate.harness.environments.protocol import Environment, Frame, RecordingEnvironment
 from turnstate.harness.jsonl import AppendedLines, whole_lines
 
 JOURNAL = "side_effects.jsonl"
@@ -60,6 +65,14 @@ def journaled_step(key: str) -> int | None:
     """The accepted step a key comes from (None: a key no runner writes)."""
     match = _KEY.fullmatch(key)
     return None if match is None else int(match.group(1))
+
+
+@dataclass(frozen=True)
+class Journaled:
+    """One journaled action, and the reasoning it was stepped with (rule 5; None: none given)."""
+
+    action: str
+    reasoning: str | None = None
 
 
 class JournalError(Exception):
@@ -95,18 +108,19 @@ class JournaledEnvironment:
             )
         frame = environment.reset()
         journaled = cls(environment, path)
-        for number, (key, action) in enumerate(entries.items(), 1):
+        for number, (key, entry) in enumerate(entries.items(), 1):
             try:
-                frame = environment.step(action)
+                frame = journaled._step(entry)
             except ValueError as refused:
-                raise JournalError(f"{path}: line {number} ({action!r}) does not replay: {refused}") from None
-            journaled._settled[key] = (action, frame)
+                raise JournalError(f"{path}: line {number} ({entry.action!r}) does not replay: {refused}") from None
+            journaled._settled[key] = (entry.action, frame)
             journaled._applied.add(key)
         return journaled, frame
 
-    def perform(self, key: str, action: str) -> tuple[Frame, bool]:
+    def perform(self, key: str, action: str, reasoning: str | None = None) -> tuple[Frame, bool]:
         """Rule 1: the frame `action` led to, and whether it was settled (applied before a resume)
-        rather than applied now. Raises ValueError, changing nothing, when the game refuses it."""
+        rather than applied now. Raises ValueError, changing nothing, when the game refuses it.
+        `reasoning` is the reply's readable reasoning, for an environment that records it (rule 5)."""
         if key in self._settled:
             journaled, frame = self._settled[key]
             if journaled != action:
@@ -119,29 +133,39 @@ class JournaledEnvironment:
             return frame, True
         if key in self._applied:
             raise RuntimeError(f"{key} was applied already: it cannot be performed twice")
-        frame = self.environment.step(action)
-        self._journal.write({"key": key, "action": action})
+        entry = Journaled(action, reasoning if isinstance(self.environment, RecordingEnvironment) else None)
+        frame = self._step(entry)
+        self._journal.write(
+            {"key": key, "action": action, **({"reasoning": entry.reasoning} if entry.reasoning else {})}
+        )
         self._applied.add(key)
         return frame, False
+
+    def _step(self, entry: Journaled) -> Frame:
+        if isinstance(self.environment, RecordingEnvironment):
+            return self.environment.step_explained(entry.action, entry.reasoning)
+        return self.environment.step(entry.action)
 
     def close(self) -> None:
         self._journal.close()
 
 
-def read_journal(path: Path, *, cut: bool = True) -> dict[str, str]:
-    """Rule 3: the journal's whole lines, key to action in the file's order (a torn last line cut
+def read_journal(path: Path, *, cut: bool = True) -> dict[str, Journaled]:
+    """Rule 3: the journal's whole lines, key to action (and its reasoning) in the file's order (a torn last line cut
     off the file unless `cut` is False); a key journaled twice is a JournalError (rule 4)."""
     try:
         content = whole_lines(path)[0] if cut else path.read_bytes()
     except FileNotFoundError:
         return {}
-    entries: dict[str, str] = {}
+    entries: dict[str, Journaled] = {}
     lines = content.split(b"\n")[:-1]  # after the last newline: nothing, or a torn line
     for number, line in enumerate(lines, 1):
         try:
             entry = json.loads(line)
-            key, action = str(entry["key"]), str(entry["action"])
-        except (ValueError, KeyError, TypeError):
+            key, action, reasoning = str(entry["key"]), str(entry["action"]), entry.get("reasoning")
+            if reasoning is not None and not isinstance(reasoning, str):
+                raise TypeError
+        except (ValueError, KeyError, TypeError, AttributeError):
             raise JournalError(f"{path}: line {number} is not a journaled action") from None
         if key in entries:
             first = list(entries).index(key) + 1
@@ -149,5 +173,5 @@ def read_journal(path: Path, *, cut: bool = True) -> dict[str, str]:
                 f"{path}: line {number} journals {key!r} again (first at line {first}): an action is applied once, "
                 "so the journal was altered; fix: remove the repeated line, or restore the journal from a backup"
             )
-        entries[key] = action
+        entries[key] = Journaled(action, reasoning)
     return entries

@@ -45,6 +45,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
+from turnstate.harness.environments import make_environment
 from turnstate.harness.profile import (
     ID_PATTERN,
     EnvironmentConfig,
@@ -192,6 +193,12 @@ def _planned(path: Path, sweep: Sweep, profiles: Sequence[Profile]) -> Iterable[
                 except ValidationError as error:
                     problems = _environment_problems(number, seed, validation_problems(error, Profile))
                     raise SweepError(str(ProfileError(str(path), problems))) from None
+            refusal = getattr(make_environment(environment.name, seed, environment.options), "resume_refusal", None)
+            if refusal:
+                raise SweepError(
+                    f"{path}: environments.{number}: {refusal}, and a sweep resumes each run a kill stops; "
+                    "fix: play it with `turnstate run`, one run at a time"
+                )
             for profile in checked:
                 for repetition in range(1, sweep.repetitions + 1):
                     yield PlannedRun(

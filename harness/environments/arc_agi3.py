@@ -16,9 +16,17 @@ Rules it keeps:
   nothing is ever downloaded. Profile validation builds the game once, so a game id the folder does
   not hold, or a game file that fails to load, is named there with the file, the option and the fix.
 - Online (`mode: online`) plays on the ARC-AGI-3 server with the key in ARC_API_KEY (refused at
-  validation when it is unset; `environments_dir` does not apply). Importing the toolkit reads a
-  `.env` file in the current folder into the process environment (its own behaviour), and its
-  OPERATION_MODE=competition would take an offline game online, so that is refused offline.
+  validation when it is unset; `environments_dir` does not apply; ARC_BASE_URL, the toolkit's own
+  variable, names another server, such as the toolkit's `Arcade.listen_and_serve`). Importing the
+  toolkit reads a `.env` file in the current folder into the process environment (its own
+  behaviour), and its OPERATION_MODE=competition would take an offline game online, so that is
+  refused offline.
+- Competition (`mode: competition`) is online play as the toolkit's COMPETITION operation mode has it:
+  one scorecard, opened in competition mode, on which the game is made once, and RESET restarts the
+  level only (never the game); the server refuses to show the scorecard until it is closed, so
+  `scorecard()` closes it, at the end of the run. Hence a competition run cannot be resumed (its
+  replay would make the game again on a second scorecard: `resume_refusal` says so) nor played in
+  a sweep (a run each, each its own scorecard), and `reset()` plays once.
 - A frame is 64 x 64 cells of colours 0-15; an action may return several animation frames, of which
   the last is the state, and the frame text shows that one (with `animation_frames`, the ones
   before it too, each under an `ANIMATION FRAME i/n` line ahead of the frame's header). It is written one hex digit per cell
@@ -37,6 +45,11 @@ Rules it keeps:
 - `observe()` returns the current frame again, changing nothing; every applied action leaves a
   Receipt; `scorecard()` is the toolkit's scorecard of the plays so far, kept small (scores,
   levels, actions, resets per play), which the runner writes into run_meta.json.
+- Recorded (a RecordingEnvironment): a run has the toolkit write its own JSONL recording of each
+  play into the run folder (`record_into`; the toolkit's layout, <scorecard>/<game>-<play>.jsonl:
+  every frame, action and state, as its replays read it), each action with the readable reasoning
+  of the reply that chose it as `{"text": ...}`, cut to the toolkit's 16 KB bound (never opaque state).
+  A resumed run replays its journal into a new recording, so the newest is the whole play.
 - In the tools action mode the actions are function tools (ACTION6 with integer x and y, 0-63), and
   a frame comes back as the action call's result; there are no read-only tools.
 """
@@ -44,6 +57,7 @@ Rules it keeps:
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 import os
 import re
@@ -55,6 +69,7 @@ from typing import Any
 
 from turnstate.harness.environments.catalog_hunt import integer_property, tool_schema
 from turnstate.harness.environments.levels import Played
+from turnstate.harness.environments.protocol import CUT as REASONING_CUT
 from turnstate.harness.environments.protocol import (
     RESET,
     EnvironmentConfigError,
@@ -82,7 +97,8 @@ CONVENTION = {
     CLICK: "click the cell at column x, row y",
     "ACTION7": "undo",
 }
-MODES = ("offline", "online")
+MODES = ("offline", "online", "competition")
+ONLINE_MODES = ("online", "competition")  # played on the ARC-AGI-3 server
 # What the scorecard keeps of each play (the toolkit's EnvironmentScore... run fields).
 PLAY_KEYS = ("state", "levels_completed", "actions", "resets", "score", "level_actions", "level_baseline_actions")
 OPTIONS = ("game_id", "environments_dir", "mode", "animation_frames")
@@ -146,7 +162,7 @@ class ToolkitLog(logging.Handler):
 @dataclass(frozen=True)
 class ArcOptions:
     game_id: str
-    environments_dir: Path | None  # None online
+    environments_dir: Path | None  # None online (ONLINE_MODES)
     mode: str
     animation_frames: int = 1  # of an action's animation frames, how many the frame text shows (the last ones)
 
@@ -166,24 +182,25 @@ def parse_options(options: Mapping[str, object]) -> ArcOptions:
     mode = options.get("mode", "offline")
     if mode not in MODES:
         raise EnvironmentConfigError(
-            f"arc_agi3 option 'mode' must be offline or online, got {mode!r}",
+            f"arc_agi3 option 'mode' must be offline, online or competition, got {mode!r}",
             "options.mode",
-            "use offline (game files in environments_dir) or online (the ARC-AGI-3 server, ARC_API_KEY)",
+            "use offline (game files in environments_dir), online (the ARC-AGI-3 server, ARC_API_KEY) or "
+            "competition (online, one scorecard, as the toolkit's COMPETITION mode)",
         )
-    if mode == "online":
+    if mode in ONLINE_MODES:
         if "environments_dir" in options:
             raise EnvironmentConfigError(
-                "arc_agi3 option 'environments_dir' is for offline games; mode online plays on the ARC-AGI-3 server",
+                f"arc_agi3 option 'environments_dir' is for offline games; mode {mode} plays on the ARC-AGI-3 server",
                 "options.environments_dir",
                 "remove environments_dir, or use mode: offline",
             )
         if not os.environ.get(API_KEY):
             raise EnvironmentConfigError(
-                f"arc_agi3 mode online needs an ARC-AGI-3 API key in {API_KEY}, which is not set",
+                f"arc_agi3 mode {mode} needs an ARC-AGI-3 API key in {API_KEY}, which is not set",
                 "options.mode",
                 f"export {API_KEY}=<your key>, or use mode: offline",
             )
-        return ArcOptions(game_id, None, "online", animation_frames(options))
+        return ArcOptions(game_id, None, str(mode), animation_frames(options))
     return ArcOptions(game_id, local_folder(options.get("environments_dir")), "offline", animation_frames(options))
 
 
@@ -257,7 +274,7 @@ def parse_action(action: str) -> tuple[str, dict[str, int]]:
     return name, cell
 
 
-def action_tools() -> tuple[ToolSpec, ...]:
+def action_tools(convention: Mapping[str, str]) -> tuple[ToolSpec, ...]:
     """The actions as tools, ACTION6 with x and y in the order `ACTION6 x y` writes them."""
     cell = {
         "x": integer_property("the column, 0 at the left", 0, SIDE - 1),
@@ -266,11 +283,22 @@ def action_tools() -> tuple[ToolSpec, ...]:
     return tuple(
         ToolSpec(
             name,
-            f"ARC-AGI-3 {name}: by convention, {CONVENTION[name]} (each game decides).",
+            f"ARC-AGI-3 {name}: by convention, {convention[name]} (each game decides).",
             tool_schema(cell if name == CLICK else {}),
         )
         for name in ACTIONS
     )
+
+
+def toolkit_reasoning(text: str | None, limit: int) -> dict[str, str] | None:
+    """Readable reasoning as the toolkit keeps it beside an action, `{"text": ...}`, cut (and marked
+    cut) until its JSON is at most `limit` bytes, the toolkit's bound (MAX_REASONING_BYTES)."""
+    if text is None:
+        return None
+    kept, marker = text, ""
+    while len(json.dumps({"text": kept + marker}, separators=(",", ":")).encode("utf-8")) > limit:
+        kept, marker = kept[: len(kept) * 3 // 4], REASONING_CUT
+    return {"text": kept + marker}
 
 
 def grid_rows(grid: Any) -> list[str]:
@@ -295,7 +323,9 @@ class ArcAgi3(Played):
         self.mode = options.mode
         self.animation_frames = options.animation_frames
         self.environments_dir = options.environments_dir
-        self.action_tools = action_tools()
+        # competition resets levels only (the toolkit's ONLY_RESET_LEVELS), so RESET never restarts the game
+        self.convention = CONVENTION | ({RESET: "restart the level"} if self.mode == "competition" else {})
+        self.action_tools = action_tools(self.convention)
         self.tools: tuple[ToolSpec, ...] = ()
         self.toolkit = load_toolkit()
         self.log = ToolkitLog()
@@ -310,6 +340,14 @@ class ArcAgi3(Played):
         self._data: Any = None  # the toolkit's last FrameDataRaw
         self._grid: Any = None  # the last frame shown (a step may return no frame)
         self._receipts: list[Receipt] = []
+        self._recordings: Path | None = None  # where the toolkit records each play (record_into)
+        self._closed_card: dict[str, Any] | None = None  # competition: the scorecard as closing it gave it
+        self.resume_refusal = (
+            "a competition run cannot be resumed: the toolkit makes each game once on its one competition "
+            "scorecard, and a resume would make it again on another"
+            if self.mode == "competition"
+            else None
+        )
         if self.mode == "offline":
             self._unplayed = self._make()  # the game is loaded (and its file executed) at validation
 
@@ -322,12 +360,25 @@ class ArcAgi3(Played):
         raise ToolRefused(f"{kind}; arc_agi3 has no read-only tools")
 
     def reset(self) -> Frame:
+        if self.mode == "competition" and self._wrapper is not None:
+            raise EnvironmentFault(
+                f"arc_agi3: game {self.game_id} was played already on this competition scorecard, which makes "
+                "each game once; fix: play it again in a new run"
+            )
         self._wrapper, self._unplayed = self._unplayed or self._make(), None
         self._receipts = []
         self._grid = None
         return self._show(self._wrapper.observation_space)
 
+    def record_into(self, folder: Path) -> None:
+        """Have the toolkit record each play from here on into `folder` (module docstring)."""
+        self._recordings = folder
+        self._arcade = self._unplayed = None  # validation's game records nowhere: the next play opens one that does
+
     def step(self, action: str) -> Frame:
+        return self.step_explained(action, None)
+
+    def step_explained(self, action: str, reasoning: str | None) -> Frame:
         if self._current is None:
             raise RuntimeError(f"{self.name}: call reset() before step()")
         name, cell = parse_action(action)
@@ -339,7 +390,8 @@ class ArcAgi3(Played):
                 f"allowed actions: {listed}"
             )
         before = self._data
-        data = self._wrapper.step(self.toolkit.arcengine.GameAction[name], data=cell)
+        kept = toolkit_reasoning(reasoning, self.toolkit.arcengine.enums.MAX_REASONING_BYTES)
+        data = self._wrapper.step(self.toolkit.arcengine.GameAction[name], data=cell, reasoning=kept)
         if data is None:
             raise EnvironmentFault(
                 f"arc_agi3: game {self.game_id} ({self._game_file()}) failed to play {action}: {self.log.last()}; "
@@ -366,17 +418,26 @@ class ArcAgi3(Played):
         """The toolkit's scorecard of this game's plays, kept small: its score and totals, and per
         play the state, levels completed, actions, resets, score, and per level its actions and the
         human baseline's (as the leaderboard reads them)."""
-        card = None if self._arcade is None else self._arcade.get_scorecard()
-        if card is None:
+        dumped = self._closed_card if self.mode == "competition" else self._card()
+        if dumped is None and self.mode == "competition":
+            dumped = self._closed_card = self._card(close=True)
+        if not dumped:
             return {}
-        dumped = card.model_dump(mode="json")
         plays = [
             {key: run.get(key) for key in PLAY_KEYS}
             for environment in dumped.get("environments", [])
+            if same_game(str(environment.get("id")), self.game_id)  # a closed competition card lists every game
             for run in environment.get("runs", [])
         ]
         totals = ("score", "total_levels_completed", "total_levels", "total_actions")
         return {"game_id": self.game_id, "mode": self.mode, **{key: dumped.get(key) for key in totals}, "plays": plays}
+
+    def _card(self, close: bool = False) -> dict[str, Any] | None:
+        """The toolkit's scorecard as JSON (None before a play): closed first, when `close`."""
+        if self._arcade is None:
+            return None
+        card = self._arcade.close_scorecard() if close else self._arcade.get_scorecard()
+        return None if card is None else card.model_dump(mode="json")
 
     def _make(self) -> Any:
         """A new play of the game from the toolkit (its wrapper, reset to level 1)."""
@@ -385,12 +446,13 @@ class ArcAgi3(Played):
         if self.mode == "offline":
             self._check_listed()
         logged = len(self.log.messages)
-        wrapper = self._arcade.make(self.game_id, seed=self.seed)
+        wrapper = self._arcade.make(self.game_id, seed=self.seed, save_recording=self._recordings is not None)
         if wrapper is None or wrapper.observation_space is None:
-            where = "the ARC-AGI-3 server" if self.mode == "online" else f"{self.environments_dir}"
+            online = self.mode in ONLINE_MODES
+            where = "the ARC-AGI-3 server" if online else f"{self.environments_dir}"
             raise EnvironmentConfigError(
                 f"arc_agi3 game {self.game_id!r} from {where} could not be loaded: {self.log.since(logged)}",
-                "options.game_id" if self.mode == "online" else "options.environments_dir",
+                "options.game_id" if online else "options.environments_dir",
                 "check the game's files (metadata.json's class_name and the game's .py file, which the toolkit "
                 "executes)"
                 if self.mode == "offline"
@@ -400,11 +462,13 @@ class ArcAgi3(Played):
 
     def _open_arcade(self) -> Any:
         arc_agi = self.toolkit.arc_agi
-        if self.mode == "online":
+        recorded = {} if self._recordings is None else {"recordings_dir": str(self._recordings)}
+        if self.mode in ONLINE_MODES:
             return arc_agi.Arcade(
                 arc_api_key=os.environ.get(API_KEY, ""),
-                operation_mode=arc_agi.OperationMode.ONLINE,
+                operation_mode=arc_agi.OperationMode(self.mode),
                 logger=self.logger,
+                **recorded,
             )
         if os.environ.get("OPERATION_MODE", "").strip().lower() == "competition":
             raise EnvironmentConfigError(
@@ -417,6 +481,7 @@ class ArcAgi3(Played):
             operation_mode=arc_agi.OperationMode.OFFLINE,
             environments_dir=str(self.environments_dir),
             logger=self.logger,
+            **recorded,
         )
 
     def _check_listed(self) -> None:
@@ -479,7 +544,9 @@ class ArcAgi3(Played):
             "x is the column from the left, y the row from the top, both from 0",
             *rows,
             f"ACTIONS {shown}",
-            "(by convention " + "; ".join(f"{name} {CONVENTION[name]}" for name in available) + "; each game decides)",
+            "(by convention "
+            + "; ".join(f"{name} {self.convention[name]}" for name in available)
+            + "; each game decides)",
         ]
         self._current = Frame("\n".join(lines), state, level, levels)
         return self._current

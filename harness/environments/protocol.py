@@ -16,11 +16,22 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from turnstate.adapters.contract import ToolSpec
 
-__all__ = ["RESET", "Environment", "Frame", "GameState", "Receipt", "ToolEnvironment", "ToolRefused", "ToolSpec"]
+__all__ = [
+    "RESET",
+    "Environment",
+    "Frame",
+    "GameState",
+    "Receipt",
+    "RecordingEnvironment",
+    "ToolEnvironment",
+    "ToolRefused",
+    "ToolSpec",
+]
 
 
 class GameState(str, Enum):
@@ -60,6 +71,9 @@ class Environment(Protocol):
     actions: tuple[str, ...]
     """The action space: every action name a model may answer with, as the system prompt lists them;
     the state may allow fewer at a time (step says which)."""
+    # An environment may also say why a run on it cannot be resumed (`resume_refusal`, a sentence;
+    # arc_agi3's competition mode): the runner refuses a resume with it before anything opens, and a
+    # sweep (which resumes the runs a kill stops) refuses to plan the environment.
 
     def reset(self) -> Frame:
         """Start (or restart) the whole game at level 1; its receipts start again from step 1."""
@@ -103,6 +117,37 @@ class ToolEnvironment(Environment, Protocol):
     tools: tuple[ToolSpec, ...]
 
     def call_tool(self, name: str, arguments: Mapping[str, object]) -> str: ...
+
+
+@runtime_checkable
+class RecordingEnvironment(Environment, Protocol):
+    """An environment that keeps its own record of a play, with why each action was chosen
+    (arc_agi3: the ARC-AGI-3 toolkit's JSONL recording, which its replays read).
+
+    `record_into(folder)` is called once, before the first reset(), with the folder in the run folder
+    its record goes into. `step_explained` steps as `step` does, with the readable reasoning of the
+    reply that chose the action (its reasoning summary, thinking text or reasoning_content, redacted
+    and at most REASONING_CHARS characters; never the provider's opaque state; None when the reply
+    gave none, or for the RESET a loop steps after GAME_OVER), which the record keeps beside it."""
+
+    def record_into(self, folder: Path) -> None: ...
+
+    def step_explained(self, action: str, reasoning: str | None) -> Frame: ...
+
+
+REASONING_CHARS = 4000
+"""The most of a reply's readable reasoning a loop hands `step_explained` (the rest is cut, and the
+text says so): enough for why, and small beside a frame in the environment's record."""
+CUT = " [cut]"
+
+
+def readable_reasoning(text: str | None) -> str | None:
+    """A reply's readable reasoning as a loop hands it to `step_explained`: stripped, None when
+    empty, and cut to REASONING_CHARS characters, the cut marked."""
+    text = (text or "").strip()
+    if not text:
+        return None
+    return text if len(text) <= REASONING_CHARS else text[: REASONING_CHARS - len(CUT)] + CUT
 
 
 class EnvironmentFault(RuntimeError):

@@ -97,7 +97,7 @@ def test_without_the_toolkit_a_profile_naming_arc_agi3_is_refused_naming_python_
         ({"game_id": "move", "environments_dir": "/nonexistent/games"}, "options.environments_dir", "is not a folder"),
         ({"game_id": "../move"}, "options.game_id", "must be an ARC-AGI-3 game id"),
         ({}, "options.game_id", "must be an ARC-AGI-3 game id"),
-        ({"game_id": "move", "mode": "remote"}, "options.mode", "must be offline or online"),
+        ({"game_id": "move", "mode": "remote"}, "options.mode", "must be offline, online or competition"),
         ({"game_id": "move", "colour": "red"}, "options", "has no option 'colour'"),
     ],
 )
@@ -107,13 +107,16 @@ def test_a_bad_option_is_named_with_its_key_before_the_toolkit_is_touched(option
     assert caught.value.key == key and caught.value.fix
 
 
-def test_online_needs_arc_api_key_and_takes_no_environments_dir(monkeypatch):
+@pytest.mark.parametrize("mode", ["online", "competition"])
+def test_online_and_competition_need_arc_api_key_and_take_no_environments_dir(mode, monkeypatch):
     monkeypatch.delenv("ARC_API_KEY", raising=False)
-    with pytest.raises(EnvironmentConfigError, match="needs an ARC-AGI-3 API key in ARC_API_KEY") as caught:
-        make_environment("arc_agi3", 0, {"game_id": "ls20", "mode": "online"})
+    with pytest.raises(
+        EnvironmentConfigError, match=f"mode {mode} needs an ARC-AGI-3 API key in ARC_API_KEY"
+    ) as caught:
+        make_environment("arc_agi3", 0, {"game_id": "ls20", "mode": mode})
     assert caught.value.fix.startswith("export ARC_API_KEY=")
-    with pytest.raises(EnvironmentConfigError, match="'environments_dir' is for offline games"):
-        make_environment("arc_agi3", 0, {"game_id": "ls20", "mode": "online", "environments_dir": "."})
+    with pytest.raises(EnvironmentConfigError, match=f"'environments_dir' is for offline games; mode {mode} plays"):
+        make_environment("arc_agi3", 0, {"game_id": "ls20", "mode": mode, "environments_dir": "."})
 
 
 @toolkit
@@ -352,3 +355,17 @@ def test_a_game_that_raises_mid_play_ends_the_run_in_one_line_naming_its_file_an
     assert resumed.returncode == 0, resumed.stderr
     meta = json.loads((run_dir / "run_meta.json").read_text())
     assert (meta["outcome"], meta["levels_won"]) == ("win", 2)
+
+
+def test_reasoning_goes_to_the_toolkit_cut_to_its_byte_bound_and_marked_cut():
+    from turnstate.harness.environments.arc_agi3 import toolkit_reasoning
+    from turnstate.harness.environments.protocol import REASONING_CHARS, readable_reasoning
+
+    assert toolkit_reasoning(None, 16384) is None
+    assert toolkit_reasoning("the door is north", 16384) == {"text": "the door is north"}
+    wide = readable_reasoning("门" * (REASONING_CHARS + 10))  # each \\uXXXX-escaped: 6 JSON bytes a character
+    assert wide is not None and len(wide) == REASONING_CHARS and wide.endswith(" [cut]")
+    kept = toolkit_reasoning(wide, 16384)
+    assert kept is not None and kept["text"].endswith(" [cut]") and kept["text"].count("[cut]") == 1
+    assert 12000 < len(json.dumps(kept, separators=(",", ":")).encode()) <= 16384
+    assert readable_reasoning("  \n ") is None

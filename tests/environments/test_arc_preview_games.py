@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -155,6 +156,43 @@ def test_a_run_killed_mid_game_resumes_to_the_uninterrupted_runs_scorecard(varia
     )
     cards = [levels_of(result) for result in (whole, resumed)]
     assert cards[0] == cards[1]
+    # The toolkit's own recording: the resumed process replayed the journal into a new one, so its
+    # newest is the whole play, which the toolkit replays to the state the run ended in.
+    recordings = sorted(
+        (run_dir / "environment_recordings").glob("*/*.jsonl"), key=lambda path: toolkit_lines(path)[0]["timestamp"]
+    )
+    assert len(recordings) == 2 and recordings[-1].name.startswith(game)
+    lines = toolkit_lines(recordings[-1])
+    assert len(lines) == 1 + RECORDED_ACTIONS[game]  # the play's reset, then every accepted action
+    assert replayed_through_toolkit(lines) == final_state(lines[-1]["data"])
+    assert final_state(lines[-1]["data"])[:2] == ("WIN", LEVELS[game])
+    explained = [line["data"]["action_input"]["reasoning"] for line in lines[1:]]
+    if variant.startswith("continuous"):  # the Responses wire's reasoning summary, beside each action
+        assert all(reason and reason["text"] for reason in explained), explained[:3]
+        assert "encrypted" not in recordings[-1].read_text()
+
+
+def toolkit_lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def final_state(data: dict[str, Any]) -> tuple[str, int, list[Any]]:
+    return data["state"], data["levels_completed"], data["frame"][-1]
+
+
+def replayed_through_toolkit(lines: list[dict[str, Any]]) -> tuple[str, int, list[Any]]:
+    """A toolkit recording's actions stepped again on a fresh game of the toolkit's: the state it ends in."""
+    import arc_agi
+    from arcengine import GameAction
+
+    arcade = arc_agi.Arcade(
+        operation_mode=arc_agi.OperationMode.OFFLINE, environments_dir=str(ARC / "environment_files")
+    )
+    game = arcade.make(lines[0]["data"]["game_id"], seed=0)
+    for line in lines[1:]:
+        action = line["data"]["action_input"]
+        data = game.step(GameAction[action["id"]], data=action["data"])
+    return data.state.name, data.levels_completed, data.frame[-1].tolist()
 
 
 def problems(text: str) -> str:

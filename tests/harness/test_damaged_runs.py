@@ -21,7 +21,7 @@ from turnstate.harness.cli import main
 from turnstate.harness.environments import make_environment
 from turnstate.harness.events import EVENTS
 from turnstate.harness.profile import DEFAULT_PROFILE, load_profile
-from turnstate.harness.side_effects import JOURNAL, JournaledEnvironment, JournalError, read_journal
+from turnstate.harness.side_effects import JOURNAL, Journaled, JournaledEnvironment, JournalError, read_journal
 
 from .test_resume import killed_run
 from .test_run import with_changes
@@ -319,3 +319,49 @@ def test_a_line_torn_by_a_kill_mid_write_is_cut_and_named_and_the_run_resumes_to
     assert meta["outcome"] == "win" and meta["resumes"][0]["torn_lines"] == [name]
     assert b'{"seq": 99' not in (run_dir / name).read_bytes()
     assert check(run_dir).exit_code == 0
+
+
+class ExplainedGame:
+    """beacon_grid as an environment that records why each action was chosen (RecordingEnvironment)."""
+
+    def __init__(self) -> None:
+        self.game = game()
+        self.explained: list[tuple[str, str | None]] = []
+
+    def __getattr__(self, name: str):
+        return getattr(self.game, name)
+
+    def record_into(self, folder: Path) -> None:
+        self.folder = folder
+
+    def step_explained(self, action: str, reasoning: str | None):
+        self.explained.append((action, reasoning))
+        return self.game.step(action)
+
+
+def test_the_reasoning_an_action_was_stepped_with_is_journaled_and_replayed_with_it(tmp_path):
+    """Rule 5: a recording environment's rebuilt record says again why; a plain one's journal holds no reasoning."""
+    recording = ExplainedGame()
+    recording.reset()
+    action = recording.actions[0]
+    world = JournaledEnvironment(recording, tmp_path / JOURNAL)
+    world.perform("step 1", action, "the door is to the north")
+    world.perform("step 2", action, None)
+    world.close()
+    assert read_journal(tmp_path / JOURNAL) == {
+        "step 1": Journaled(action, "the door is to the north"),
+        "step 2": Journaled(action, None),
+    }
+    rebuilt = ExplainedGame()
+    JournaledEnvironment.reopen(rebuilt, tmp_path / JOURNAL, applied=["step 1", "step 2"])
+    assert rebuilt.explained == [(action, "the door is to the north"), (action, None)]
+
+    plain = game()
+    plain.reset()
+    world = JournaledEnvironment(plain, tmp_path / "plain.jsonl")
+    world.perform("step 1", action, "never kept")
+    world.close()
+    assert json.loads((tmp_path / "plain.jsonl").read_text()) == {"key": "step 1", "action": action}
+    (tmp_path / "bad.jsonl").write_text(json.dumps({"key": "step 1", "action": action, "reasoning": 7}) + "\n")
+    with pytest.raises(JournalError, match="line 1 is not a journaled action"):
+        read_journal(tmp_path / "bad.jsonl")
