@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from turnstate.adapters.contract import Endpoint
-from turnstate.harness.profile import ClientConfig, is_http_url
+from turnstate.harness.profile import ClientConfig, is_http_url, recorded_actions
 from turnstate.harness.state_home import STATE_VARIABLE, state_home
 from turnstate.local_provider.faults import Fault
-from turnstate.local_provider.recording_policy import RecordingError, RecordingModel, read_recording
+from turnstate.local_provider.recording_policy import RecordingModel
 from turnstate.local_provider.server import LocalProvider
 from turnstate.local_provider.service import ServiceStateError
 
@@ -33,12 +33,15 @@ class RunSetupError(RuntimeError):
 
 
 @contextmanager
-def open_endpoint(client: ClientConfig, service_dir: Path | None = None) -> Iterator[Endpoint]:
+def open_endpoint(
+    client: ClientConfig, service_dir: Path | None = None, game_id: str | None = None
+) -> Iterator[Endpoint]:
     """Start the embedded local provider for `base_url: local`; otherwise read the key from the env.
 
     `service_dir` (local only) keeps the local provider's service there: its keys and stored
     conversations, so a run resumed in a new process continues what the old provider issued, as a
-    real provider's account outlives its client. Without it the service ends with the provider."""
+    real provider's account outlives its client. Without it the service ends with the provider.
+    `game_id` is the ARC-AGI-3 game played, whose recording a local `recording` names (profile.recorded_actions)."""
     if not client.is_local:
         assert client.api_key_env is not None  # the profile validator guarantees it
         api_key = os.environ.get(client.api_key_env)
@@ -57,7 +60,7 @@ def open_endpoint(client: ClientConfig, service_dir: Path | None = None) -> Iter
             Fault(at=fault.at, kind=fault.kind, retry_after_seconds=fault.retry_after_seconds) for fault in local.faults
         ]
         if local.recording is not None:
-            options["model"] = _recording_model(Path(local.recording).expanduser())
+            options["model"] = _recording_model(local.recording, game_id)
     with ExitStack() as stack:
         try:
             provider = stack.enter_context(LocalProvider(**options))
@@ -66,11 +69,13 @@ def open_endpoint(client: ClientConfig, service_dir: Path | None = None) -> Iter
         yield _endpoint(client, provider.base_url, LOCAL_API_KEY, is_local=True)
 
 
-def _recording_model(recording: Path) -> RecordingModel:
-    """The local model that plays `recording` (read again: it may have changed since validation)."""
+def _recording_model(recording: str, game_id: str | None) -> RecordingModel:
+    """The local model that plays the recording of `game_id` (read again: it may have changed since validation)."""
+    if game_id is None:
+        raise RunSetupError("client.local.recording: a recording plays an ARC-AGI-3 game, and no game_id is played")
     try:
-        return RecordingModel(read_recording(recording)[1])
-    except RecordingError as error:
+        return RecordingModel(recorded_actions(recording, game_id))
+    except ValueError as error:
         raise RunSetupError(f"client.local.recording: {error}") from None
 
 

@@ -675,27 +675,58 @@ def _check_environment(environment: EnvironmentConfig, multiplier: float | None)
 
 def _check_recording(recording: str, environment: EnvironmentConfig) -> None:
     """A recording the local model can play: readable, well formed, and of the game being played."""
-    from turnstate.harness.environments.arc_agi3 import game_of, same_game
-    from turnstate.local_provider.recording_policy import RecordingError, read_recording
-
-    fix = "point it at a recording of the game (the toolkit's JSONL, one recorded action a line)"
-    try:
-        recorded, _ = read_recording(Path(recording).expanduser())
-    except RecordingError as error:
-        raise _Contradiction("client.local.recording", str(error), fix) from None
     game_id = environment.options.get("game_id")
     if environment.name != "arc_agi3" or not isinstance(game_id, str):
         raise _Contradiction(
-            "client.local.recording",
+            RECORDING_KEY,
             f"a recording plays an ARC-AGI-3 game, and environment.name is {environment.name}",
             "use environment.name: arc_agi3 with the recording's game_id, or remove the recording",
         )
-    if not same_game(recorded, game_id):
+    recorded_actions(recording, game_id)
+
+
+RECORDING_KEY = "client.local.recording"
+
+
+def recorded_actions(recording: str, game_id: str) -> tuple[str, ...]:
+    """The moves the local model plays in game `game_id` from `client.local.recording`: a recording
+    file's, or of a folder of recordings (its *.jsonl files, each read), the one of that game (so a
+    sweep over games names one folder). A ValueError naming the problem and, as `fix`, what to do."""
+    from turnstate.harness.environments.arc_agi3 import game_of, same_game
+    from turnstate.local_provider.recording_policy import RecordingError, read_recording
+
+    path = Path(recording).expanduser()
+    fix = "point it at a recording of the game (the toolkit's JSONL, one recorded action a line), or a folder of them"
+    files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
+    if not files:
+        raise _Contradiction(RECORDING_KEY, f"{path}: a folder that holds no recording (*.jsonl)", fix)
+    try:
+        read = [(file, *read_recording(file)) for file in files]
+    except RecordingError as error:
+        raise _Contradiction(RECORDING_KEY, str(error), fix) from None
+    chosen = [(file, actions) for file, recorded, actions in read if same_game(recorded, game_id)]
+    if len(chosen) == 1:
+        return chosen[0][1]
+    if chosen:
+        names = ", ".join(file.name for file, _ in chosen)
         raise _Contradiction(
-            "client.local.recording",
-            f"{recording} records game {recorded}, and environment.options.game_id is {game_id}",
-            f"play game_id: {game_of(recorded)}, or name a recording of {game_id}",
+            RECORDING_KEY,
+            f"{path} holds {len(chosen)} recordings of game {game_id} ({names}), and the model plays one",
+            "keep one recording of each game in the folder",
         )
+    if path.is_dir():
+        games = ", ".join(sorted({recorded for _, recorded, _ in read}))
+        raise _Contradiction(
+            RECORDING_KEY,
+            f"{path} holds recordings of {games}, none of game {game_id} (environment.options.game_id)",
+            f"add a recording of {game_id} to the folder, or play one of its games",
+        )
+    recorded = read[0][1]
+    raise _Contradiction(
+        RECORDING_KEY,
+        f"{recording} records game {recorded}, and environment.options.game_id is {game_id}",
+        f"play game_id: {game_of(recorded)}, or name a recording of {game_id}",
+    )
 
 
 _Settings = TypeVar("_Settings", bound=BaseModel)

@@ -454,7 +454,9 @@ class Session:
                 self.run_id = run_dir.name if self._resume_dir is None else run_id_of(run_dir)
             local = run_dir is not None and self.profile.client.is_local
             self._service = local_service_dir(self.run_id) if local else None
-            endpoint = self.endpoint = self._stack.enter_context(open_endpoint(self.profile.client, self._service))
+            game_id = self.profile.environment.options.get("game_id")  # an ARC-AGI-3 game's, for a local recording
+            opened = open_endpoint(self.profile.client, self._service, game_id if isinstance(game_id, str) else None)
+            endpoint = self.endpoint = self._stack.enter_context(opened)
             self.adapter = self._adapter_factory(endpoint)
             self.redactor = Redactor(secrets=(endpoint.api_key,))
             if run_dir is not None:
