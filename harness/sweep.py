@@ -11,7 +11,9 @@ The sweep folder:
 - `sweep.json`: the sweep as validated, with the file it came from;
 - `results.jsonl` and `results.csv`: one row per planned run (RESULT_COLUMNS), written again whole
   (temporary file, then rename) each time a run ends, so a kill leaves the last whole table;
-- `summary.json`: per profile (and, with several environments, per profile and environment), its
+- `summary.json`: per profile (and, with several environments, per profile and environment; for
+  games that keep a scorecard, per profile and game with the mean actions per level beside the
+  human baselines), its
   runs, wins and success rate with a 95% interval across the seeds
   (Wilson's score interval: it stays inside [0, 1] and is not degenerate at 0 or n wins, which the
   normal approximation is, with the few seeds a sweep has), mean cost, turns and tokens; and the
@@ -76,6 +78,10 @@ NUMERIC_RESULT_COLUMNS = (
     "wall_seconds",
     "resumes",
 )
+# A game that keeps a scorecard (arc_agi3): its score (game_score), and per level of its last play
+# the actions used and the human baseline's, as the leaderboard reads them (lists in results.jsonl,
+# numbers separated by spaces in results.csv; empty for a game without one).
+LEVEL_COLUMNS = ("level_actions", "level_baseline_actions")
 RESULT_COLUMNS = (
     "run_id",
     "key",
@@ -85,6 +91,8 @@ RESULT_COLUMNS = (
     *NUMERIC_RESULT_COLUMNS[:2],
     "outcome",
     *NUMERIC_RESULT_COLUMNS[2:],
+    "game_score",
+    *LEVEL_COLUMNS,
     "run_dir",
 )
 Z_95 = 1.959963984540054  # the normal quantile of a two-sided 95% interval
@@ -324,8 +332,19 @@ def result_row(planned: PlannedRun, runs_root: Path, sweep_dir: Path, error: str
         "compactions": meta.get("compactions", 0),
         "wall_seconds": meta.get("wall_seconds", 0.0),
         "resumes": len(meta.get("resumes") or ()),
+        **_scorecard_columns(meta.get("environment_scorecard")),
         "run_dir": None if run_dir is None else str(run_dir.relative_to(sweep_dir)),
         **({"error": error} if error is not None and outcome == "error" else {}),
+    }
+
+
+def _scorecard_columns(scorecard: Any) -> dict[str, Any]:
+    """The LEVEL_COLUMNS and game_score of a run_meta's `environment_scorecard` (None without one)."""
+    plays = scorecard.get("plays") if isinstance(scorecard, dict) else None
+    last = plays[-1] if isinstance(plays, list) and plays and isinstance(plays[-1], dict) else {}
+    return {
+        "game_score": scorecard.get("score") if last else None,
+        **{name: list(last.get(name) or ()) if last else None for name in LEVEL_COLUMNS},
     }
 
 
@@ -335,7 +354,9 @@ def write_results(sweep_dir: Path, rows: Sequence[Mapping[str, Any]], comparison
     table = io.StringIO()
     writer = csv.DictWriter(table, fieldnames=RESULT_COLUMNS, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
-    writer.writerows(rows)
+    for row in rows:
+        listed = {name: " ".join(map(str, row[name])) for name in LEVEL_COLUMNS if isinstance(row.get(name), list)}
+        writer.writerow({**row, **listed})
     summary = summarize(rows, comparisons)
     for name, text in (
         ("results.jsonl", lines),
@@ -365,7 +386,37 @@ def summarize(rows: Sequence[Mapping[str, Any]], comparisons: Sequence[tuple[str
             profiles, differences = _groups([row for row in rows if row["environment"] == environment], comparisons)
             summary["by_environment"] += [{"environment": environment, **entry} for entry in profiles]
             summary["comparisons_by_environment"] += [{"environment": environment, **entry} for entry in differences]
+    scored = [row for row in rows if row.get("level_actions") is not None and row["outcome"] in ENDED_OUTCOMES]
+    if scored:
+        summary["by_game"] = _by_game(scored)
     return summary
+
+
+def _by_game(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per profile and game, over its ended runs of a game that keeps a scorecard: wins, the mean
+    game score, and per level the mean actions used beside the human baseline's."""
+    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault((str(row["profile"]), str(row["game"])), []).append(row)
+    entries = []
+    for (profile, game), runs in groups.items():
+        levels = max(len(row["level_actions"]) for row in runs)
+        used = [
+            [row["level_actions"][level] for row in runs if level < len(row["level_actions"])]
+            for level in range(levels)
+        ]
+        entries.append(
+            {
+                "profile": profile,
+                "game": game,
+                "runs": len(runs),
+                "wins": sum(row["outcome"] == "win" for row in runs),
+                "mean_game_score": _mean([row for row in runs if row["game_score"] is not None], "game_score"),
+                "mean_level_actions": [sum(actions) / len(actions) for actions in used],
+                "level_baseline_actions": max((row["level_baseline_actions"] for row in runs), key=len),
+            }
+        )
+    return entries
 
 
 def _groups(

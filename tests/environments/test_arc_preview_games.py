@@ -9,9 +9,13 @@ the toolkit (the arc extra, Python 3.12: .ci/arc runs them)."""
 
 from __future__ import annotations
 
+import csv
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -254,3 +258,81 @@ def test_animation_frames_are_shown_ahead_of_the_state_up_to_the_configured_numb
     assert shown == 9
     with pytest.raises(EnvironmentConfigError, match="'animation_frames' must be a whole number from 1 to 16, got 0"):
         make_environment("arc_agi3", 0, options | {"animation_frames": 0})
+
+
+SWEPT = ("manual_rolling.chat", "previous_response_id.responses", "continuous.native_inline.responses")
+
+
+def test_a_sweep_of_both_games_by_three_strategies_by_two_seeds_killed_twice_ends_each_game_with_one_scorecard(
+    tmp_path,
+):
+    """The sweep is killed outright (its driver and runs) while ls20 is played, run again and killed
+    while ft09 is, then run to its end: every run wins, and every run of a game, uninterrupted or
+    resumed, ends with the same scorecard (the same recorded moves through the same game)."""
+    names = []
+    for variant in SWEPT:
+        data = arc_profile(variant, "ft09").model_dump(mode="json")
+        data["client"]["local"]["recording"] = str(ARC / "recordings")  # the folder: each run plays its game's
+        names.append(f"{data['id']}.yaml")
+        (tmp_path / names[-1]).write_text(yaml.safe_dump(data))
+    games = str(ARC / "environment_files")
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(
+        yaml.safe_dump(
+            {
+                "id": "arc-preview",
+                "profiles": names,
+                "environments": [
+                    {"name": "arc_agi3", "options": {"game_id": game, "environments_dir": games}, "seeds": [0, 1]}
+                    for game in ("ls20", "ft09")
+                ],
+            }
+        )
+    )
+    out = tmp_path / "out"
+    for label, step in (("arc_agi31", 200), ("arc_agi32", 60)):  # the sweep's labels of ls20 and ft09
+        killed_sweep(sweep, out, f"runs/*.{label}.*/*/step_{step:06d}.json")
+    done = subprocess.run(
+        [sys.executable, "-m", "turnstate.harness.cli", "sweep", str(sweep), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 12 and {row["outcome"] for row in rows} == {"win"}
+    for game in LEVELS:
+        played = [row for row in rows if row["game"] == game]
+        cards = {json.dumps(levels_of_run(out / row["run_dir"]), sort_keys=True) for row in played}
+        assert len(cards) == 1, game  # one scorecard, however each run got there
+        assert {row["resumes"] for row in played} >= {0, 1}  # some uninterrupted, some resumed
+        assert {row["levels"] for row in played} == {LEVELS[game]}
+    with (out / "results.csv").open() as table:
+        ft09 = next(row for row in csv.DictReader(table) if row["game"] == "ft09")
+    assert ft09["level_baseline_actions"] == "15 7 15 16 21 17"  # metadata.json's, as the leaderboard reads it
+    summary = json.loads((out / "summary.json").read_text())
+    by_game = {(entry["profile"], entry["game"]): entry for entry in summary["by_game"]}
+    assert len(by_game) == 6 and all((entry["runs"], entry["wins"]) == (2, 2) for entry in by_game.values())
+    assert {tuple(entry["mean_level_actions"]) for (_, game), entry in by_game.items() if game == "ft09"} == {
+        tuple(float(count) for count in ft09["level_actions"].split())
+    }
+
+
+def levels_of_run(run_dir: Path) -> dict[str, Any]:
+    return json.loads((run_dir / "run_meta.json").read_text())["environment_scorecard"]
+
+
+def killed_sweep(sweep: Path, out: Path, reached: str) -> None:
+    """`turnstate sweep` on `sweep`, killed with its runs (the machine's crash) once two files match `reached`."""
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "turnstate.harness.cli", "sweep", str(sweep), "--out", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 300
+    while len(list(out.glob(reached))) < 2:
+        assert driver.poll() is None and time.monotonic() < deadline, f"the sweep ended before {reached}"
+        time.sleep(0.05)
+    os.killpg(driver.pid, signal.SIGKILL)
+    driver.wait()
