@@ -24,6 +24,7 @@ from tests.environments.arc_preview import ARC, LEVELS, RECORDED_ACTIONS, arc_pr
 from tests.harness.test_resume import killed_run
 from turnstate.harness.profile import Profile
 from turnstate.harness.runner import Runner
+from turnstate.harness.session import RunResult
 from turnstate.harness.sweep import SweepError, load_sweep
 
 from ..arc_extra import TOOLKIT
@@ -98,13 +99,15 @@ def scorecard_of(run_dir: Path) -> dict:
     return json.loads((run_dir / "run_meta.json").read_text())["environment_scorecard"]
 
 
+def won(mode: str, out: Path) -> RunResult:
+    """ft09 played in `mode` to its win with the recording's moves."""
+    result = Runner(played_in(mode), out).run()
+    assert (result.outcome, result.levels_won, result.accepted_actions) == ("win", 6, 164), result.failure
+    return result
+
+
 def test_online_play_on_the_toolkits_server_wins_and_a_killed_run_resumes_to_the_same_scorecard(online, tmp_path):
-    whole = Runner(played_in("online"), tmp_path / "whole").run()
-    assert (whole.outcome, whole.levels_won, whole.accepted_actions) == (
-        "win",
-        LEVELS["ft09"],
-        RECORDED_ACTIONS["ft09"],
-    )
+    whole = won("online", tmp_path / "whole")
     card = scorecard_of(whole.artifacts)
     assert card["mode"] == "online" and card["plays"][-1]["state"] == "WIN"
     assert card["plays"][-1]["levels_completed"] == LEVELS["ft09"]
@@ -117,12 +120,7 @@ def test_online_play_on_the_toolkits_server_wins_and_a_killed_run_resumes_to_the
 
 
 def test_competition_plays_one_card_resets_levels_only_and_refuses_a_resume_and_a_sweep(competition, tmp_path):
-    result = Runner(played_in("competition"), tmp_path / "runs").run()
-    assert (result.outcome, result.levels_won, result.accepted_actions) == (
-        "win",
-        LEVELS["ft09"],
-        RECORDED_ACTIONS["ft09"],
-    )
+    result = won("competition", tmp_path / "runs")
     card = scorecard_of(result.artifacts)
     # One play: the recording's opening RESET, on the game's first frame, restarts nothing in competition
     # (offline it starts a second play); the card was closed to be read.

@@ -42,31 +42,51 @@ pytestmark = [
     pytest.mark.skipif(not ARC.is_dir(), reason=f"the ARC-AGI-3 preview games are not in {ARC} (CI has them)"),
 ]
 WINNING = [variant for variant in VARIANTS if variant != "continuous.none.responses"]
-# ls20 on the slowest wire (Gemini Interactions, about 40 s) adds nothing ft09 does not show there.
-PLAYS = [
-    (variant, game)
-    for variant in WINNING
-    for game in LEVELS
-    if (variant, game) != ("continuous.harness_summary.interactions", "ls20")
-]
+COMPACTING = [variant for variant in WINNING if not variant.startswith(("manual_rolling", "previous_response_id"))]
 
 
 def levels_of(result: Any) -> dict[str, Any]:
-    meta = json.loads((result.artifacts / "run_meta.json").read_text())
-    return meta["environment_scorecard"]
+    return levels_of_run(result.artifacts)
 
 
-@pytest.mark.parametrize(("variant", "game"), PLAYS, ids=[f"{variant}-{game}" for variant, game in PLAYS])
-def test_every_variant_wins_each_preview_game_with_the_recordings_actions(variant, game, tmp_path):
-    result = Runner(arc_profile(variant, game), tmp_path).run()
-    assert (result.outcome, result.levels_won) == ("win", LEVELS[game]), result.failure
-    assert result.accepted_actions == RECORDED_ACTIONS[game] and result.failed_attempts == 0
-    scorecard = levels_of(result)
+def levels_of_run(run_dir: Path) -> dict[str, Any]:
+    return json.loads((run_dir / "run_meta.json").read_text())["environment_scorecard"]
+
+
+def cli(*arguments: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "turnstate.harness.cli", *arguments]
+    return subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=cwd)
+
+
+@pytest.mark.parametrize("variant", WINNING)
+def test_every_variant_wins_ft09_through_turnstate_run_with_the_recordings_actions(variant, tmp_path):
+    """ls20 through every variant is the sweep's (below)."""
+    profile = tmp_path / "ft09.yaml"
+    profile.write_text(yaml.safe_dump(arc_profile(variant, "ft09").model_dump(mode="json")))
+    done = cli("run", str(profile), "--out", str(tmp_path / "runs"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    meta = json.loads((run_dir / "run_meta.json").read_text())
+    assert (meta["outcome"], meta["levels_won"], meta["accepted_actions"]) == ("win", 6, 164)
+    assert meta["failed_attempts"] == 0
+    scorecard = meta["environment_scorecard"]
     won = scorecard["plays"][-1]  # a RESET on a game's first frame starts a new play on the toolkit's card
-    assert (won["state"], won["levels_completed"], scorecard["total_levels_completed"]) == ("WIN", *[LEVELS[game]] * 2)
-    if ".none." not in variant and not variant.startswith(("manual_rolling", "previous_response_id")):
-        # compacted many times over the game: the place survived each compaction
-        assert result.compactions >= RECORDED_ACTIONS[game] // 12
+    assert (won["state"], won["levels_completed"], scorecard["total_levels_completed"]) == ("WIN", 6, 6)
+    assert won["level_baseline_actions"] == [15, 7, 15, 16, 21, 17]  # metadata.json's human baselines
+    if variant in COMPACTING:  # compacted many times over the game: the place survived each compaction
+        assert meta["compactions"] >= RECORDED_ACTIONS["ft09"] // 12
+    if variant != "continuous.native_inline.responses":
+        return
+    # per level, the actions used against the baseline, as `turnstate show` and the run report say it
+    per_level = ", ".join(
+        f"{n}: {used}/{base}"
+        for n, (used, base) in enumerate(zip(won["level_actions"], won["level_baseline_actions"], strict=True), 1)
+    )
+    for command in (["show", str(run_dir), "--step", "1"], ["report", str(run_dir)]):
+        shown = cli(*command)
+        assert shown.returncode == 0, shown.stderr
+        page = shown.stdout if command[0] == "show" else (run_dir / "report.html").read_text()
+        assert f"per level, actions/baseline: {per_level}" in page
 
 
 def test_continuous_conversation_without_compaction_fails_closed_when_the_game_outgrows_the_window(tmp_path):
@@ -115,33 +135,6 @@ def test_a_strategy_that_loses_its_state_loses_its_place_and_the_game(variant, a
     played = {event["action"] for event in events if event["kind"] == "assistant_message"}
     first = json.loads((ARC / "recordings" / RECORDINGS["ft09"]).read_text().splitlines()[0])
     assert played == {"RESET"} and first["data"]["action_input"]["id"] == 0  # back at move 1, every turn
-
-
-def test_turnstate_run_wins_ft09_from_a_profile_file(tmp_path):
-    profile = tmp_path / "ft09.yaml"
-    profile.write_text(
-        yaml.safe_dump(arc_profile("continuous.native_inline.responses", "ft09").model_dump(mode="json"))
-    )
-    command = [sys.executable, "-m", "turnstate.harness.cli", "run", str(profile), "--out", str(tmp_path / "runs")]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    (run_dir,) = (tmp_path / "runs").iterdir()
-    meta = json.loads((run_dir / "run_meta.json").read_text())
-    assert (meta["outcome"], meta["levels_won"], meta["accepted_actions"]) == ("win", 6, 164)
-    won = meta["environment_scorecard"]["plays"][-1]
-    assert won["level_baseline_actions"] == [15, 7, 15, 16, 21, 17]  # metadata.json's human baselines
-    # per level, the actions used against the baseline, as `turnstate show` and the run report say it
-    per_level = ", ".join(
-        f"{n}: {used}/{base}"
-        for n, (used, base) in enumerate(zip(won["level_actions"], won["level_baseline_actions"], strict=True), 1)
-    )
-    for command in (["show", str(run_dir), "--step", "1"], ["report", str(run_dir)]):
-        shown = subprocess.run(
-            [sys.executable, "-m", "turnstate.harness.cli", *command], capture_output=True, text=True, timeout=120
-        )
-        assert shown.returncode == 0, shown.stderr
-        page = shown.stdout if command[0] == "show" else (run_dir / "report.html").read_text()
-        assert f"per level, actions/baseline: {per_level}" in page
 
 
 @pytest.mark.parametrize(
@@ -260,17 +253,15 @@ def test_animation_frames_are_shown_ahead_of_the_state_up_to_the_configured_numb
         make_environment("arc_agi3", 0, options | {"animation_frames": 0})
 
 
-SWEPT = ("manual_rolling.chat", "previous_response_id.responses", "continuous.native_inline.responses")
-
-
-def test_a_sweep_of_both_games_by_three_strategies_by_two_seeds_killed_twice_ends_each_game_with_one_scorecard(
+def test_a_sweep_of_both_games_by_every_variant_by_two_seeds_killed_twice_ends_each_game_with_one_scorecard(
     tmp_path,
 ):
-    """The sweep is killed outright (its driver and runs) while ls20 is played, run again and killed
-    while ft09 is, then run to its end: every run wins, and every run of a game, uninterrupted or
-    resumed, ends with the same scorecard (the same recorded moves through the same game)."""
+    """Every winning variant (the three strategies and their compactions) x ls20 and ft09 x seeds 0
+    and 1: killed outright (the driver and its runs) while ls20 is played, run again and killed while
+    ft09 is, then run to its end, every run wins, and every run of a game, uninterrupted or resumed,
+    ends with the same scorecard (the same recorded moves through the same game)."""
     names = []
-    for variant in SWEPT:
+    for variant in WINNING:
         data = arc_profile(variant, "ft09").model_dump(mode="json")
         data["client"]["local"]["recording"] = str(ARC / "recordings")  # the folder: each run plays its game's
         names.append(f"{data['id']}.yaml")
@@ -292,15 +283,14 @@ def test_a_sweep_of_both_games_by_three_strategies_by_two_seeds_killed_twice_end
     out = tmp_path / "out"
     for label, step in (("arc_agi31", 200), ("arc_agi32", 60)):  # the sweep's labels of ls20 and ft09
         killed_sweep(sweep, out, f"runs/*.{label}.*/*/step_{step:06d}.json")
-    done = subprocess.run(
-        [sys.executable, "-m", "turnstate.harness.cli", "sweep", str(sweep), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = cli("sweep", str(sweep), "--out", str(out))
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-    assert len(rows) == 12 and {row["outcome"] for row in rows} == {"win"}
+    assert len(rows) == len(WINNING) * 2 * 2 and {row["outcome"] for row in rows} == {"win"}
+    compacting = {arc_profile(variant, "ft09").id for variant in COMPACTING}
+    assert all(
+        row["compactions"] >= RECORDED_ACTIONS[row["game"]] // 12 for row in rows if row["profile"] in compacting
+    )
     for game in LEVELS:
         played = [row for row in rows if row["game"] == game]
         cards = {json.dumps(levels_of_run(out / row["run_dir"]), sort_keys=True) for row in played}
@@ -312,14 +302,12 @@ def test_a_sweep_of_both_games_by_three_strategies_by_two_seeds_killed_twice_end
     assert ft09["level_baseline_actions"] == "15 7 15 16 21 17"  # metadata.json's, as the leaderboard reads it
     summary = json.loads((out / "summary.json").read_text())
     by_game = {(entry["profile"], entry["game"]): entry for entry in summary["by_game"]}
-    assert len(by_game) == 6 and all((entry["runs"], entry["wins"]) == (2, 2) for entry in by_game.values())
+    assert len(by_game) == len(WINNING) * 2 and all(
+        (entry["runs"], entry["wins"]) == (2, 2) for entry in by_game.values()
+    )
     assert {tuple(entry["mean_level_actions"]) for (_, game), entry in by_game.items() if game == "ft09"} == {
         tuple(float(count) for count in ft09["level_actions"].split())
     }
-
-
-def levels_of_run(run_dir: Path) -> dict[str, Any]:
-    return json.loads((run_dir / "run_meta.json").read_text())["environment_scorecard"]
 
 
 def killed_sweep(sweep: Path, out: Path, reached: str) -> None:
@@ -330,7 +318,7 @@ def killed_sweep(sweep: Path, out: Path, reached: str) -> None:
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + 600
     while len(list(out.glob(reached))) < 2:
         assert driver.poll() is None and time.monotonic() < deadline, f"the sweep ended before {reached}"
         time.sleep(0.05)
