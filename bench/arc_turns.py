@@ -2,8 +2,8 @@
 own step time (the recording stepped on the toolkit alone), turnstate's wall per turn (the harness,
 the embedded local provider and its recording model, and the toolkit's step), the bytes each turn
 leaves on disk (the run folder: turnstate's records, and the toolkit's own JSONL recording in it),
-and how long a run killed at turn 400 takes to resume (from `resume` to its session ready to ask
-again: the journal replayed through the toolkit, the checkpoint and records read).
+and how long a run killed at turn 400 takes to resume (from `resume` to its first provider call:
+the checkpoint and records read, the journal replayed through the toolkit, its recording rewritten).
 
     python bench/arc_turns.py [--arc ../shared/arc-agi-3] [--game ls20] [--kill-at 400] [--variants NAME ...]
 
@@ -30,17 +30,23 @@ from turnstate.local_provider.recording_policy import read_recording  # noqa: E4
 SWEPT = ("manual_rolling.chat", "previous_response_id.responses", "continuous.native_inline.responses")
 
 
-def toolkit_step_ms(arc: Path, game: str) -> float:
-    """The toolkit alone: the recording's actions stepped on a fresh game, mean milliseconds a step."""
+def toolkit_step_ms(arc: Path, game: str, recordings: Path | None) -> float:
+    """The toolkit alone: the recording's actions stepped on a fresh game (writing its own JSONL
+    recording into `recordings`, as a run has it, unless None), mean milliseconds a step."""
+    import logging
+
     import arc_agi
     from arcengine import GameAction
 
     from turnstate.harness.environments.arc_agi3 import parse_action
 
     arcade = arc_agi.Arcade(
-        operation_mode=arc_agi.OperationMode.OFFLINE, environments_dir=str(arc / "environment_files")
+        operation_mode=arc_agi.OperationMode.OFFLINE,
+        environments_dir=str(arc / "environment_files"),
+        logger=logging.Logger("quiet", logging.WARNING),
+        **({} if recordings is None else {"recordings_dir": str(recordings)}),
     )
-    wrapper = arcade.make(game, seed=0)
+    wrapper = arcade.make(game, seed=0, save_recording=recordings is not None)
     took = []
     for action in read_recording(arc / "recordings" / RECORDINGS[game])[1]:
         name, cell = parse_action(action)
@@ -55,11 +61,11 @@ def folder_bytes(folder: Path) -> int:
 
 
 def ms_to_ready(profile: Profile, run_dir: Path) -> float:
-    """Resume the run in `run_dir` to its end; the milliseconds until its session was ready to ask again."""
+    """Resume the run in `run_dir` to its end; the milliseconds until its first provider call."""
     ready: list[float] = []
 
     def on_point(point: str) -> None:
-        if point == "after_resume":
+        if point == "before_provider_call":
             ready.append(time.perf_counter())
 
     started = time.perf_counter()
@@ -77,7 +83,9 @@ def main() -> int:
     if not arguments.arc.is_dir():
         print(f"no ARC-AGI-3 games in {arguments.arc}: pass --arc", file=sys.stderr)
         return 2
-    print(f"toolkit step alone ({arguments.game}): {toolkit_step_ms(arguments.arc, arguments.game):.1f} ms")
+    with tempfile.TemporaryDirectory() as recordings:
+        alone, recorded = (toolkit_step_ms(arguments.arc, arguments.game, where) for where in (None, Path(recordings)))
+    print(f"toolkit step alone ({arguments.game}): {alone:.1f} ms; writing its JSONL recording: {recorded:.1f} ms")
     print(
         "| variant | turns | wall per turn | bytes per turn (turnstate / toolkit recording) | "
         f"resume at turn {arguments.kill_at} |"
