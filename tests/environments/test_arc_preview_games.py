@@ -215,6 +215,20 @@ def test_a_recording_of_another_game_or_a_bad_line_is_named_with_the_file_and_th
     data["client"]["local"]["recording"] = str(tmp_path / "absent.jsonl")
     assert "absent.jsonl: cannot be read (No such file or directory)" in problems(yaml.safe_dump(data))
 
+    folder = tmp_path / "recordings"  # a folder: the recording of the profile's game, exactly one
+    folder.mkdir()
+    data["client"]["local"]["recording"] = str(folder)
+    assert f"{folder}: a folder that holds no recording (*.jsonl)" in problems(yaml.safe_dump(data))
+    (folder / "ls20.jsonl").write_bytes((ARC / "recordings" / RECORDINGS["ls20"]).read_bytes())
+    said = problems(yaml.safe_dump(data))
+    assert f"{folder} holds recordings of ls20-e6affcdb, none of game ft09" in said
+    assert "fix: add a recording of ft09 to the folder, or play one of its games" in said
+    for name in ("a.jsonl", "b.jsonl"):
+        (folder / name).write_bytes((ARC / "recordings" / RECORDINGS["ft09"]).read_bytes())
+    assert f"{folder} holds 2 recordings of game ft09 (a.jsonl, b.jsonl)" in problems(yaml.safe_dump(data))
+    (folder / "b.jsonl").unlink()
+    parse_profile(yaml.safe_dump(data), source="p.yaml")  # one of each game: the run plays ft09's
+
 
 def test_a_level_that_spends_its_baseline_budget_unfinished_ends_the_run_and_a_resume_keeps_its_count(tmp_path):
     """At 1x the human baseline, ls20's first level (29 moves after the recording's opening RESET,
