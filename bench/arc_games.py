@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from turnstate.harness.runner import Runner
+from turnstate.session.runner import Runner
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))

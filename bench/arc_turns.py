@@ -23,9 +23,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from tests.environments.arc_preview import RECORDINGS, VARIANTS, arc_profile  # noqa: E402 - the tests' own table
 from tests.harness.test_resume import killed_run  # noqa: E402 - the kill tests' own SIGKILL
-from turnstate.harness.profile import Profile  # noqa: E402
-from turnstate.harness.runner import ENVIRONMENT_RECORDINGS, Runner  # noqa: E402
+from turnstate.durable.layout import ENVIRONMENT_RECORDINGS  # noqa: E402
 from turnstate.local_provider.recording_policy import read_recording  # noqa: E402
+from turnstate.session.profile import Profile  # noqa: E402
+from turnstate.session.runner import Runner  # noqa: E402
 
 SWEPT = ("manual_rolling.chat", "previous_response_id.responses", "continuous.native_inline.responses")
 
@@ -38,7 +39,7 @@ def toolkit_step_ms(arc: Path, game: str, recordings: Path | None) -> float:
     import arc_agi
     from arcengine import GameAction
 
-    from turnstate.harness.environments.arc_agi3 import parse_action
+    from turnstate.environments.arc_agi3 import parse_action
 
     arcade = arc_agi.Arcade(
         operation_mode=arc_agi.OperationMode.OFFLINE,

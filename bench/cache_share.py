@@ -25,9 +25,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from turnstate.harness.profile import PROFILES_DIR, Profile, load_profile
-from turnstate.harness.runner import Runner
 from turnstate.local_provider.openai_words import PROMPT_CACHING  # every scenario's wire is OpenAI's
+from turnstate.session.profile import PROFILES_DIR, Profile, load_profile
+from turnstate.session.runner import Runner
 
 BUDGETS = (8_000, 32_000)
 TRIGGER = "trigger"  # in a scenario's changes: compaction starts at 3/4 of the budget

@@ -1,5 +1,5 @@
 """The checkpoint store over a long run: what a commit costs a turn, how the bytes grow, how long a
-resume's rebuild takes (harness/checkpoints.py).
+resume's rebuild takes (turnstate/durable/checkpoints.py).
 
 Plays a long beacon_grid game from a local profile through the Session API (as the README's loop
 does), against a local provider in a process of its own (`turnstate serve`: in this process its
@@ -43,8 +43,7 @@ from long_run import WIDE_WINDOW, long_profile, serving  # beside this script
 from turnstate import Session, load_profile
 from turnstate.adapters.contract import Endpoint, ProviderAdapter
 from turnstate.adapters.registry import descriptor_for
-from turnstate.harness.checkpoints import (
-    CHECKPOINT_FILE,
+from turnstate.durable.checkpoints import (
     KEY_VARIABLE,
     OPT_OUT,
     Checkpoint,
@@ -52,9 +51,10 @@ from turnstate.harness.checkpoints import (
     ProjectionMark,
     SQLiteCheckpointStore,
 )
-from turnstate.harness.endpoint import LOCAL_API_KEY
-from turnstate.harness.environments import make_environment
-from turnstate.harness.profile import DEFAULT_PROFILE
+from turnstate.durable.layout import CHECKPOINT_FILE
+from turnstate.environments import make_environment
+from turnstate.session.endpoint import LOCAL_API_KEY
+from turnstate.session.profile import DEFAULT_PROFILE
 
 MARKS = (100, 1000, 2000, 3000)
 REBUILDS = 3

@@ -65,14 +65,15 @@ from typing import Any
 from long_run import RUNS, WARM_TURNS, WIDE_WINDOW, TimedAdapter, long_profile, measure, serving  # beside this script
 
 from turnstate.adapters.contract import Endpoint, ProviderAdapter
-from turnstate.harness.accounting import UsageJournal
-from turnstate.harness.checkpoints import CHECKPOINT_FILE, KEY_VARIABLE, OPT_OUT, Checkpoint, SQLiteCheckpointStore
-from turnstate.harness.endpoint import LOCAL_API_KEY
-from turnstate.harness.environments.protocol import Frame
-from turnstate.harness.profile import DEFAULT_PROFILE, Profile, load_profile
-from turnstate.harness.runner import Runner, freeze_startup_objects
-from turnstate.harness.session import AcceptedReply, Point, Session
-from turnstate.harness.side_effects import JournaledEnvironment
+from turnstate.durable.accounting import UsageJournal
+from turnstate.durable.checkpoints import KEY_VARIABLE, OPT_OUT, Checkpoint, SQLiteCheckpointStore
+from turnstate.durable.layout import CHECKPOINT_FILE
+from turnstate.durable.side_effects import JournaledEnvironment
+from turnstate.environments.protocol import Frame
+from turnstate.session.endpoint import LOCAL_API_KEY
+from turnstate.session.profile import DEFAULT_PROFILE, Profile, load_profile
+from turnstate.session.runner import Runner, freeze_startup_objects
+from turnstate.session.session import AcceptedReply, Point, Session
 from turnstate.strategies import STRATEGIES
 
 HERE = Path(__file__).resolve().parent
@@ -632,7 +633,7 @@ def main() -> None:
         print(json.dumps(run_part(args)))
         return
     started = time.perf_counter()
-    # The killed runs' embedded provider services (harness/endpoint.py local_service_dir) go in a
+    # The killed runs' embedded provider services (turnstate/session/endpoint.py local_service_dir) go in a
     # folder of the bench's own, which the parts' processes inherit, never the user's state folder.
     with tempfile.TemporaryDirectory(prefix="turnstate-bench-state-") as state_home:
         os.environ["XDG_STATE_HOME"] = state_home

@@ -27,8 +27,8 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from turnstate.harness.profile import PROFILES_DIR, Profile, load_profile
-from turnstate.harness.runner import Runner, freeze_startup_objects
+from turnstate.session.profile import PROFILES_DIR, Profile, load_profile
+from turnstate.session.runner import Runner, freeze_startup_objects
 
 PROFILES = (
     "local-openai-harness-summary",

@@ -47,11 +47,12 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from turnstate.adapters.contract import Endpoint, ModelRequest, ModelResponse, ProviderAdapter, ProviderError
 from turnstate.adapters.json_bytes import json_bytes
-from turnstate.harness.artifacts import ArtifactWriter, step_name
-from turnstate.harness.endpoint import LOCAL_API_KEY
-from turnstate.harness.profile import DEFAULT_PROFILE, Profile, load_profile
-from turnstate.harness.runner import Runner, freeze_startup_objects
+from turnstate.durable.artifacts import ArtifactWriter
+from turnstate.durable.layout import step_name
 from turnstate.local_provider.server import LocalProvider
+from turnstate.session.endpoint import LOCAL_API_KEY
+from turnstate.session.profile import DEFAULT_PROFILE, Profile, load_profile
+from turnstate.session.runner import Runner, freeze_startup_objects
 
 TURNS_PER_LEVEL = 3  # levels enough that the game outlasts the turns (a level takes about 7)
 WIDE_WINDOW = 10_000_000
@@ -194,7 +195,7 @@ def serving(window: int, separate: bool) -> Iterator[tuple[str, Callable[[], lis
         with LocalProvider(context_window=window, request_log_size=0) as provider:
             yield provider.base_url, lambda: provider.service_seconds
         return
-    command = [sys.executable, "-m", "turnstate.harness.cli", "serve", "--context-window", str(window)]
+    command = [sys.executable, "-m", "turnstate.cli", "serve", "--context-window", str(window)]
     server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     try:
         assert server.stdout is not None

@@ -17,8 +17,8 @@ import math
 import tempfile
 from pathlib import Path
 
-from turnstate.harness.profile import PROFILES_DIR, Profile, load_profile
-from turnstate.harness.runner import Runner
+from turnstate.session.profile import PROFILES_DIR, Profile, load_profile
+from turnstate.session.runner import Runner
 
 PROFILE = PROFILES_DIR / "local-open-source-continuous.yaml"  # harness summaries over Chat Completions
 WIDE = 10_000_000

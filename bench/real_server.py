@@ -24,8 +24,8 @@ sys.path.insert(0, str(REPO / "tools"))
 
 from llama_server import running_server  # noqa: E402 - beside the repository, not installed
 
-from turnstate.harness.profile import PROFILES_DIR, Profile, load_profile  # noqa: E402
-from turnstate.harness.runner import Runner  # noqa: E402
+from turnstate.session.profile import PROFILES_DIR, Profile, load_profile  # noqa: E402
+from turnstate.session.runner import Runner  # noqa: E402
 
 PROFILES = (
     "llama-chat-manual-rolling",

@@ -23,9 +23,9 @@ from pathlib import Path
 
 from long_run import long_profile  # beside this script
 
-from turnstate.harness.checkpoints import KEY_VARIABLE, OPT_OUT
-from turnstate.harness.profile import DEFAULT_PROFILE, load_profile
-from turnstate.harness.runner import Runner
+from turnstate.durable.checkpoints import KEY_VARIABLE, OPT_OUT
+from turnstate.session.profile import DEFAULT_PROFILE, load_profile
+from turnstate.session.runner import Runner
 
 GOALS_MB = {300: 1.2, 1000: 2.5}
 

@@ -13,8 +13,8 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from turnstate.harness.profile import DEFAULT_PROFILE, load_profile
-from turnstate.harness.runner import Runner
+from turnstate.session.profile import DEFAULT_PROFILE, load_profile
+from turnstate.session.runner import Runner
 
 
 def main() -> None:

@@ -38,9 +38,9 @@ from pathlib import Path
 
 import yaml
 
-from turnstate.harness.profile import resolve_profile
-from turnstate.harness.sweep import load_sweep
-from turnstate.harness.sweep_engines import PoolEngine, run_sweep
+from turnstate.session.profile import resolve_profile
+from turnstate.sweeps.engines import PoolEngine, run_sweep
+from turnstate.sweeps.plan import load_sweep
 
 
 def sweep_files(folder: Path, runs: int, levels: int) -> dict[int, Path]:
@@ -77,7 +77,7 @@ def timed_sweep(path: Path, out: Path, engine: object) -> tuple[float, float]:
 def measure(runs: int, levels: int, rounds: int) -> dict[str, object]:
     import ray
 
-    from turnstate.harness.sweep_ray import RayEngine
+    from turnstate.sweeps.ray_engine import RayEngine
 
     figures: dict[str, list[float]] = {}
 

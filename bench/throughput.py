@@ -24,15 +24,15 @@ from pathlib import Path
 
 import yaml
 
-from turnstate.harness.profile import DEFAULT_PROFILE, load_profile
 from turnstate.local_provider.server import LocalProvider
+from turnstate.session.profile import DEFAULT_PROFILE, load_profile
 
 KEY_VARIABLE = "TURNSTATE_BENCH_KEY"
 
 
 def turnstate_command() -> list[str]:
     found = shutil.which("turnstate")
-    return [found] if found else [sys.executable, "-m", "turnstate.harness.cli"]
+    return [found] if found else [sys.executable, "-m", "turnstate.cli"]
 
 
 def measure(runs: int, concurrency: int, levels: int) -> dict[str, float]:

@@ -24,8 +24,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from turnstate.harness.profile import PROFILES_DIR, Profile, load_profile
-from turnstate.harness.runner import Runner
+from turnstate.session.profile import PROFILES_DIR, Profile, load_profile
+from turnstate.session.runner import Runner
 
 LEVELS = 150  # two turns a level: 300 turns
 WINDOW = 1_000_000  # tokens: no trimming, no compaction, no overflow

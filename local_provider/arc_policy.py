@@ -1,7 +1,7 @@
 """The local provider's model playing turnstate's two ARC-AGI-3 games from text only, as policy.py
 plays beacon_grid and catalog_policy.py catalog_hunt.
 
-An ARC frame (`ARC LEVEL n/m | STATE ...`, harness/environments/arc_agi3.py) is a grid of hex digits,
+An ARC frame (`ARC LEVEL n/m | STATE ...`, turnstate/environments/arc_agi3.py) is a grid of hex digits,
 one per cell (its colour), under a `GRID ...` line. What the model has learnt of the shipped games
 (arc_games/move and arc_games/cued), and acts on:
 - the player is the block of colour 9; a goal is a block of colour 3, c or e; the background is the

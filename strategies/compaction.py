@@ -1,4 +1,4 @@
-"""How a strategy compacts: one typed value, built once from the profile (harness/profile.py) and used
+"""How a strategy compacts: one typed value, built once from the profile (turnstate/session/profile.py) and used
 by the strategies, the runner and run_meta.json alike.
 
 A tagged union, each variant holding only what it needs:

@@ -30,7 +30,7 @@ from functools import lru_cache
 from turnstate.adapters.contract import Item, ToolResultAt, Transcript
 
 READ_TOOL_RESULT = "read_tool_result"
-"""The tool that pages an offloaded result back (harness/tool_results.py answers it)."""
+"""The tool that pages an offloaded result back (turnstate/durable/tool_results.py answers it)."""
 
 REF_PREFIX = "tr-"
 REF_DIGITS = 16

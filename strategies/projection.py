@@ -1,7 +1,7 @@
 """An accepted state rebuilt from the conversation's projection: what a resume without the
 continuation, and a model switch, start from.
 
-The projection is the conversation as plain facts (harness/events.py): each accepted turn's inputs,
+The projection is the conversation as plain facts (turnstate/durable/events.py): each accepted turn's inputs,
 its reply's text and tool calls, and the results that answered them. It holds no opaque provider
 state, so the state it rebuilds replays none: the adapter's transcript lays each reply out as a past
 reply with only its text and calls (`Transcript.projected_reply_items`), and the provider reasons

@@ -1,6 +1,6 @@
 """Whether this install can play ARC-AGI-3 games (the `arc` extra: the official toolkit, Python 3.12
 or later), and which shipped profiles need it. Without it a profile that names arc_agi3 is refused
-at validation (harness/environments/arc_agi3.py), so a test of every shipped profile leaves such a
+at validation (turnstate/environments/arc_agi3.py), so a test of every shipped profile leaves such a
 profile out, saying so (tests/conftest.py); .ci/arc runs the arc tests in a Python 3.12 virtual
 environment with the extra."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from turnstate.harness.profile import PROFILES_DIR
+from turnstate.session.profile import PROFILES_DIR
 
 TOOLKIT = sys.version_info >= (3, 12) and all(importlib.util.find_spec(name) for name in ("arc_agi", "arcengine"))
 REASON = (

@@ -31,7 +31,7 @@ def clock() -> FakeClock:
 
 @pytest.fixture(autouse=True, scope="session")
 def local_provider_services(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """The embedded provider's services (harness/endpoint.py local_service_dir) in the session's
+    """The embedded provider's services (turnstate/session/endpoint.py local_service_dir) in the session's
     temporary folder, never the user's state folder; subprocesses inherit it."""
     os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state_home"))
 

@@ -8,8 +8,8 @@ The Python API for your own agent loop (README: "Python API"):
 - `RuntimeState`: the accepted state (`Session.accepted_state`), serializable with `to_json`.
 """
 
-from turnstate.harness.profile import DEFAULT_PROFILE, Profile, ProfileError, load_profile, parse_profile
-from turnstate.harness.session import FailedClosed, RunResult, Session, Turn
+from turnstate.session.profile import DEFAULT_PROFILE, Profile, ProfileError, load_profile, parse_profile
+from turnstate.session.session import FailedClosed, RunResult, Session, Turn
 from turnstate.strategies.state import RuntimeState
 
 __version__ = "0.1.0"

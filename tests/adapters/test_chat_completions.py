@@ -106,7 +106,7 @@ def test_turnstate_serve_answers_the_real_sdk_until_interrupted():
     import openai
 
     server = subprocess.Popen(
-        [sys.executable, "-m", "turnstate.harness.cli", "serve", "--context-window", "4096"],
+        [sys.executable, "-m", "turnstate.cli", "serve", "--context-window", "4096"],
         stdout=subprocess.PIPE,
         text=True,
     )

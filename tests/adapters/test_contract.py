@@ -29,7 +29,7 @@ from turnstate.adapters.contract import (
     ToolSpec,
 )
 from turnstate.adapters.registry import ADAPTERS, AdapterDescriptor
-from turnstate.harness.artifacts import OPAQUE_KEYS, REDACTED, ArtifactWriter, Redactor
+from turnstate.durable.artifacts import OPAQUE_KEYS, REDACTED, ArtifactWriter, Redactor
 from turnstate.local_provider.exchange import MALFORMED_REPLY
 from turnstate.local_provider.faults import Fault
 from turnstate.local_provider.routes import ROUTES

@@ -11,8 +11,8 @@ import pytest
 
 from turnstate.adapters.contract import Endpoint, ModelRequest, ModelResponse, RequestSettings, ToolResult
 from turnstate.adapters.deepseek_chat import DeepSeekChatAdapter
-from turnstate.harness import scaffold
 from turnstate.local_provider.server import LocalProvider
+from turnstate.session import scaffold
 
 from ..local_provider.test_messages import DARK, REMEMBERED, SHOWN
 

@@ -29,9 +29,9 @@ from turnstate.adapters.contract import (
     RequestSettings,
 )
 from turnstate.adapters.registry import ADAPTERS
-from turnstate.harness.environments.beacon_grid import BeaconGrid
-from turnstate.harness.scaffold import action_tools
+from turnstate.environments.beacon_grid import BeaconGrid
 from turnstate.local_provider.server import LocalProvider
+from turnstate.session.scaffold import action_tools
 
 from ..hostile_server import DELETE, HostileServer, Hostility, Retype, each_object, elapsed
 

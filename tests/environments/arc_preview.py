@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from turnstate.harness.profile import PROFILES_DIR, Profile, load_profile
+from turnstate.session.profile import PROFILES_DIR, Profile, load_profile
 
 REPO = Path(__file__).resolve().parents[2]
 ARC = REPO.parent / "shared" / "arc-agi-3"  # the games and recordings, where CI has them

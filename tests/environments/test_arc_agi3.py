@@ -14,14 +14,14 @@ from collections.abc import Callable
 
 import pytest
 
-from turnstate.harness.environments import EnvironmentConfigError, GameState, make_environment
-from turnstate.harness.environments.arc_agi3 import SHIPPED_GAMES, ArcAgi3
-from turnstate.harness.environments.protocol import Frame, ToolEnvironment
-from turnstate.harness.profile import PROFILES_DIR, ProfileError, load_profile, parse_profile
-from turnstate.harness.runner import Runner
-from turnstate.harness.side_effects import JOURNAL
+from turnstate.durable.layout import JOURNAL
+from turnstate.environments import EnvironmentConfigError, GameState, make_environment
+from turnstate.environments.arc_agi3 import SHIPPED_GAMES, ArcAgi3
+from turnstate.environments.protocol import Frame, ToolEnvironment
 from turnstate.local_provider.arc_policy import arc_reply, arc_summary, next_action
 from turnstate.local_provider.policy import reply, summarize, think
+from turnstate.session.profile import PROFILES_DIR, ProfileError, load_profile, parse_profile
+from turnstate.session.runner import Runner
 
 from ..arc_extra import TOOLKIT
 from ..harness.test_run import read_steps, with_changes
@@ -311,7 +311,7 @@ def test_acting_through_tools_the_frames_come_back_as_tool_results_and_the_game_
 
 @toolkit
 def test_turnstate_run_of_the_arc_profile_wins_on_the_local_provider_and_records_the_scorecard(tmp_path):
-    command = [sys.executable, "-m", "turnstate.harness.cli", "run", str(ARC_PROFILE), "--out", str(tmp_path)]
+    command = [sys.executable, "-m", "turnstate.cli", "run", str(ARC_PROFILE), "--out", str(tmp_path)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "INFO" not in done.stdout  # the toolkit's own logging stays out of the terminal
@@ -341,7 +341,7 @@ def test_a_game_that_raises_mid_play_ends_the_run_in_one_line_naming_its_file_an
     profile.write_text(
         ARC_PROFILE.read_text().replace("game_id: cued", f"game_id: move\n    environments_dir: {folder.parent}")
     )
-    cli = [sys.executable, "-m", "turnstate.harness.cli"]
+    cli = [sys.executable, "-m", "turnstate.cli"]
     done = subprocess.run(
         [*cli, "run", str(profile), "--out", str(tmp_path / "runs")], capture_output=True, text=True, timeout=120
     )
@@ -358,8 +358,8 @@ def test_a_game_that_raises_mid_play_ends_the_run_in_one_line_naming_its_file_an
 
 
 def test_reasoning_goes_to_the_toolkit_cut_to_its_byte_bound_and_marked_cut():
-    from turnstate.harness.environments.arc_agi3 import toolkit_reasoning
-    from turnstate.harness.environments.protocol import REASONING_CHARS, readable_reasoning
+    from turnstate.environments.arc_agi3 import toolkit_reasoning
+    from turnstate.environments.protocol import REASONING_CHARS, readable_reasoning
 
     assert toolkit_reasoning(None, 16384) is None
     assert toolkit_reasoning("the door is north", 16384) == {"text": "the door is north"}

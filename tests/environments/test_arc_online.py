@@ -22,10 +22,10 @@ import yaml
 
 from tests.environments.arc_preview import ARC, LEVELS, RECORDED_ACTIONS, arc_profile
 from tests.harness.test_resume import killed_run
-from turnstate.harness.profile import Profile
-from turnstate.harness.runner import Runner
-from turnstate.harness.session import RunResult
-from turnstate.harness.sweep import SweepError, load_sweep
+from turnstate.session.profile import Profile
+from turnstate.session.runner import Runner
+from turnstate.session.session import RunResult
+from turnstate.sweeps.plan import SweepError, load_sweep
 
 from ..arc_extra import TOOLKIT
 
@@ -130,7 +130,7 @@ def test_competition_plays_one_card_resets_levels_only_and_refuses_a_resume_and_
     assert "(by convention RESET restart the level;" in shown and "on a level's first frame, the game" not in shown
 
     resumed = subprocess.run(
-        [sys.executable, "-m", "turnstate.harness.cli", "resume", str(result.artifacts)],
+        [sys.executable, "-m", "turnstate.cli", "resume", str(result.artifacts)],
         capture_output=True,
         text=True,
         timeout=120,

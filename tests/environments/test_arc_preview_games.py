@@ -27,10 +27,10 @@ from tests.harness.test_resume import killed_run
 from tests.rewritten_requests import rewriting
 from turnstate.adapters.chat_completions import ChatCompletionsAdapter
 from turnstate.adapters.open_source_chat import OpenSourceChatAdapter
-from turnstate.harness.environments import EnvironmentConfigError, make_environment
-from turnstate.harness.profile import ProfileError, parse_profile
-from turnstate.harness.runner import Runner
+from turnstate.environments import EnvironmentConfigError, make_environment
 from turnstate.local_provider.recording_policy import read_recording
+from turnstate.session.profile import ProfileError, parse_profile
+from turnstate.session.runner import Runner
 
 from ..arc_extra import TOOLKIT
 
@@ -54,7 +54,7 @@ def levels_of_run(run_dir: Path) -> dict[str, Any]:
 
 
 def cli(*arguments: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "turnstate.harness.cli", *arguments]
+    command = [sys.executable, "-m", "turnstate.cli", *arguments]
     return subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=cwd)
 
 
@@ -327,7 +327,7 @@ def test_a_sweep_of_both_games_by_every_variant_by_two_seeds_killed_twice_ends_e
 def killed_sweep(sweep: Path, out: Path, reached: str) -> None:
     """`turnstate sweep` on `sweep`, killed with its runs (the machine's crash) once two files match `reached`."""
     driver = subprocess.Popen(
-        [sys.executable, "-m", "turnstate.harness.cli", "sweep", str(sweep), "--out", str(out)],
+        [sys.executable, "-m", "turnstate.cli", "sweep", str(sweep), "--out", str(out)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from turnstate.harness.report import write_report
-from turnstate.harness.sweep import Plan, load_sweep
-from turnstate.harness.sweep_engines import Engine, PoolEngine, run_sweep
+from turnstate.reports.folder import write_report
+from turnstate.sweeps.engines import Engine, PoolEngine, run_sweep
+from turnstate.sweeps.plan import Plan, load_sweep
 
 from ..arc_extra import TOOLKIT
 from ..harness.test_sweep import _group_is_gone
@@ -48,7 +48,7 @@ ENGINES = [
 def engine_for(name: str, plan: Plan) -> Engine:
     if name == "pool":
         return PoolEngine(plan.adapter_ids)
-    from turnstate.harness.sweep_ray import RayEngine
+    from turnstate.sweeps.ray_engine import RayEngine
 
     return RayEngine("local", plan.sweep.budget.in_flight)
 
@@ -60,7 +60,7 @@ def test_the_sweep_on_both_environments_resumes_the_runs_a_crash_killed(tmp_path
     out = tmp_path / "sweep"
     chosen = ["--ray", "local"] if engine == "ray" else []
     driver = subprocess.Popen(
-        [sys.executable, "-m", "turnstate.harness.cli", "sweep", str(SWEEP), "--out", str(out), *chosen],
+        [sys.executable, "-m", "turnstate.cli", "sweep", str(SWEEP), "--out", str(out), *chosen],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,

@@ -10,7 +10,7 @@ import pytest
 
 from turnstate.adapters.chat_completions import ChatMessages
 from turnstate.adapters.contract import ModelRequest, Usage
-from turnstate.harness.artifacts import (
+from turnstate.durable.artifacts import (
     ACTION_METADATA_BYTES,
     REDACTED,
     ArtifactWriter,
@@ -23,9 +23,9 @@ from turnstate.harness.artifacts import (
     item_descriptor,
     request_delta,
     sent_messages,
-    step_name,
     step_record,
 )
+from turnstate.durable.layout import step_name
 from turnstate.strategies.events import ReportSummary
 from turnstate.strategies.summary import SummaryPass
 

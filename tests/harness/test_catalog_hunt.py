@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from turnstate.harness.environments import (
+from turnstate.environments import (
     BUILTIN_ENVIRONMENTS,
     EnvironmentConfigError,
     Frame,
@@ -17,8 +17,8 @@ from turnstate.harness.environments import (
     environment_ids,
     make_environment,
 )
-from turnstate.harness.environments.catalog_hunt import CatalogHunt
-from turnstate.harness.environments.protocol import ToolEnvironment, ToolRefused
+from turnstate.environments.catalog_hunt import CatalogHunt
+from turnstate.environments.protocol import ToolEnvironment, ToolRefused
 
 CLUE_LINE = re.compile(r"^CLUE \(level (\d+)\): (.+)$", re.MULTILINE)
 SHOWN_CLUE = re.compile(r"^catalog page (\d+) entry (\d+)$")

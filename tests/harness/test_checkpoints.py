@@ -1,4 +1,4 @@
-"""The checkpoint store (harness/checkpoints.py): four layers kept apart, the continuation as deltas
+"""The checkpoint store (turnstate/durable/checkpoints.py): four layers kept apart, the continuation as deltas
 and snapshots rebuilt exactly, meta compatibility, encryption at rest, owner-only files, kills inside
 a transaction, corrupt and foreign files, one writer, retention."""
 
@@ -24,8 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from turnstate import Session, load_profile
-from turnstate.harness.checkpoints import (
-    CHECKPOINT_FILE,
+from turnstate.durable.checkpoints import (
     KEY_FILE,
     KEY_VARIABLE,
     LAYOUT_VERSION,
@@ -39,8 +38,9 @@ from turnstate.harness.checkpoints import (
     SQLiteCheckpointStore,
     prune,
 )
-from turnstate.harness.environments import make_environment
-from turnstate.harness.profile import PROFILES_DIR
+from turnstate.durable.layout import CHECKPOINT_FILE
+from turnstate.environments import make_environment
+from turnstate.session.profile import PROFILES_DIR
 from turnstate.strategies.state import RuntimeState, TurnSpan
 
 META = CheckpointMeta("openai.responses.v1", "1.0.0", "continuous_conversation", "digest-1")
@@ -595,7 +595,7 @@ CHILD = textwrap.dedent(
     """
     import os, signal, sys
     from pathlib import Path
-    from turnstate.harness.checkpoints import Checkpoint, CheckpointMeta, SQLiteCheckpointStore
+    from turnstate.durable.checkpoints import Checkpoint, CheckpointMeta, SQLiteCheckpointStore
     from turnstate.strategies.state import RuntimeState, TurnSpan
 
     path, where, size = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])

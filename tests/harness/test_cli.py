@@ -17,14 +17,15 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
-from turnstate.harness.artifacts import sent_messages, step_name
-from turnstate.harness.cli import main
-from turnstate.harness.profile import DEFAULT_PROFILE
+from turnstate.cli import main
+from turnstate.durable.artifacts import sent_messages
+from turnstate.durable.layout import step_name
 from turnstate.local_provider import policy
 from turnstate.local_provider.server import LocalProvider
+from turnstate.session.profile import DEFAULT_PROFILE
 from turnstate.strategies import STRATEGIES
 
-CLI = [sys.executable, "-m", "turnstate.harness.cli"]
+CLI = [sys.executable, "-m", "turnstate.cli"]
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -327,8 +328,8 @@ def test_diagrams_of_a_run_whose_log_names_another_machine_than_its_meta_is_one_
 
 @pytest.mark.parametrize("profile", sorted((REPO / "profiles").glob("*.yaml")), ids=lambda path: path.name)
 def test_diagrams_of_a_profile_draw_the_one_configuration_it_assembles(tmp_path, profile):
-    from turnstate.harness.profile import load_profile
     from turnstate.machine.diagrams import to_dot
+    from turnstate.session.profile import load_profile
     from turnstate.strategies import MACHINES
 
     loaded = load_profile(profile)
@@ -428,7 +429,7 @@ def test_a_reply_that_names_the_api_key_as_its_action_is_redacted_on_the_termina
 
 
 def test_a_crash_shows_its_traceback_with_the_key_redacted_and_where_the_run_is_recorded(tmp_path, monkeypatch):
-    from turnstate.harness import scaffold
+    from turnstate.session import scaffold
 
     def crash(text, *rest):
         raise RuntimeError(f"cannot read {text!r}")
@@ -454,8 +455,8 @@ def test_a_crash_shows_its_traceback_with_the_key_redacted_and_where_the_run_is_
 
 SIGNALLING_RUN = """
 import os, signal, sys
-from turnstate.harness.artifacts import ArtifactWriter
-from turnstate.harness.cli import main
+from turnstate.durable.artifacts import ArtifactWriter
+from turnstate.cli import main
 
 meta_signal, step, *arguments = sys.argv[1:]
 write_whole, write_step = ArtifactWriter._write_whole, ArtifactWriter.write_step
@@ -502,7 +503,7 @@ def test_a_signal_while_run_meta_is_written_waits_until_it_is_whole_and_the_term
 
 
 def test_an_interrupt_before_the_run_folder_exists_says_nothing_was_recorded(tmp_path, monkeypatch):
-    from turnstate.harness import session
+    from turnstate.session import session
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

@@ -16,16 +16,17 @@ import yaml
 from click.testing import CliRunner, Result
 
 from turnstate.adapters.registry import ADAPTERS
-from turnstate.harness.artifacts import sent_messages, step_name
-from turnstate.harness.cli import main
-from turnstate.harness.environments import environment_ids
-from turnstate.harness.profile import load_profile, shipped_profiles
+from turnstate.cli import main
+from turnstate.durable.artifacts import sent_messages
+from turnstate.durable.layout import step_name
+from turnstate.environments import environment_ids
 from turnstate.local_provider.server import LocalProvider
+from turnstate.session.profile import load_profile, shipped_profiles
 from turnstate.strategies import STRATEGIES
 
 from ..arc_extra import needs_toolkit
 
-CLI = [sys.executable, "-m", "turnstate.harness.cli"]
+CLI = [sys.executable, "-m", "turnstate.cli"]
 SHIPPED = shipped_profiles()
 
 
@@ -440,8 +441,8 @@ def test_the_run_summary_table_names_the_run_folder(tmp_path):
 
 
 def test_show_prints_a_tool_rounds_calls_and_the_step_that_read_their_results(tmp_path):
-    from turnstate.harness.profile import DEFAULT_PROFILE, Profile
-    from turnstate.harness.runner import Runner
+    from turnstate.session.profile import DEFAULT_PROFILE, Profile
+    from turnstate.session.runner import Runner
 
     data = load_profile(DEFAULT_PROFILE).model_dump()
     data["environment"] = {"name": "catalog_hunt", "seed": 1, "options": {"levels": 1}}

@@ -15,13 +15,12 @@ import pytest
 from click.testing import CliRunner
 
 from turnstate.adapters.contract import Usage
-from turnstate.harness.accounting import CALLS
-from turnstate.harness.checkpoints import CHECKPOINT_FILE, KEY_VARIABLE
-from turnstate.harness.cli import main
-from turnstate.harness.environments import make_environment
-from turnstate.harness.events import EVENTS
-from turnstate.harness.profile import DEFAULT_PROFILE, load_profile
-from turnstate.harness.side_effects import JOURNAL, Journaled, JournaledEnvironment, JournalError, read_journal
+from turnstate.cli import main
+from turnstate.durable.checkpoints import KEY_VARIABLE
+from turnstate.durable.layout import CALLS, CHECKPOINT_FILE, EVENTS, JOURNAL
+from turnstate.durable.side_effects import Journaled, JournaledEnvironment, JournalError, read_journal
+from turnstate.environments import make_environment
+from turnstate.session.profile import DEFAULT_PROFILE, load_profile
 
 from .test_resume import killed_run
 from .test_run import with_changes
@@ -212,7 +211,7 @@ def test_the_refusal_of_a_damaged_store_names_the_flag_that_goes_on_from_the_rec
     assert resumed.exit_code == 1 and "turnstate resume --from-records" in resumed.stderr
 
 
-# -- the journal's own rules (harness/side_effects.py rule 4) ----------------------------------------
+# -- the journal's own rules (turnstate/durable/side_effects.py rule 4) ----------------------------------------
 
 
 def game():

@@ -15,11 +15,12 @@ from pathlib import Path
 
 import yaml
 
-from turnstate.harness.checkpoints import CHECKPOINT_FILE, KEY_VARIABLE, OPT_OUT, SQLiteCheckpointStore
-from turnstate.harness.events import EVENTS, check_events, read_events
-from turnstate.harness.profile import DEFAULT_PROFILE, PROFILES_DIR, load_profile
-from turnstate.harness.resume import checkpointed_events
-from turnstate.harness.runner import Runner
+from turnstate.durable.checkpoints import KEY_VARIABLE, OPT_OUT, SQLiteCheckpointStore
+from turnstate.durable.events import check_events, read_events
+from turnstate.durable.layout import CHECKPOINT_FILE, EVENTS
+from turnstate.durable.resume import checkpointed_events
+from turnstate.session.profile import DEFAULT_PROFILE, PROFILES_DIR, load_profile
+from turnstate.session.runner import Runner
 
 from .test_run import read_steps, with_changes
 
@@ -67,7 +68,7 @@ def test_a_run_killed_mid_game_keeps_every_turn_it_accepted_and_a_sound_event_lo
     profile_path = tmp_path / "long.yaml"
     profile_path.write_text(yaml.safe_dump(data))
     runs = tmp_path / "runs"
-    command = [sys.executable, "-m", "turnstate.harness.cli", "run", str(profile_path), "--out", str(runs)]
+    command = [sys.executable, "-m", "turnstate.cli", "run", str(profile_path), "--out", str(runs)]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy())
     try:
         deadline = time.monotonic() + 60

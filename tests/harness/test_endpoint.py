@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from turnstate.harness.endpoint import open_endpoint
-from turnstate.harness.profile import ClientConfig
+from turnstate.session.endpoint import open_endpoint
+from turnstate.session.profile import ClientConfig
 
 
 @pytest.mark.parametrize("base_url", ["local", "https://api.example.test/v1"])

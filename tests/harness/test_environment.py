@@ -8,7 +8,7 @@ from collections import deque
 
 import pytest
 
-from turnstate.harness.environments import (
+from turnstate.environments import (
     BUILTIN_ENVIRONMENTS,
     Environment,
     EnvironmentConfigError,

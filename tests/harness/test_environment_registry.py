@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from turnstate.harness.artifacts import sent_messages
-from turnstate.harness.environments import (
+from turnstate.durable.artifacts import sent_messages
+from turnstate.environments import (
     ENTRY_POINT_GROUP,
     EnvironmentConfigError,
     EnvironmentWarning,
@@ -28,9 +28,9 @@ from turnstate.harness.environments import (
     environment_ids,
     make_environment,
 )
-from turnstate.harness.environments.beacon_grid import BeaconGrid
-from turnstate.harness.profile import DEFAULT_PROFILE, ProfileError, load_profile, parse_profile
-from turnstate.harness.runner import Runner
+from turnstate.environments.beacon_grid import BeaconGrid
+from turnstate.session.profile import DEFAULT_PROFILE, ProfileError, load_profile, parse_profile
+from turnstate.session.runner import Runner
 
 CORRIDOR_SOURCE = Path(__file__).parent / "thirdparty" / "turnstate_corridor.py"
 # A module that leaves a mark when imported: a test that must import nothing asserts there is none
@@ -182,7 +182,7 @@ def test_validating_a_profile_whose_factory_raises_prints_one_line_and_no_traceb
     path.write_text(profile_naming("broken"))
     paths = [str(site), *filter(None, [os.environ.get("PYTHONPATH")])]
     done = subprocess.run(
-        [sys.executable, "-m", "turnstate.harness.cli", "validate", str(path)],
+        [sys.executable, "-m", "turnstate.cli", "validate", str(path)],
         capture_output=True,
         text=True,
         cwd=tmp_path,
@@ -246,3 +246,21 @@ def test_an_entry_point_whose_name_is_no_id_is_ignored_with_a_warning(site):
     install(site, "turnstate-corridor", {"corridor.v2": "turnstate_corridor:make"})
     with pytest.warns(EnvironmentWarning, match="'corridor.v2' .* its name is not an environment id"):
         assert environment_ids() == ["arc_agi3", "beacon_grid", "catalog_hunt"]
+
+
+def test_the_old_import_path_of_the_plugin_api_still_works_for_one_release_and_says_it_is_deprecated():
+    """A game package written against turnstate.harness.environments (before the house was cut into
+    floors) imports unchanged, its names the same objects, with a DeprecationWarning naming the new path."""
+    script = (
+        "import warnings\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    from turnstate.harness.environments import Frame, make_environment\n"
+        "    from turnstate.harness.environments.protocol import Receipt\n"
+        "import turnstate.environments as new\n"
+        "assert Frame is new.Frame and make_environment is new.make_environment and Receipt is new.Receipt\n"
+        "print([str(w.message) for w in caught if w.category is DeprecationWarning])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "import turnstate.environments instead" in done.stdout

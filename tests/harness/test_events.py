@@ -16,10 +16,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 from turnstate.adapters.contract import ToolCall, ToolResult
-from turnstate.harness.artifacts import REDACTED, Redactor
-from turnstate.harness.cli import main
-from turnstate.harness.events import (
-    EVENTS,
+from turnstate.cli import main
+from turnstate.durable.artifacts import REDACTED, Redactor
+from turnstate.durable.events import (
     AssistantMessageEvent,
     EventLog,
     EventLogError,
@@ -28,6 +27,7 @@ from turnstate.harness.events import (
     check_events,
     read_events,
 )
+from turnstate.durable.layout import EVENTS
 
 Records = list[dict[str, Any]]
 
@@ -132,7 +132,7 @@ def test_each_event_is_handed_to_the_os_as_it_is_written_so_a_kill_loses_no_whol
     path = tmp_path / EVENTS
     script = f"""
 import os, signal
-from turnstate.harness.events import EventLog
+from turnstate.durable.events import EventLog
 log = EventLog({str(path)!r}, redact=str)
 for turn in range(1, 4):
     log.user_input(turn=turn, step=turn, text="frame", source="observation")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from turnstate.harness.cli import main
+from turnstate.cli import main
 
 from .test_resume import long_default_profile
 

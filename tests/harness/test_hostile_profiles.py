@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from turnstate.harness.profile import DEFAULT_PROFILE, ProfileError, load_profile
+from turnstate.session.profile import DEFAULT_PROFILE, ProfileError, load_profile
 
 BASE = DEFAULT_PROFILE.read_bytes()
-CLI = [sys.executable, "-m", "turnstate.harness.cli"]
+CLI = [sys.executable, "-m", "turnstate.cli"]
 # How much longer than the CLI's own start a hostile file may take: a second for the load, and half
 # a second for the noise of a shared machine.
 CLI_MARGIN_SECONDS = 1.5

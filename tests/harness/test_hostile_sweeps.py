@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from turnstate.harness.profile import DEFAULT_PROFILE
-from turnstate.harness.sweep import SweepError, load_sweep
+from turnstate.session.profile import DEFAULT_PROFILE
+from turnstate.sweeps.plan import SweepError, load_sweep
 
-CLI = [sys.executable, "-m", "turnstate.harness.cli"]
+CLI = [sys.executable, "-m", "turnstate.cli"]
 ONE = b"id: x\nprofiles: [local-manual-rolling]\n"  # a sweep file that plans, to add one bad key to
 INVALID_PROFILE = DEFAULT_PROFILE.read_bytes().replace(b"max_actions: ", b"max_actions: -")  # one problem
 DUMP_MARKERS = ("pydantic", "Traceback", "validation error for", "For further information")

@@ -12,9 +12,9 @@ from itertools import count
 import pytest
 
 from turnstate import DEFAULT_PROFILE, Session, load_profile
-from turnstate.harness.artifacts import sent_messages
-from turnstate.harness.environments import make_environment
-from turnstate.harness.tool_results import FOLDER
+from turnstate.durable.artifacts import sent_messages
+from turnstate.durable.layout import TOOL_RESULTS
+from turnstate.environments import make_environment
 from turnstate.strategies.offload import pointer, ref_of
 
 from .test_run import with_changes
@@ -62,4 +62,4 @@ def test_a_stale_result_goes_out_as_its_pointer_exactly_from_the_profiles_bounda
     sent = [message["content"] for message in sent_messages(run_dir, session.steps)]
     shown = pointer(LOOKUP.name, ref_of(text), len(text))
     assert (shown in sent, text in sent) == (offloaded, not offloaded)
-    assert (run_dir / FOLDER / f"{ref_of(text)}.txt").is_file() is offloaded  # stored before it was sent
+    assert (run_dir / TOOL_RESULTS / f"{ref_of(text)}.txt").is_file() is offloaded  # stored before it was sent

@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from turnstate.harness import endpoint
-from turnstate.harness.profile import (
+from turnstate.local_provider.faults import Fault
+from turnstate.session import endpoint
+from turnstate.session.profile import (
     DEFAULT_PROFILE,
     PROFILES_DIR,
     ProfileError,
     load_profile,
     parse_profile,
 )
-from turnstate.local_provider.faults import Fault
 from turnstate.strategies.compaction import NativeByCall
 from turnstate.strategies.strategy import Backoff
 

@@ -13,9 +13,9 @@ import pytest
 from turnstate.adapters.chat_completions import ChatCompletionsAdapter
 from turnstate.adapters.contract import ModelRequest, ModelResponse, ProviderError, Usage
 from turnstate.adapters.responses import ResponsesAdapter
-from turnstate.harness.artifacts import ACTION_METADATA_BYTES, SUMMARY_INPUT, StepRecordError, sent_messages
-from turnstate.harness.events import EVENTS
-from turnstate.harness.runner import Runner
+from turnstate.durable.artifacts import ACTION_METADATA_BYTES, StepRecordError, sent_messages
+from turnstate.durable.layout import EVENTS, SUMMARY_INPUT
+from turnstate.session.runner import Runner
 from turnstate.strategies.summary import SUMMARY_INSTRUCTION
 
 from .test_run import CONTINUOUS, DEFAULT, HARNESS_SUMMARY, read_meta, read_steps, with_changes

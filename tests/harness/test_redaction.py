@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from turnstate.adapters.json_bytes import json_bytes
-from turnstate.harness.artifacts import MIN_SECRET_CHARS, OPAQUE_MIN_CHARS, REDACTED, ArtifactWriter, Redactor
+from turnstate.durable.artifacts import MIN_SECRET_CHARS, OPAQUE_MIN_CHARS, REDACTED, ArtifactWriter, Redactor
 
 SECRET = "sk-test-redaction-0123456789"
 BLOB = base64.urlsafe_b64encode(bytes(range(200, 256)) * 5).decode()  # 376 characters, as the local provider's
@@ -205,10 +205,10 @@ def test_a_key_is_redacted_by_value_only_when_it_is_long_enough_to_be_a_secret(k
 
 @pytest.mark.parametrize("key", PLACEHOLDER_KEYS)
 def test_a_run_with_a_placeholder_key_records_its_own_settings_and_resumes_under_them(tmp_path, monkeypatch, key):
-    from turnstate.harness.profile import DEFAULT_PROFILE, load_profile
-    from turnstate.harness.resume import run_profile
-    from turnstate.harness.runner import Runner
     from turnstate.local_provider.server import LocalProvider
+    from turnstate.session.profile import DEFAULT_PROFILE, load_profile
+    from turnstate.session.run_profile import run_profile
+    from turnstate.session.runner import Runner
 
     from .test_run import with_changes
 

@@ -11,13 +11,13 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import pytest
 
-from turnstate.harness.events import EVENTS
-from turnstate.harness.profile import PROFILES_DIR, load_profile
-from turnstate.harness.report import write_report
-from turnstate.harness.runner import Runner
+from turnstate.durable.layout import EVENTS
 from turnstate.local_provider import policy
 from turnstate.local_provider.faults import Fault
 from turnstate.local_provider.server import LocalProvider
+from turnstate.reports.folder import write_report
+from turnstate.session.profile import PROFILES_DIR, load_profile
+from turnstate.session.runner import Runner
 
 from .test_run import artifact_texts, with_changes
 

@@ -16,12 +16,12 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
-from turnstate.harness.cli import main
-from turnstate.harness.profile import DEFAULT_PROFILE, Profile, load_profile, resolve_profile
-from turnstate.harness.report import ReportError, write_report
-from turnstate.harness.report_plots import Marker, Rule, Series, interval_bars, number, strips, ticks, timeline
-from turnstate.harness.runner import Runner
-from turnstate.harness.sweep import summarize
+from turnstate.cli import main
+from turnstate.reports.folder import ReportError, write_report
+from turnstate.reports.plots import Marker, Rule, Series, interval_bars, number, strips, ticks, timeline
+from turnstate.session.profile import DEFAULT_PROFILE, Profile, load_profile, resolve_profile
+from turnstate.session.runner import Runner
+from turnstate.sweeps.plan import summarize
 
 SVG = "{http://www.w3.org/2000/svg}"
 HOSTILE = "<script>alert('x')</script> & \"quoted\""
@@ -376,7 +376,7 @@ def test_a_sweep_summary_as_an_object_of_profiles_and_comparisons_is_read_too(sw
 
 
 def test_a_sweep_of_several_environments_shows_each_profile_and_comparison_per_environment(sweep):
-    """summary.json as harness/sweep.py writes it for two environments."""
+    """summary.json as turnstate/sweeps/plan.py writes it for two environments."""
     rows = [
         result_line(f"{profile}-{game}", profile, outcome, environment=game, run_dir=f"runs/{profile}")
         for profile, game, outcome in (

@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from turnstate.harness.profile import load_profile, resolve_profile
-from turnstate.harness.report import write_report
-from turnstate.harness.runner import Runner
+from turnstate.reports.folder import write_report
+from turnstate.session.profile import load_profile, resolve_profile
+from turnstate.session.runner import Runner
 
 CHROMIUM = next((found for name in ("chromium", "chromium-browser") if (found := shutil.which(name))), None)
 pytestmark = pytest.mark.skipif(
@@ -82,7 +82,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     """Two real runs on the local provider, at once: `turnstate run` (the default profile) in a
     process of its own, and the harness-summary profile by the Runner here, as a sweep runs them."""
     sweep = tmp_path_factory.mktemp("sweep")
-    command = [sys.executable, "-m", "turnstate.harness.cli", "run", "--out", str(sweep / "runs")]
+    command = [sys.executable, "-m", "turnstate.cli", "run", "--out", str(sweep / "runs")]
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as cli:
         summary = run(sweep / "runs", "local-openai-harness-summary")
         printed, errors = cli.communicate(timeout=60)
@@ -119,7 +119,7 @@ def run(out: Path, profile: str) -> Path:
 
 
 def assemble_sweep(sweep: Path, runs: list[Path]) -> None:
-    """A sweep folder as `turnstate sweep` writes it (harness/report.py's schema), from the runs' run_meta.json."""
+    """A sweep folder as `turnstate sweep` writes it (turnstate/reports/folder.py's schema), from the runs' run_meta.json."""
     results = [result_line(sweep, run_dir) for run_dir in runs]
     (sweep / "sweep.json").write_text(
         json.dumps({"name": "browser-check", "profiles": sorted({r["profile"] for r in results})})

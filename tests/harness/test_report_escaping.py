@@ -1,5 +1,5 @@
 """Every text a report writes is escaped (issue 30): a run's and a sweep's texts are a model's, a
-provider's and a user's words, and harness/report_page.py's rule is that none of them becomes
+provider's and a user's words, and turnstate/reports/page.py's rule is that none of them becomes
 markup. test_report.py checks an action and the plots; here each place a page writes text (its
 title, its subtitle, the summary's facts and the outcome, the notes, each table's cells, the links,
 the plots' tooltips, the sweep's definition) gets a hostile string of its own, and the page must
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from turnstate.harness.profile import DEFAULT_PROFILE, load_profile
-from turnstate.harness.report import write_report
-from turnstate.harness.runner import Runner
+from turnstate.reports.folder import write_report
+from turnstate.session.profile import DEFAULT_PROFILE, load_profile
+from turnstate.session.runner import Runner
 
 from .test_report import assert_self_contained, result_line, write_lines
 from .test_run import with_changes

@@ -22,17 +22,17 @@ import yaml
 from click.testing import CliRunner
 
 from turnstate.adapters.contract import Usage
-from turnstate.harness.accounting import CALLS
-from turnstate.harness.artifacts import sent_messages
-from turnstate.harness.checkpoints import CHECKPOINT_FILE, KEY_VARIABLE, OPT_OUT, CheckpointError, SQLiteCheckpointStore
-from turnstate.harness.cli import main
-from turnstate.harness.endpoint import local_service_dir
-from turnstate.harness.events import EVENTS, check_events, read_events
-from turnstate.harness.profile import DEFAULT_PROFILE, PROFILES_DIR, Profile, load_profile
-from turnstate.harness.resume import ResumeError, run_profile
-from turnstate.harness.runner import Runner, RunResult
-from turnstate.harness.session import Point
-from turnstate.harness.side_effects import JOURNAL
+from turnstate.cli import main
+from turnstate.durable.artifacts import sent_messages
+from turnstate.durable.checkpoints import KEY_VARIABLE, OPT_OUT, CheckpointError, SQLiteCheckpointStore
+from turnstate.durable.events import check_events, read_events
+from turnstate.durable.layout import CALLS, CHECKPOINT_FILE, EVENTS, JOURNAL
+from turnstate.durable.resume import ResumeError
+from turnstate.session.endpoint import local_service_dir
+from turnstate.session.profile import DEFAULT_PROFILE, PROFILES_DIR, Profile, load_profile
+from turnstate.session.run_profile import run_profile
+from turnstate.session.runner import Runner, RunResult
+from turnstate.session.session import Point
 
 from .test_run import with_changes
 
@@ -205,7 +205,7 @@ def test_turnstate_run_sigkilled_at_a_random_turn_and_resumed_ends_with_the_unin
     baseline = Runner(load_profile(profile), tmp_path / "baseline").run()
     kill_after = random.Random(os.getpid()).randrange(3, baseline.accepted_actions - 3)
     runs = tmp_path / "runs"
-    command = [sys.executable, "-m", "turnstate.harness.cli", "run", str(profile), "--out", str(runs), "--json"]
+    command = [sys.executable, "-m", "turnstate.cli", "run", str(profile), "--out", str(runs), "--json"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         while process.poll() is None and len(list(runs.glob("*/step_*.json"))) < kill_after:

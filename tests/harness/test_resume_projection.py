@@ -1,4 +1,4 @@
-"""What a resume reads back from the event log (harness/resume.py): the accepted turns of the
+"""What a resume reads back from the event log (turnstate/durable/resume.py): the accepted turns of the
 projection, a switch's past calls of tools it no longer offers as text, and the log cut back to the
 last checkpoint."""
 
@@ -8,8 +8,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from turnstate.adapters.contract import ToolCall, ToolResult
-from turnstate.harness.events import EventLog, read_events
-from turnstate.harness.resume import cut_events, projected_turns
+from turnstate.durable.events import EventLog, read_events
+from turnstate.durable.resume import cut_events, projected_turns
 
 MARK = ToolCall("call_a", "MARK", {"x": 3, "y": 5})
 LOOK = ToolCall("call_b", "read_catalog", {"page": 1})

@@ -8,11 +8,11 @@ import json
 import pytest
 
 from tests.harness.test_resume import VARIANTS, invoke, killed_run
-from turnstate.harness.artifacts import sent_messages, step_transitions
-from turnstate.harness.checkpoints import KEY_VARIABLE, OPT_OUT
-from turnstate.harness.cli import _resume_notes
-from turnstate.harness.profile import PROFILES_DIR, load_profile
-from turnstate.harness.resume import committed_summary
+from turnstate.cli.commands import _resume_notes
+from turnstate.durable.artifacts import sent_messages, step_transitions
+from turnstate.durable.checkpoints import KEY_VARIABLE, OPT_OUT
+from turnstate.durable.resume import committed_summary
+from turnstate.session.profile import PROFILES_DIR, load_profile
 from turnstate.strategies.summary import BRIDGE
 
 

@@ -15,11 +15,11 @@ import signal
 from pathlib import Path
 
 from turnstate.adapters.contract import Usage
-from turnstate.harness.checkpoints import KEY_VARIABLE
-from turnstate.harness.profile import DEFAULT_PROFILE, PROFILES_DIR, Profile, load_profile
-from turnstate.harness.resume import run_profile, switched_profile
-from turnstate.harness.runner import Runner
-from turnstate.harness.session import Point
+from turnstate.durable.checkpoints import KEY_VARIABLE
+from turnstate.session.profile import DEFAULT_PROFILE, PROFILES_DIR, Profile, load_profile
+from turnstate.session.run_profile import run_profile, switched_profile
+from turnstate.session.runner import Runner
+from turnstate.session.session import Point
 
 from .test_resume import accepted_replies, invoke, journaled, killed_run, same_tokens
 from .test_run import read_meta, read_steps

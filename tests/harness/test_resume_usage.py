@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 
 from turnstate.adapters.contract import Usage
-from turnstate.harness.accounting import CALLS
-from turnstate.harness.checkpoints import KEY_VARIABLE
-from turnstate.harness.profile import PROFILES_DIR, load_profile
-from turnstate.harness.report import write_report
-from turnstate.harness.resume import run_profile
-from turnstate.harness.runner import Runner
-from turnstate.harness.session import Point
+from turnstate.durable.checkpoints import KEY_VARIABLE
+from turnstate.durable.layout import CALLS
+from turnstate.reports.folder import write_report
+from turnstate.session.profile import PROFILES_DIR, load_profile
+from turnstate.session.run_profile import run_profile
+from turnstate.session.runner import Runner
+from turnstate.session.session import Point
 
 from .test_resume import VARIANTS, baseline_calls, killed_run, same_tokens
 from .test_run import read_meta

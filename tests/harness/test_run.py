@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from turnstate.harness import artifacts
-from turnstate.harness.artifacts import sent_messages, step_transitions
-from turnstate.harness.profile import DEFAULT_PROFILE, PROFILES_DIR, LocalProviderConfig, Profile, load_profile
-from turnstate.harness.runner import Runner
+from turnstate.durable import artifacts
+from turnstate.durable.artifacts import sent_messages, step_transitions
 from turnstate.local_provider.exchange import MALFORMED_REPLY
 from turnstate.local_provider.faults import Fault
 from turnstate.local_provider.messages import COMPACTION_CONTENT
 from turnstate.local_provider.server import INVALID_API_KEY, LocalProvider
+from turnstate.session.profile import DEFAULT_PROFILE, PROFILES_DIR, LocalProviderConfig, Profile, load_profile
+from turnstate.session.runner import Runner
 from turnstate.strategies import manual_rolling
 from turnstate.strategies.state import TurnSpan
 from turnstate.strategies.summary import SUMMARY_INSTRUCTION, bridge_text
@@ -55,7 +55,7 @@ def read_meta(run_dir: Path) -> dict:
 
 def test_the_default_profile_runs_from_the_command_line_and_writes_artifacts(tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "turnstate.harness.cli", "run", "--out", str(tmp_path)], capture_output=True, text=True
+        [sys.executable, "-m", "turnstate.cli", "run", "--out", str(tmp_path)], capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
     assert "outcome" in done.stdout and "win" in done.stdout
@@ -208,7 +208,7 @@ def test_exhausted_retries_fail_closed_and_keep_every_failed_attempts_usage(tmp_
         [
             sys.executable,
             "-m",
-            "turnstate.harness.cli",
+            "turnstate.cli",
             "run",
             str(_write(tmp_path, profile)),
             "--out",
@@ -277,7 +277,7 @@ def test_a_missing_key_variable_is_a_clear_error(tmp_path):
         DEFAULT, client={"base_url": "http://127.0.0.1:9/v1", "api_key_env": "TURNSTATE_UNSET_KEY_VAR"}
     )
     done = subprocess.run(
-        [sys.executable, "-m", "turnstate.harness.cli", "run", str(_write(tmp_path, profile)), "--out", str(tmp_path)],
+        [sys.executable, "-m", "turnstate.cli", "run", str(_write(tmp_path, profile)), "--out", str(tmp_path)],
         capture_output=True,
         text=True,
     )
@@ -773,7 +773,7 @@ def test_a_signal_during_a_held_block_arrives_after_it_even_when_another_thread_
     import threading
     import time
 
-    from turnstate.harness import runner
+    from turnstate.session import runner
 
     def interrupt(signum, frame):
         raise KeyboardInterrupt
@@ -834,7 +834,7 @@ def echoing(profile: Profile, change):
 def test_an_opaque_value_the_provider_echoes_into_a_reply_is_redacted_in_the_step_record(tmp_path, profile):
     from dataclasses import replace
 
-    from turnstate.harness.artifacts import REDACTED
+    from turnstate.durable.artifacts import REDACTED
 
     echoed: list[str] = []
 
@@ -883,8 +883,8 @@ def test_a_reply_cut_to_fit_the_action_record_keeps_no_part_of_the_key(tmp_path)
 
     from turnstate.adapters.chat_completions import ChatCompletionsAdapter
     from turnstate.adapters.contract import ModelResponse
-    from turnstate.harness.artifacts import fitted
-    from turnstate.harness.endpoint import LOCAL_API_KEY
+    from turnstate.durable.artifacts import fitted
+    from turnstate.session.endpoint import LOCAL_API_KEY
 
     reply_text = "x" * 20_000  # past the 16 KB action record
     kept = len(fitted({"response_text": reply_text})[0]["response_text"].rsplit("\n[cut", 1)[0])

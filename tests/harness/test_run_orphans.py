@@ -14,14 +14,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from turnstate.harness.artifacts import ArtifactWriter, new_run_id, step_name
-from turnstate.harness.checkpoints import CHECKPOINT_FILE
-from turnstate.harness.profile import DEFAULT_PROFILE, load_profile
-from turnstate.harness.resume import RUN_META
-from turnstate.harness.runner import ORPHAN_AGE_SECONDS, Runner, remove_orphans
+from turnstate.durable.artifacts import ArtifactWriter
+from turnstate.durable.layout import CHECKPOINT_FILE, RUN_META, new_run_id, step_name
+from turnstate.session.profile import DEFAULT_PROFILE, load_profile
+from turnstate.session.runner import ORPHAN_AGE_SECONDS, Runner, remove_orphans
 
 PROFILE = load_profile(DEFAULT_PROFILE)
-CLI = [sys.executable, "-m", "turnstate.harness.cli"]
+CLI = [sys.executable, "-m", "turnstate.cli"]
 
 
 def opened_until_run_meta(out: Path, then: Callable[[], None]) -> int:

@@ -7,8 +7,8 @@ import pytest
 
 from turnstate.adapters.contract import ToolCall, ToolSpec
 from turnstate.adapters.registry import ADAPTERS
-from turnstate.harness import scaffold
-from turnstate.harness.scaffold import ParsedReply
+from turnstate.session import scaffold
+from turnstate.session.scaffold import ParsedReply
 
 MARK = ToolSpec(
     "MARK",

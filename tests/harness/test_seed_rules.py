@@ -19,12 +19,12 @@ import yaml
 from turnstate import Session
 from turnstate.adapters.anthropic_messages import MessagesAdapter
 from turnstate.adapters.contract import ModelRequest, ModelResponse, ProviderError
-from turnstate.harness.artifacts import compaction_name
-from turnstate.harness.checkpoints import CheckpointError
-from turnstate.harness.environments import make_environment
-from turnstate.harness.profile import PROFILES_DIR, Profile, ProfileError, load_profile, parse_profile
-from turnstate.harness.runner import Runner, RunResult
+from turnstate.durable.checkpoints import CheckpointError
+from turnstate.durable.layout import compaction_name
+from turnstate.environments import make_environment
 from turnstate.local_provider.server import LocalProvider
+from turnstate.session.profile import PROFILES_DIR, Profile, ProfileError, load_profile, parse_profile
+from turnstate.session.runner import Runner, RunResult
 from turnstate.strategies.compaction import HarnessSummary
 from turnstate.strategies.summary import SUMMARIZER_SYSTEM, SUMMARY_INSTRUCTION
 

@@ -11,10 +11,10 @@ import yaml
 
 from turnstate.adapters.contract import ModelRequest, RequestSettings, ToolSpec, server_message
 from turnstate.adapters.registry import descriptor_for
-from turnstate.harness import scaffold
-from turnstate.harness.endpoint import RunSetupError, open_endpoint
-from turnstate.harness.profile import PROFILES_DIR, ProfileError, parse_profile
-from turnstate.harness.session import Session
+from turnstate.session import scaffold
+from turnstate.session.endpoint import RunSetupError, open_endpoint
+from turnstate.session.profile import PROFILES_DIR, ProfileError, parse_profile
+from turnstate.session.session import Session
 
 WIRES = {  # a shipped profile of each adapter that takes extra fields
     "openai.chat_completions.v1": "llama-chat-manual-rolling",

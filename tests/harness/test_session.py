@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from turnstate import DEFAULT_PROFILE, FailedClosed, RuntimeState, Session, load_profile
-from turnstate.harness.environments import make_environment
+from turnstate.environments import make_environment
 
 from .test_run import with_changes
 

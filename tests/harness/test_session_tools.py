@@ -11,9 +11,10 @@ import pytest
 
 from turnstate import DEFAULT_PROFILE, Session, load_profile
 from turnstate.adapters.contract import ToolResult, ToolSpec
-from turnstate.harness.environments import make_environment
-from turnstate.harness.events import EVENTS, check_events, read_events
-from turnstate.harness.tool_results import READ_TOOL_RESULT_SPEC
+from turnstate.durable.events import check_events, read_events
+from turnstate.durable.layout import EVENTS
+from turnstate.durable.tool_results import READ_TOOL_RESULT_SPEC
+from turnstate.environments import make_environment
 from turnstate.strategies.offload import ref_of
 
 from .test_run import with_changes

@@ -15,10 +15,10 @@ import pytest
 from turnstate.adapters.contract import Endpoint, ModelResponse, RequestSettings
 from turnstate.adapters.registry import ADAPTERS, AdapterDescriptor
 from turnstate.adapters.tokens import estimate_text_tokens
-from turnstate.harness.profile import PROFILES_DIR, Profile, load_profile
-from turnstate.harness.runner import Runner
 from turnstate.local_provider.faults import Fault
 from turnstate.local_provider.server import LocalProvider
+from turnstate.session.profile import PROFILES_DIR, Profile, load_profile
+from turnstate.session.runner import Runner
 from turnstate.strategies.continuous_conversation import STRATEGY
 from turnstate.strategies.state import RuntimeState, TurnSpan
 from turnstate.strategies.summary import SUMMARY_INSTRUCTION, SummaryPass, summary_request

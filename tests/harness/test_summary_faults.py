@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from turnstate.harness.profile import PROFILES_DIR, Profile, load_profile
-from turnstate.harness.runner import Runner
 from turnstate.local_provider.faults import FAULT_KINDS, STATUS_FAULTS
+from turnstate.session.profile import PROFILES_DIR, Profile, load_profile
+from turnstate.session.runner import Runner
 
 NEVER_INSTALLED = sorted(
     STATUS_FAULTS  # an HTTP error before the reply

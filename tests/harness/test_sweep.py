@@ -1,4 +1,4 @@
-"""Sweeps (harness/sweep.py, harness/sweep_engines.py): the plan and its errors, the statistics, and
+"""Sweeps (turnstate/sweeps/plan.py, turnstate/sweeps/engines.py): the plan and its errors, the statistics, and
 the process pool playing real runs on the embedded local provider: results, resume, the cost cap,
 Ctrl-C and a hard-killed driver leaving no process behind."""
 
@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from turnstate.harness.profile import Profile, resolve_profile
-from turnstate.harness.sweep import (
+from turnstate.session.profile import Profile, resolve_profile
+from turnstate.sweeps.engines import PoolEngine, _driving, run_sweep
+from turnstate.sweeps.plan import (
     RESULT_COLUMNS,
     SweepError,
     load_sweep,
@@ -26,7 +27,6 @@ from turnstate.harness.sweep import (
     summarize,
     wilson,
 )
-from turnstate.harness.sweep_engines import PoolEngine, _driving, run_sweep
 
 from .test_resume import killed_run
 
@@ -111,9 +111,7 @@ def test_bad_bytes_in_a_sweep_file_are_named_as_a_profiles_are(tmp_path):
 
 def test_the_cli_names_a_bad_sweep_without_a_traceback(tmp_path):
     path = sweep_file(tmp_path, text="id: x\nprofiles: [local-manual-rolling]\nengine: slurm\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "turnstate.harness.cli", "sweep", str(path)], capture_output=True, text=True
-    )
+    done = subprocess.run([sys.executable, "-m", "turnstate.cli", "sweep", str(path)], capture_output=True, text=True)
     assert done.returncode == 1 and "engine" in done.stderr and "Traceback" not in done.stderr
 
 
@@ -268,7 +266,7 @@ def _started_sweep(tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
     path = sweep_file(tmp_path, text=SLOW_RUNS)
     out = tmp_path / "out"
     driver = subprocess.Popen(
-        [sys.executable, "-m", "turnstate.harness.cli", "sweep", str(path), "--out", str(out)],
+        [sys.executable, "-m", "turnstate.cli", "sweep", str(path), "--out", str(out)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

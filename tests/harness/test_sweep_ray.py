@@ -1,4 +1,4 @@
-"""The Ray engine (harness/sweep_ray.py) on real runs against the embedded local provider: a local
+"""The Ray engine (turnstate/sweeps/ray_engine.py) on real runs against the embedded local provider: a local
 Ray started once for the module (`ray.init(num_cpus=2)`), the pool test's four runs, a run whose
 worker is SIGKILLed mid-way retried and resumed without replaying an action, Ctrl-C leaving no run
 playing, and a hard-killed driver leaving no process behind. Skipped without Ray."""
@@ -22,11 +22,11 @@ ray = pytest.importorskip(
     "ray", reason="Ray is not installed (pip install -e '.[ray]' in turnstate's checkout): the Ray engine is not tested"
 )
 
-from turnstate.harness import sweep_ray  # noqa: E402
-from turnstate.harness.profile import PROFILES_DIR  # noqa: E402
-from turnstate.harness.sweep import load_sweep, run_folder  # noqa: E402
-from turnstate.harness.sweep_engines import run_sweep  # noqa: E402
-from turnstate.harness.sweep_ray import RayEngine, RayEngineError  # noqa: E402
+from turnstate.session.profile import PROFILES_DIR  # noqa: E402
+from turnstate.sweeps import ray_engine as sweep_ray  # noqa: E402
+from turnstate.sweeps.engines import run_sweep  # noqa: E402
+from turnstate.sweeps.plan import load_sweep, run_folder  # noqa: E402
+from turnstate.sweeps.ray_engine import RayEngine, RayEngineError  # noqa: E402
 
 from .test_cli import invoke  # noqa: E402
 from .test_sweep import sweep_file  # noqa: E402
@@ -118,7 +118,7 @@ def _started_sweep(tmp_path: Path, address: str) -> tuple[subprocess.Popen[str],
     path = sweep_file(tmp_path, text=TWO_LONGER_RUNS)
     out = tmp_path / "out"
     driver = subprocess.Popen(
-        [sys.executable, "-m", "turnstate.harness.cli", "sweep", str(path), "--out", str(out), "--ray", address],
+        [sys.executable, "-m", "turnstate.cli", "sweep", str(path), "--out", str(out), "--ray", address],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -9,9 +9,10 @@ import json
 
 import pytest
 
-from turnstate.harness.events import EVENTS, check_events
-from turnstate.harness.profile import PROFILES_DIR, Profile, load_profile
-from turnstate.harness.runner import Runner
+from turnstate.durable.events import check_events
+from turnstate.durable.layout import EVENTS
+from turnstate.session.profile import PROFILES_DIR, Profile, load_profile
+from turnstate.session.runner import Runner
 from turnstate.strategies.offload import pointer, ref_of
 
 from .test_run import read_steps, with_changes

@@ -1,4 +1,4 @@
-"""The offloaded tool-result store and the read_tool_result tool (harness/tool_results.py): written
+"""The offloaded tool-result store and the read_tool_result tool (turnstate/durable/tool_results.py): written
 once under the run folder, or kept in memory; paged back in the design's format; every call it
 cannot answer refused with a reason the model reads."""
 
@@ -8,8 +8,8 @@ import pytest
 
 from turnstate.adapters.chat_completions import ChatMessages
 from turnstate.adapters.contract import ToolResult
-from turnstate.harness.environments.protocol import ToolRefused
-from turnstate.harness.tool_results import PAGE_CHARS, READ_TOOL_RESULT_SPEC, ToolResultStore
+from turnstate.durable.tool_results import PAGE_CHARS, READ_TOOL_RESULT_SPEC, ToolResultStore
+from turnstate.environments.protocol import ToolRefused
 from turnstate.strategies.offload import READ_TOOL_RESULT, Offload, project, ref_of
 
 TEXT = "".join(f"line {number:03d}: é✓\r\n" for number in range(700))  # 9800 characters, some not ASCII

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from turnstate.harness.environments import make_environment
+from turnstate.environments import make_environment
 
 Schema = Mapping[str, Any]
 NO_ARGUMENTS: Schema = {"type": "object", "properties": {}}

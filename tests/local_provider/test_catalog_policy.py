@@ -9,8 +9,8 @@ from collections.abc import Mapping
 
 import pytest
 
-from turnstate.harness.environments import GameState, make_environment
-from turnstate.harness.environments.catalog_hunt import CatalogHunt
+from turnstate.environments import GameState, make_environment
+from turnstate.environments.catalog_hunt import CatalogHunt
 from turnstate.local_provider import catalog_policy, policy
 from turnstate.local_provider.catalog_policy import catalog_reply, catalog_summary, catalog_think
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from google import genai
 
-from turnstate.harness.environments import GameState, make_environment
+from turnstate.environments import GameState, make_environment
 from turnstate.local_provider.server import LocalProvider
 
 from .test_interactions import MODEL, SUMMARIES, SYSTEM, Step, accumulated, ask, client_for, replayed, text_of, user

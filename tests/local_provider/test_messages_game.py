@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import anthropic
 import pytest
 
-from turnstate.harness.environments import GameState, make_environment
+from turnstate.environments import GameState, make_environment
 from turnstate.local_provider.server import LocalProvider
 
 from .test_messages import COMPACT, MAX_TOKENS, MODEL, SYSTEM, THINKING, Turn, client_for, replayed, text_of, user

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from turnstate.harness.environments import Frame, GameState, make_environment
+from turnstate.environments import Frame, GameState, make_environment
 from turnstate.local_provider.policy import reply
 
 Exchange = tuple[str, str]  # (frame text sent as user, policy reply)

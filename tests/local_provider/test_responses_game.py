@@ -16,7 +16,7 @@ import openai
 import pytest
 from openai.types.responses import Response
 
-from turnstate.harness.environments import Frame, GameState, make_environment
+from turnstate.environments import Frame, GameState, make_environment
 from turnstate.local_provider.server import LocalProvider
 
 from .test_policy import LOST_MEMORY_SEEDS

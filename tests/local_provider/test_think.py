@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from turnstate.adapters.tokens import estimate_text_tokens
-from turnstate.harness.environments import GameState, make_environment
+from turnstate.environments import GameState, make_environment
 from turnstate.local_provider.policy import reply, summarize, think
 from turnstate.strategies.summary import SummaryPass, bridge_text, summary_instruction
 

@@ -18,7 +18,7 @@ from typing import Any
 import openai
 import pytest
 
-from turnstate.harness.environments import GameState, make_environment
+from turnstate.environments import GameState, make_environment
 from turnstate.local_provider.policy import asked_calls, offered_calls
 from turnstate.local_provider.server import LocalProvider
 

@@ -18,7 +18,7 @@ from turnstate.machine.engine import SEPARATOR, MachineSpec
 from turnstate.strategies import MACHINES
 
 REPO = Path(__file__).resolve().parents[2]
-CLI = [sys.executable, "-m", "turnstate.harness.cli"]
+CLI = [sys.executable, "-m", "turnstate.cli"]
 FULL = {name: spec for name, spec in MACHINES.items() if name.startswith("continuous_conversation.")}
 PICTURES = {**{name: {name: spec} for name, spec in MACHINES.items()}, "continuous_conversation": FULL}
 

@@ -14,10 +14,10 @@ import pytest
 from tests.harness.test_resume import killed_run
 from tests.harness.test_run import with_changes
 from tests.real_server.conftest import Exchange, RecordingProxy
-from turnstate.harness import scaffold
-from turnstate.harness.environments import make_environment
-from turnstate.harness.profile import PROFILES_DIR, Profile, load_profile
-from turnstate.harness.runner import Runner
+from turnstate.environments import make_environment
+from turnstate.session import scaffold
+from turnstate.session.profile import PROFILES_DIR, Profile, load_profile
+from turnstate.session.runner import Runner
 
 PROFILES = (
     "llama-chat-manual-rolling",

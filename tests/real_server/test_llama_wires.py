@@ -27,8 +27,8 @@ from turnstate.adapters.contract import (
     ToolSpec,
 )
 from turnstate.adapters.responses import ResponsesAdapter
-from turnstate.harness.profile import PROFILES_DIR, load_profile
-from turnstate.harness.session import Session
+from turnstate.session.profile import PROFILES_DIR, load_profile
+from turnstate.session.session import Session
 
 LOOK = ToolSpec(
     "look",

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from tests.real_server.conftest import KEY
-from turnstate.harness.endpoint import LOCAL_API_KEY
 from turnstate.local_provider.server import LocalProvider
+from turnstate.session.endpoint import LOCAL_API_KEY
 
 MODEL = "local-policy-1"
 USER = "LEVEL 1/1 | STATE NOT_FINISHED\nWhich action?"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 
-from turnstate.harness.environments import RESET, EnvironmentConfigError, Frame, GameState, Receipt
+from turnstate.environments import RESET, EnvironmentConfigError, Frame, GameState, Receipt
 
 LEFT, RIGHT, ENTER = "ACTION3", "ACTION4", "ACTION5"
 FLOOR_CELLS = 5
