@@ -8,9 +8,15 @@ The Python API for your own agent loop (README: "Python API"):
 - `RuntimeState`: the accepted state (`Session.accepted_state`), serializable with `to_json`.
 """
 
-from turnstate.session.profile import DEFAULT_PROFILE, Profile, ProfileError, load_profile, parse_profile
-from turnstate.session.session import FailedClosed, RunResult, Session, Turn
-from turnstate.strategies.state import RuntimeState
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from turnstate.session.profile import DEFAULT_PROFILE, Profile, ProfileError, load_profile, parse_profile
+    from turnstate.session.session import FailedClosed, RunResult, Session, Turn
+    from turnstate.strategies.state import RuntimeState
 
 __version__ = "0.1.0"
 
@@ -26,3 +32,20 @@ __all__ = [
     "load_profile",
     "parse_profile",
 ]
+
+_HOMES = {
+    **dict.fromkeys(("DEFAULT_PROFILE", "Profile", "ProfileError", "load_profile", "parse_profile"), "session.profile"),
+    **dict.fromkeys(("FailedClosed", "RunResult", "Session", "Turn"), "session.session"),
+    "RuntimeState": "strategies.state",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The API's names load their modules when first used, so `import turnstate` (and the command
+    line's start) loads no engine, SDK or local provider."""
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'turnstate' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"turnstate.{home}"), name)
+    globals()[name] = value
+    return value
