@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 
 BYTES_PER_TOKEN = 4
 MESSAGE_OVERHEAD_TOKENS = 4
+MIN_CONTEXT_TOKENS = 256  # the smallest context budget or local window that holds a frame and a reply
 
 
 def estimate_text_tokens(text: str) -> int:

@@ -47,8 +47,8 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from turnstate.adapters.contract import Endpoint, ModelRequest, ModelResponse, ProviderAdapter, ProviderError
 from turnstate.adapters.json_bytes import json_bytes
-from turnstate.durable.artifacts import ArtifactWriter
 from turnstate.durable.layout import step_name
+from turnstate.durable.writer import ArtifactWriter
 from turnstate.local_provider.server import LocalProvider
 from turnstate.session.endpoint import LOCAL_API_KEY
 from turnstate.session.profile import DEFAULT_PROFILE, Profile, load_profile

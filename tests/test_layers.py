@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 import tomllib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -187,3 +189,45 @@ def test_the_layout_check_finds_a_file_name_spelled_in_code_and_not_in_a_docstri
     source = tmp_path / "spelled.py"
     source.write_text('"""Reads run_meta.json."""\n\nMETA = "run_meta.json"\nSTEP = f"step_{1:06d}.json"\n')
     assert list(spelled_names(source)) == ["spelled.py:3: 'run_meta.json'", "spelled.py:4: 'step_'"]
+
+
+# -- what a start loads -----------------------------------------------------------------------------
+HEAVY = (
+    "turnstate.machine",
+    "turnstate.local_provider",
+    "transitions",
+    "openai",
+    "anthropic",
+    "google.genai",
+    "pydantic",
+)
+
+
+def loaded_by(code: str) -> list[str]:
+    """The heavy modules (the engine, the local provider, an SDK, pydantic) that running `code` in a
+    fresh interpreter loads."""
+    script = f"import sys\n{code}\nprint('\\n'.join(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return [name for name in done.stdout.split() if name.startswith(HEAVY)]
+
+
+def test_import_turnstate_and_the_commands_help_load_no_engine_sdk_or_local_provider():
+    assert loaded_by("import turnstate") == []
+    assert (
+        loaded_by(
+            "import contextlib, io\n"
+            "from turnstate.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+            "    main(['--help'])\n"
+            "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+            "    main(['run', '--help'])\n"
+        )
+        == []
+    )
+
+
+def test_the_api_names_load_on_first_use_and_an_adapter_imports_without_the_engine():
+    assert "turnstate.local_provider.server" in loaded_by("from turnstate import Session")
+    adapter = loaded_by("import turnstate.adapters.responses")
+    assert "openai" in adapter and not [name for name in adapter if name.startswith("turnstate.machine")]

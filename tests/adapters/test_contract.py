@@ -29,7 +29,8 @@ from turnstate.adapters.contract import (
     ToolSpec,
 )
 from turnstate.adapters.registry import ADAPTERS, AdapterDescriptor
-from turnstate.durable.artifacts import OPAQUE_KEYS, REDACTED, ArtifactWriter, Redactor
+from turnstate.durable.redaction import OPAQUE_KEYS, REDACTED, Redactor
+from turnstate.durable.writer import ArtifactWriter
 from turnstate.local_provider.exchange import MALFORMED_REPLY
 from turnstate.local_provider.faults import Fault
 from turnstate.local_provider.routes import ROUTES
@@ -37,7 +38,7 @@ from turnstate.local_provider.server import LocalProvider
 from turnstate.strategies import STRATEGIES
 
 REPO = Path(__file__).resolve().parents[2]
-API_KEY = "sk-test-contract-key"  # long enough to be redacted by value (artifacts.MIN_SECRET_CHARS)
+API_KEY = "sk-test-contract-key"  # long enough to be redacted by value (redaction.MIN_SECRET_CHARS)
 SYSTEM = "You play beacon_grid. Answer with one ACTION line."
 FRAME = "LEVEL 1/1 | STATE NOT_FINISHED\nBEACON (level 1): dark\n#####\n#@.A#\n#####\nSTANDING ON: floor"
 TRANSCRIPT_METHODS = ("user_items", "reply_items", "tool_result_items", "estimate_tokens", "readable")

@@ -12,12 +12,8 @@ from turnstate.adapters.chat_completions import ChatMessages
 from turnstate.adapters.contract import ModelRequest, Usage
 from turnstate.durable.artifacts import (
     ACTION_METADATA_BYTES,
-    REDACTED,
-    ArtifactWriter,
     Attempt,
     CallKind,
-    Redactor,
-    TransitionLines,
     compaction_record,
     fitted,
     item_descriptor,
@@ -26,6 +22,9 @@ from turnstate.durable.artifacts import (
     step_record,
 )
 from turnstate.durable.layout import step_name
+from turnstate.durable.redaction import REDACTED, Redactor
+from turnstate.durable.transition_log import TransitionLines
+from turnstate.durable.writer import ArtifactWriter
 from turnstate.strategies.events import ReportSummary
 from turnstate.strategies.summary import SummaryPass
 

@@ -455,7 +455,7 @@ def test_a_crash_shows_its_traceback_with_the_key_redacted_and_where_the_run_is_
 
 SIGNALLING_RUN = """
 import os, signal, sys
-from turnstate.durable.artifacts import ArtifactWriter
+from turnstate.durable.writer import ArtifactWriter
 from turnstate.cli import main
 
 meta_signal, step, *arguments = sys.argv[1:]

@@ -17,7 +17,6 @@ from click.testing import CliRunner, Result
 
 from turnstate.adapters.contract import ToolCall, ToolResult
 from turnstate.cli import main
-from turnstate.durable.artifacts import REDACTED, Redactor
 from turnstate.durable.events import (
     AssistantMessageEvent,
     EventLog,
@@ -28,6 +27,7 @@ from turnstate.durable.events import (
     read_events,
 )
 from turnstate.durable.layout import EVENTS
+from turnstate.durable.redaction import REDACTED, Redactor
 
 Records = list[dict[str, Any]]
 

@@ -15,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from turnstate.adapters.json_bytes import json_bytes
-from turnstate.durable.artifacts import MIN_SECRET_CHARS, OPAQUE_MIN_CHARS, REDACTED, ArtifactWriter, Redactor
+from turnstate.durable.redaction import MIN_SECRET_CHARS, OPAQUE_MIN_CHARS, REDACTED, Redactor
+from turnstate.durable.writer import ArtifactWriter
 
 SECRET = "sk-test-redaction-0123456789"
 BLOB = base64.urlsafe_b64encode(bytes(range(200, 256)) * 5).decode()  # 376 characters, as the local provider's

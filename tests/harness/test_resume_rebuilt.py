@@ -8,10 +8,9 @@ import json
 import pytest
 
 from tests.harness.test_resume import VARIANTS, invoke, killed_run
-from turnstate.cli.commands import _resume_notes
 from turnstate.durable.artifacts import sent_messages, step_transitions
 from turnstate.durable.checkpoints import KEY_VARIABLE, OPT_OUT
-from turnstate.durable.resume import committed_summary
+from turnstate.durable.resume import committed_summary, resume_notes
 from turnstate.session.profile import PROFILES_DIR, load_profile
 from turnstate.strategies.summary import BRIDGE
 
@@ -47,15 +46,15 @@ def test_a_keyless_resume_after_a_harness_summary_starts_from_that_summary_and_s
 
 def test_the_resume_notes_name_a_rebuild_what_it_left_out_and_a_start_over():
     rebuilt = {"continuation": "rebuilt from the projection", "dropped_turns": 4, "from_summary": None}
-    (note,) = _resume_notes({**rebuilt, "switched": {"from": {}, "to": {}}})
+    (note,) = resume_notes({**rebuilt, "switched": {"from": {}, "to": {}}})
     assert "a switch drops the provider's opaque state" in note
     assert "the 4 oldest turns did not fit the context budget and were left out" in note
-    (note,) = _resume_notes({**rebuilt, "dropped_turns": 0, "switched": None, "torn_lines": []})
+    (note,) = resume_notes({**rebuilt, "dropped_turns": 0, "switched": None, "torn_lines": []})
     assert "TURNSTATE_CHECKPOINT_KEY=off" in note and "left out" not in note
-    assert _resume_notes({"continuation": "restored", "torn_lines": ["events.jsonl"]}) == [
+    assert resume_notes({"continuation": "restored", "torn_lines": ["events.jsonl"]}) == [
         "cut a torn last line (a kill mid-write) off events.jsonl"
     ]
-    (note,) = _resume_notes({"continuation": "none (no turn was accepted: the run starts again)"})
+    (note,) = resume_notes({"continuation": "none (no turn was accepted: the run starts again)"})
     assert "the run started again from its first step" in note
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from turnstate.durable import artifacts
+from turnstate.durable import redaction
 from turnstate.durable.artifacts import sent_messages, step_transitions
 from turnstate.local_provider.exchange import MALFORMED_REPLY
 from turnstate.local_provider.faults import Fault
@@ -834,7 +834,7 @@ def echoing(profile: Profile, change):
 def test_an_opaque_value_the_provider_echoes_into_a_reply_is_redacted_in_the_step_record(tmp_path, profile):
     from dataclasses import replace
 
-    from turnstate.durable.artifacts import REDACTED
+    from turnstate.durable.redaction import REDACTED
 
     echoed: list[str] = []
 
@@ -906,7 +906,7 @@ def test_a_reply_cut_to_fit_the_action_record_keeps_no_part_of_the_key(tmp_path)
 
 def test_the_progress_shows_an_action_as_the_step_record_has_it_redacted(tmp_path, monkeypatch):
     monkeypatch.setenv("TURNSTATE_TEST_KEY", "ACTION1")  # a key that is also an action's name
-    monkeypatch.setattr(artifacts, "MIN_SECRET_CHARS", 1)  # redacted by value, however short (it is no placeholder)
+    monkeypatch.setattr(redaction, "MIN_SECRET_CHARS", 1)  # redacted by value, however short (it is no placeholder)
     shown = []
     with LocalProvider() as provider:
         client = {"base_url": provider.openai_base_url, "api_key_env": "TURNSTATE_TEST_KEY"}

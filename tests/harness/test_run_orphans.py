@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from turnstate.durable.artifacts import ArtifactWriter
 from turnstate.durable.layout import CHECKPOINT_FILE, RUN_META, new_run_id, step_name
+from turnstate.durable.writer import ArtifactWriter
 from turnstate.session.profile import DEFAULT_PROFILE, load_profile
 from turnstate.session.runner import ORPHAN_AGE_SECONDS, Runner, remove_orphans
 

@@ -1,5 +1,5 @@
 """`python -m turnstate.cli`: the `turnstate` command."""
 
-from turnstate.cli.commands import main
+from turnstate.cli import main
 
 main()

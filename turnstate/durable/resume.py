@@ -464,3 +464,32 @@ def torn_files(run_dir: Path) -> list[str]:
         except FileNotFoundError:
             continue
     return torn
+
+
+def resume_notes(resumed: Mapping[str, Any]) -> list[str]:
+    """What a resume did that the run would not have done uninterrupted, from its entry in run_meta's
+    `resumes`: lines it cut, and an accepted state it did not restore (with what that left out)."""
+    notes = []
+    recovered = resumed.get("from_records")
+    if isinstance(recovered, dict):
+        notes.append(
+            f"went on from the run's records past a damaged checkpoint store ({'; '.join(recovered['damage'])}); "
+            f"it was set aside as {recovered['set_aside']}"
+        )
+    if resumed.get("torn_lines"):
+        notes.append(f"cut a torn last line (a kill mid-write) off {', '.join(resumed['torn_lines'])}")
+    continuation = resumed.get("continuation")
+    if continuation == "rebuilt from the projection":
+        why = "a switch drops" if resumed.get("switched") else "with TURNSTATE_CHECKPOINT_KEY=off the run does not keep"
+        note = f"the accepted state was rebuilt from the conversation's plain texts: {why} the provider's opaque state"
+        if resumed.get("from_summary"):
+            note += f"; it starts from the run's summary {resumed['from_summary']} ({compaction_name(resumed['from_summary'])})"
+        if resumed.get("dropped_turns"):
+            note += (
+                f"; the {resumed['dropped_turns']} oldest turns did not fit the context budget and were left out "
+                "(the model no longer sees them)"
+            )
+        notes.append(note)
+    elif isinstance(continuation, str) and continuation.startswith("none"):
+        notes.append("no turn had been accepted: the run started again from its first step")
+    return notes

@@ -20,7 +20,6 @@ elsewhere."""
 
 from __future__ import annotations
 
-import os
 import re
 from collections import Counter
 from collections.abc import Mapping
@@ -31,9 +30,12 @@ from typing import Any
 
 import graphviz
 
-from turnstate.durable.artifacts import Redactor, TransitionLogError, read_transition_log
 from turnstate.durable.events import AssistantMessageEvent, ToolCallEvent, read_events
 from turnstate.durable.layout import CALLS, EVENTS, FAILED_TURN, JOURNAL, RUN_META, STEP_FILE, STEP_GLOB, TRANSITIONS
+from turnstate.durable.redaction import Redactor
+from turnstate.durable.transition_log import TransitionLogError, read_transition_log
+from turnstate.machine import diagrams as drawing
+from turnstate.reports.diagrams import declared_strategies, run_pictures
 from turnstate.reports.page import (
     ReportError,
     display,
@@ -63,6 +65,7 @@ from turnstate.reports.plots import (
     Series,
     timeline,
 )
+from turnstate.reports.text import nested, run_redactor
 
 FIX = "restore the run folder as `turnstate run` wrote it"
 
@@ -135,28 +138,13 @@ def read_run(folder: Path) -> Run:
         run.failed_turn = redactor.scrub(failed) if isinstance(failed, dict) else None
     if (folder / TRANSITIONS).is_file():
         try:
-            run.transitions, warnings = read_transition_log(folder / TRANSITIONS, declared=_declared(meta))
+            run.transitions, warnings = read_transition_log(folder / TRANSITIONS, declared=declared_strategies(meta))
         except TransitionLogError as error:
             raise ReportError(str(error)) from None
         run.notes += warnings
     else:
         run.notes.append(f"no {TRANSITIONS}: no transition counts to draw")
     return run
-
-
-def run_redactor(meta: Any) -> Redactor:
-    """What a page or a command shows of a run passes a redactor, as everything a run prints does: the
-    records were written redacted, but a folder may come from elsewhere. It knows the run's key if
-    this shell holds it."""
-    key_env = nested(meta, "settings", "client", "api_key_env")
-    return Redactor(secrets=[os.environ.get(key_env, "")] if isinstance(key_env, str) else ())
-
-
-def nested(data: Any, *keys: str) -> Any:
-    """data[key][key]..., or None where a level is missing or not a mapping."""
-    for key in keys:
-        data = data.get(key) if isinstance(data, dict) else None
-    return data
 
 
 USAGE_KEYS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens")
@@ -184,23 +172,6 @@ def _step(path: Path, redactor: Redactor) -> Step:
         compaction=redactor.scrub(record["compaction"]) if isinstance(record.get("compaction"), dict) else None,
         trimmed=dropped if isinstance(dropped := nested(record, "request", "dropped"), int) else 0,
     )
-
-
-def _declared(meta: Any) -> list[str]:
-    from turnstate.strategies import STRATEGIES
-
-    return ran_strategies(meta) or list(STRATEGIES)
-
-
-def ran_strategies(meta: Any) -> list[str]:
-    """The strategies a run played, in order: the one its run_meta.json names, after each one a
-    switch (`resumes[].switched`) came from; empty when it names none turnstate knows."""
-    from turnstate.strategies import STRATEGIES
-
-    resumes = nested(meta, "resumes")
-    switched = [nested(resume, "switched", "from", "strategy") for resume in resumes or () if isinstance(resume, dict)]
-    ran = [*switched, nested(meta, "strategy")]
-    return [name for name in dict.fromkeys(ran) if isinstance(name, str) and name in STRATEGIES]
 
 
 # The page.
@@ -459,26 +430,17 @@ def _incidents(run: Run) -> str:
 
 def _diagram(run: Run) -> list[str]:
     """The configuration that ran, each row with the times it fired in this run; rows it never took dashed."""
-    from turnstate.machine import diagrams as drawing
-
     if not run.transitions:
         return [note("no transitions recorded: nothing to draw")]
     parts = []
-    for machine, counts in drawing.run_counts(run.transitions).items():
-        name, machines = configuration_for(run.meta, machine)
-        drawn = {key for spec in machines.values() for row in spec.rows() for key in spec.log_keys(row)}
-        undrawn = sum(fired for key, fired in counts.items() if key not in drawn)
-        if undrawn:
-            parts.append(
-                note(
-                    f"{undrawn} transitions of {machine} are not rows of its current table (a run of another version?); not drawn"
-                )
-            )
+    for picture in run_pictures(run.meta, run.transitions):
+        if picture.undrawn:
+            parts.append(note(picture.undrawn))
         try:
-            svg = drawing.render_svg(drawing.to_dot(machines, counts)).decode("utf-8")
+            svg = drawing.render_svg(drawing.to_dot(picture.machines, picture.counts)).decode("utf-8")
         except graphviz.ExecutableNotFound:
             return [note("Graphviz's `dot` is not installed (apt-get install graphviz): the diagram is left out")]
-        svg = svg[svg.index("<svg") :].replace("<svg", f'<svg id="diagram-{_ident(name)}" class="machine"', 1)
+        svg = svg[svg.index("<svg") :].replace("<svg", f'<svg id="diagram-{_ident(picture.name)}" class="machine"', 1)
         parts.append(f'<div class="diagram" id="diagram">{svg}</div>')
     parts.insert(0, note("Each transition with the times this run took it; dashed: never taken in this run."))
     return parts
@@ -486,32 +448,6 @@ def _diagram(run: Run) -> list[str]:
 
 def _ident(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "-", name)
-
-
-def ran_configuration(meta: Any) -> tuple[str, dict[str, Any]] | None:
-    """The configuration a run_meta.json names (`strategy`, `runtime.compaction.kind`), as {name: its
-    machine}; None when it names none turnstate draws."""
-    from turnstate.strategies import STRATEGIES, configuration_name
-
-    strategy = STRATEGIES.get(str(nested(meta, "strategy")))
-    kind = nested(meta, "runtime", "compaction", "kind")
-    if strategy is None or kind not in strategy.specs:
-        return None
-    name = configuration_name(strategy, kind)
-    return name, {name: strategy.specs[kind]}
-
-
-def configuration_for(meta: Any, machine: str) -> tuple[str, dict[str, Any]]:
-    """The configuration the run's run_meta.json names; for another machine the log names (a switch's
-    earlier strategy, whose compaction run_meta.json no longer records) or without one, every
-    configuration of that strategy."""
-    from turnstate.strategies import STRATEGIES, configuration_name
-
-    strategy = STRATEGIES[machine]
-    ran = ran_configuration(meta)
-    if ran is not None and nested(meta, "strategy") == machine:
-        return ran
-    return machine, {configuration_name(strategy, each): spec for each, spec in strategy.specs.items()}
 
 
 FILES = (RUN_META, EVENTS, CALLS, TRANSITIONS, FAILED_TURN, JOURNAL)

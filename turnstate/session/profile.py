@@ -32,6 +32,7 @@ from turnstate.adapters.contract import (
     ToolSpec,
 )
 from turnstate.adapters.registry import UnknownAdapter, descriptor_for
+from turnstate.adapters.tokens import MIN_CONTEXT_TOKENS
 from turnstate.durable.accounting import Prices
 from turnstate.durable.layout import ID_PATTERN
 from turnstate.local_provider.faults import FaultKind, first_repeated_ordinal
@@ -46,7 +47,6 @@ LOCAL = "local"
 PROFILES_DIR = Path(str(importlib.resources.files("turnstate.profiles")))  # the shipped profiles, however installed
 DEFAULT_PROFILE = PROFILES_DIR / "local-manual-rolling.yaml"
 
-MIN_CONTEXT_TOKENS = 256  # the smallest context budget or local window that holds a frame and a reply
 # The longest single wait a profile may ask for (a request timeout, one backoff wait, a scheduled
 # Retry-After): beyond it a setting is a typo, and far beyond it the clock arithmetic overflows.
 MAX_WAIT_SECONDS = 3600.0

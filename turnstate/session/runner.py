@@ -35,8 +35,8 @@ from typing import Any
 
 from turnstate.adapters.contract import Endpoint, ProviderAdapter, ToolCall, ToolResult, ToolSpec
 from turnstate.adapters.registry import descriptor_for
-from turnstate.durable.artifacts import Redactor
 from turnstate.durable.layout import ENVIRONMENT_RECORDINGS, JOURNAL, RUN_ID, RUN_META, recorded_steps
+from turnstate.durable.redaction import Redactor
 from turnstate.durable.resume import ResumeError
 from turnstate.durable.side_effects import REFUSED, JournaledEnvironment, action_key, reset_key
 from turnstate.environments import RESET, Environment, Frame, GameState, make_environment

@@ -64,11 +64,8 @@ from turnstate.adapters.contract import (
 from turnstate.adapters.registry import descriptor_for
 from turnstate.durable.accounting import Ledger, UsageJournal
 from turnstate.durable.artifacts import (
-    ArtifactWriter,
     Attempt,
     CallKind,
-    Redactor,
-    TransitionLines,
     compaction_record,
     failed_turn_record,
     request_delta,
@@ -99,6 +96,7 @@ from turnstate.durable.layout import (
     new_run_id,
     step_name,
 )
+from turnstate.durable.redaction import Redactor
 from turnstate.durable.resume import (
     RecordsPosition,
     ResumeError,
@@ -115,6 +113,8 @@ from turnstate.durable.resume import (
 )
 from turnstate.durable.side_effects import JournalError
 from turnstate.durable.tool_results import READ_TOOL_RESULT_SPEC, ToolResultStore
+from turnstate.durable.transition_log import TransitionLines
+from turnstate.durable.writer import ArtifactWriter
 from turnstate.environments.protocol import ToolRefused, readable_reasoning
 from turnstate.machine.engine import Effect, Event, LiveMachine
 from turnstate.session import scaffold
