@@ -154,7 +154,7 @@ def test_the_floors_are_read_from_the_installed_layout():
     graph = import_graph()
     assert {floor_of(module) for module in graph} == set(FLOOR)
     assert "turnstate.session.session" in graph["turnstate.session.runner"]
-    assert "turnstate.durable.layout" in graph["turnstate.durable.checkpoints"]
+    assert "turnstate.durable.layout" in graph["turnstate.durable.checkpoints.stores"]
 
 
 # -- one owner of the run folder's names ------------------------------------------------------------

@@ -612,11 +612,12 @@ CHILD = textwrap.dedent(
         store.commit(Checkpoint({"step": turn + 1}, state, facts=[{"step": turn + 1}]))
     (path.parent / "committed.json").write_text(state.to_json())
     if where == "inside the transaction":
-        statements = SQLiteCheckpointStore._statements
-        def killed(self, *arguments):  # the commit's rows written, then a kill before its COMMIT
-            self._open_connection().create_function("die", 0, lambda: os.kill(os.getpid(), signal.SIGKILL))
-            return [*statements(self, *arguments), ("SELECT die()", ())]
-        SQLiteCheckpointStore._statements = killed
+        from turnstate.durable.checkpoints import sqlite as backend
+        statements = backend._statements
+        def killed(*arguments):  # the commit's rows written, then a kill before its COMMIT
+            store._open_connection().create_function("die", 0, lambda: os.kill(os.getpid(), signal.SIGKILL))
+            return [*statements(*arguments), ("SELECT die()", ())]
+        backend._statements = killed
         store.commit(Checkpoint({"step": 6}, grown(state, 5).replace(payload={"items": [{"big": os.urandom(size * 25).hex()}]}, turns=()), facts=[{"step": 6}]))
     else:
         os.kill(os.getpid(), signal.SIGKILL)

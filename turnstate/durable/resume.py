@@ -35,6 +35,7 @@ import json
 import os
 import re
 from collections.abc import Collection, Iterable, Mapping
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,7 @@ import orjson
 from turnstate.adapters.contract import ToolCall, ToolResult, Usage
 from turnstate.durable.accounting import UsageJournal
 from turnstate.durable.artifacts import is_count
-from turnstate.durable.checkpoints import CheckpointError, ProjectionMark, SQLiteCheckpointStore
+from turnstate.durable.checkpoints import CheckpointError, ProjectionMark, open_run_store
 from turnstate.durable.events import AssistantMessageEvent, EventsRead, ToolCallEvent, audit, log_position, parse_event
 from turnstate.durable.jsonl import whole_lines
 from turnstate.durable.layout import (
@@ -396,7 +397,8 @@ def audit_run(run_dir: Path) -> EventsRead:
     read = audit(path)
     extra: list[str] = []
     try:
-        with SQLiteCheckpointStore(run_dir / CHECKPOINT_FILE, continuation=False) as store:
+        store = open_run_store(run_dir, continuation=False)
+        with closing(store):
             restored = store.latest()
     except CheckpointError as error:
         if (run_dir / CHECKPOINT_FILE).exists():

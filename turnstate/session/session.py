@@ -78,16 +78,16 @@ from turnstate.durable.checkpoints import (
     Checkpoint,
     CheckpointError,
     CheckpointMeta,
+    CheckpointStore,
     DamagedStore,
     ProjectionMark,
     RestoredCheckpoint,
-    SQLiteCheckpointStore,
-    set_aside,
+    open_run_store,
+    set_aside_run_store,
 )
 from turnstate.durable.events import EventLog, EventLogError, Status
 from turnstate.durable.layout import (
     CALLS,
-    CHECKPOINT_FILE,
     EVENTS,
     FAILED_TURN,
     RUN_META,
@@ -410,7 +410,7 @@ class Session:
         self._stack = ExitStack()
         self._writer: ArtifactWriter | None = None
         self.events: EventLog | None = None  # events.jsonl, when the session writes artifacts
-        self.checkpoints: SQLiteCheckpointStore | None = None  # checkpoints.sqlite3, likewise
+        self.checkpoints: CheckpointStore | None = None  # checkpoints.sqlite3, likewise
         self._turn: _OpenTurn | None = None
         self._finished: tuple[str, str | None, int] | None = None
         self._started = time.perf_counter()
@@ -818,14 +818,14 @@ class Session:
 
     def _resumed_checkpoints(
         self, run_dir: Path, system_prompt: str, previous: Mapping[str, Any]
-    ) -> tuple[SQLiteCheckpointStore, RestoredCheckpoint | None]:
+    ) -> tuple[CheckpointStore, RestoredCheckpoint | None]:
         """The store a resume goes on from and its last checkpoint, once the run's records agree with
         it. When they do not, or the store cannot be read whole, the resume is refused, unless it goes
         on from the records (`from_records`): the damaged store is then set aside (checkpoints.py, rule
         10) and a new one holds the checkpoint the records make (resume.position_from_records), whose
         state is rebuilt from the projection. What only the old store held is lost: the continuation,
         a caller's own facts, the exact count of failed attempts."""
-        store: SQLiteCheckpointStore | None = None
+        store: CheckpointStore | None = None
         try:
             store = self._open_checkpoints(run_dir, system_prompt)
             restored = store.latest()
@@ -842,7 +842,7 @@ class Session:
         if store is not None:
             store.close()
         position = position_from_records(run_dir)
-        aside = set_aside(run_dir / CHECKPOINT_FILE)
+        aside = set_aside_run_store(run_dir)
         after = position.checkpoint - 1 if position is not None else 0
         store = self._open_checkpoints(run_dir, system_prompt, numbered_after=after)
         if position is not None:
@@ -863,7 +863,7 @@ class Session:
 
     def _open_checkpoints(
         self, run_dir: Path, system_prompt: str, numbered_after: int | None = None
-    ) -> SQLiteCheckpointStore:
+    ) -> CheckpointStore:
         """The run's checkpoint store: made for a new run, opened for a resumed one, refusing a
         checkpoint of another configuration or system prompt unless the session switches (then it may
         differ in adapter, model, strategy and system prompt: SWITCHABLE)."""
@@ -875,8 +875,8 @@ class Session:
             self.profile.digest(),
             hashlib.sha256(system_prompt.encode()).hexdigest(),
         )
-        store = SQLiteCheckpointStore(
-            run_dir / CHECKPOINT_FILE,
+        store = open_run_store(
+            run_dir,
             meta,
             accept=SWITCHABLE if self._switch else (),
             create=self._resume_dir is None or numbered_after is not None,
