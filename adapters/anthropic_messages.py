@@ -422,7 +422,7 @@ class MessagesAdapter:
         try:
             MessagesOptions.model_validate(dict(options))
         except ValidationError as error:
-            return schema_problems(error.errors(), "see the Messages options in README.md")
+            return schema_problems(error.errors(), "see request.options in docs/profiles.md")
         return []
 
     def build_request(self, request: ModelRequest) -> dict[str, Any]:

@@ -353,7 +353,7 @@ class InteractionsAdapter:
         try:
             parsed = GeminiOptions.model_validate(dict(options))
         except ValidationError as error:
-            return schema_problems(error.errors(), "see the Gemini options in README.md")
+            return schema_problems(error.errors(), "see request.options in docs/profiles.md")
         if strategy == "continuous_conversation" and parsed.generation_config.thinking_summaries != "auto":
             return [
                 OptionProblem(

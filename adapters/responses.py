@@ -342,7 +342,7 @@ class ResponsesAdapter:
         try:
             parsed = ResponsesOptions.model_validate(dict(options))
         except ValidationError as error:
-            return schema_problems(error.errors(), "see the Responses options in README.md")
+            return schema_problems(error.errors(), "see request.options in docs/profiles.md")
         return cls.option_rules(parsed, strategy, compaction)
 
     @classmethod

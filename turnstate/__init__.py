@@ -1,6 +1,6 @@
 """turnstate: an LLM agent's runtime state, carried across turns as explicit state machines.
 
-The Python API for your own agent loop (README: "Python API"):
+The Python API for your own agent loop (README: "Python API"; docs/python-api.md):
 
 - `Session`: open it from a profile (`load_profile`) as a context manager; `observe` an input, get
   the model's `Turn`, then `accept` or `reject` it: only what you accept commits.

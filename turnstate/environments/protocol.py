@@ -165,7 +165,7 @@ class EnvironmentConfigError(ValueError):
         self,
         problem: str,
         key: str = "options",
-        fix: str = "see the environment's options in its documentation (README.md for beacon_grid)",
+        fix: str = "see the environment's options in its documentation (docs/profiles.md for beacon_grid)",
     ) -> None:
         super().__init__(problem)
         self.key, self.fix = key, fix

@@ -3,7 +3,7 @@ and writing it whole.
 
 A page is one file with everything inline (style, SVG), no script and no address outside the page
 but the relative links it makes to files beside it: it opens offline, from a copied folder, years on.
-Every text a page shows passes `escape` (here, or in report_plots): a run's texts are a model's and
+Every text a page shows passes `escape` (here, or in plots.py): a run's texts are a model's and
 a provider's words, and must never become markup."""
 
 from __future__ import annotations

@@ -1041,7 +1041,7 @@ def _explain(item: Any, model: type[BaseModel]) -> tuple[str, str, str]:
     if kind == "missing":
         return path, "required key is missing", "add it"
     got = item.get("input")
-    return path, f"{item['msg']} (got {got!r})", _FIXES.get(kind, "see the profile reference in README.md")
+    return path, f"{item['msg']} (got {got!r})", _FIXES.get(kind, "see the profile reference in docs/profiles.md")
 
 
 _FIXES = {

@@ -29,8 +29,8 @@ whatever ends the session, an interrupt or a crash included).
 Durable: with an `out_dir`, each accepted reply is a checkpoint (turnstate/durable/checkpoints.py) before
 `accept` returns, so before its caller performs anything; the events go to events.jsonl and each
 call's usage to calls.jsonl. `Session(profile, resume=run_dir)` goes on from the last checkpoint (a
-kill, a crash, or with `switch` another adapter, model or strategy): see `_resume`, and README's
-"Durable runs".
+kill, a crash, or with `switch` another adapter, model or strategy): see `_resume`, and
+docs/durable-runs.md.
 """
 
 from __future__ import annotations

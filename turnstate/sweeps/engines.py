@@ -11,7 +11,7 @@ only starts a run and says when one has ended:
   WATCHDOG_SECONDS), so a hard-killed driver leaves no run playing on; Ctrl-C reaches the runs
   (one process group) and each records its end as `interrupted`, which the next `turnstate sweep`
   resumes from its checkpoint; a run still going after STOP_SECONDS is killed (its checkpoint holds).
-- `RayEngine` (sweep_ray.py): each run a Ray task on an existing cluster.
+- `RayEngine` (ray_engine.py): each run a Ray task on an existing cluster.
 
 A run that fails outside the run's own handling (its process killed, an error the runner raises) is a
 row with outcome `error` and a one-line message; the sweep goes on with the others.

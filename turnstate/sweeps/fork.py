@@ -1,4 +1,4 @@
-"""Imported last by the sweep pool's server process (sweep_engines.preloaded_modules): it leaves what
+"""Imported last by the sweep pool's server process (engines.preloaded_modules): it leaves what
 the server holds, turnstate and the SDKs imported, out of garbage collection for good.
 
 Each run's process is forked from that server. Python's documentation advises exactly this before a

@@ -28,7 +28,7 @@ never started starts. The cost cap counts every ended run's cost, skipped ones i
 starts once it is reached (the runs in flight finish), and the runs it kept from starting are rows
 with outcome `not_started`.
 
-Engines (sweep_engines.py): a local process pool, one process per run (the default: nothing to
+Engines (engines.py): a local process pool, one process per run (the default: nothing to
 install), or Ray tasks on an existing cluster (`engine: ray` or `--ray ADDRESS`).
 """
 
