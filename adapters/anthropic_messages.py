@@ -90,6 +90,7 @@ from turnstate.adapters.contract import (
     OptionProblem,
     ProviderError,
     ReplyShape,
+    RequestBounds,
     RequestSettings,
     SummaryCompaction,
     TokenCount,
@@ -113,6 +114,7 @@ from turnstate.adapters.tokens import MESSAGE_OVERHEAD_TOKENS, estimate_text_tok
 
 COMPACTION_BETA = "compact-2026-09-04"
 OLD_COMPACTION_BETA = "compact-2026-01-12"  # threshold compaction (context_management edits): refused
+MIN_THINKING_BUDGET = 1024  # the SDK's ThinkingConfigEnabledParam: ">=1024 and less than max_tokens"
 _STOP_ERRORS = {"refusal": ErrorKind.REFUSAL, "max_tokens": ErrorKind.TRUNCATED, "pause_turn": ErrorKind.TRANSIENT}
 _TRANSIENT_STATUS = {408, 409, 429, 529}
 # An error event mid-stream arrives with status 200: its type says whether a retry can help.
@@ -424,6 +426,36 @@ class MessagesAdapter:
         except ValidationError as error:
             return schema_problems(error.errors(), "see request.options in docs/profiles.md")
         return []
+
+    @classmethod
+    def check_limits(cls, bounds: RequestBounds) -> list[OptionProblem]:
+        """A thinking budget is enabled thinking's alone, and below the max_tokens of every request that
+        carries it: action requests and compaction requests alike (thinking counts toward max_tokens)."""
+        thinking = bounds.options.get("thinking")
+        if not thinking:
+            return []
+        key, kind, budget = "request.options.thinking.budget_tokens", thinking["type"], thinking.get("budget_tokens")
+        if kind != "enabled":
+            if budget is not None:
+                return [OptionProblem(key, f"thinking type {kind} takes no budget", "remove it, or set type: enabled")]
+            return []
+        if budget is None:
+            return [
+                OptionProblem(
+                    key,
+                    "thinking type enabled needs a budget",
+                    f"add one of at least {MIN_THINKING_BUDGET}, below request.max_output_tokens",
+                )
+            ]
+        return [
+            OptionProblem(
+                key,
+                f"{budget} is not below {cap_key} {cap}, and thinking counts toward a request's max_tokens",
+                f"make it at most {cap - 1}" if cap > MIN_THINKING_BUDGET else f"raise {cap_key} above it",
+            )
+            for cap_key, cap in bounds.output_caps
+            if budget >= cap
+        ]
 
     def build_request(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {

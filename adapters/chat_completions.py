@@ -70,6 +70,7 @@ from turnstate.adapters.contract import (
     OptionProblem,
     ProviderError,
     ReplyShape,
+    RequestBounds,
     RequestSettings,
     SummaryCompaction,
     TokenCount,
@@ -293,6 +294,11 @@ class ChatCompletionsAdapter:
         cls, options: Mapping[str, Any], strategy: str, compaction: str, model: str = ""
     ) -> list[OptionProblem]:
         return [OptionProblem(key, "Chat Completions takes no request.options", "remove it") for key in options]
+
+    @classmethod
+    def check_limits(cls, bounds: RequestBounds) -> list[OptionProblem]:
+        """Chat Completions servers bound nothing across a profile's sections that validation can know."""
+        return []
 
     def build_request(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {

@@ -471,6 +471,23 @@ class OptionProblem(NamedTuple):
     fix: str
 
 
+@dataclass(frozen=True)
+class RequestBounds:
+    """The values a run's requests carry that a provider bounds across a profile's sections (its
+    `check_limits`): each output cap sent, with its profile key (the action request's first), the
+    context budget, and request.options. Validation names what the provider would refuse with a 400
+    once the run is under way."""
+
+    output_caps: tuple[tuple[str, int], ...]
+    max_context_length: int
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def max_output_tokens(self) -> int:
+        """The action request's output cap (request.max_output_tokens)."""
+        return self.output_caps[0][1]
+
+
 def refused_options(options: Mapping[str, Any], refused: Mapping[str, tuple[str, str]]) -> list[OptionProblem]:
     """The options an adapter refuses by name (key -> (problem, fix)) that `options` sets."""
     return [OptionProblem(key, *refused[key]) for key in refused if key in options]
@@ -592,6 +609,12 @@ class ProviderAdapter(Protocol):
         cls, options: Mapping[str, Any], strategy: str, compaction: str, model: str = ""
     ) -> list[OptionProblem]:
         """What is wrong with `request.options` for this strategy, compaction and model; empty if nothing."""
+        ...
+
+    @classmethod
+    def check_limits(cls, bounds: RequestBounds) -> list[OptionProblem]:
+        """What the provider refuses of the values the run sends, where a refusal spans the profile's
+        sections (check_options sees the options alone): each named by its profile key path."""
         ...
 
     def build_request(self, request: ModelRequest) -> dict[str, Any]: ...

@@ -73,6 +73,7 @@ from turnstate.adapters.contract import (
     OptionProblem,
     ProviderError,
     ReplyShape,
+    RequestBounds,
     RequestSettings,
     SummaryCompaction,
     TokenCount,
@@ -93,6 +94,7 @@ from turnstate.adapters.contract import (
 from turnstate.adapters.tokens import MESSAGE_OVERHEAD_TOKENS, estimate_text_tokens
 
 API_VERSION = "v1beta"
+TEMPERATURE_RANGE = (0.0, 2.0)  # what the Interactions service takes (local_provider's SAMPLING_RANGES)
 MODEL_STEPS = ("thought", "model_output", "function_call")
 _TRANSIENT_STATUS = {408, 409, 429}
 _CONTEXT_OVERFLOW = "exceeds the maximum number of tokens allowed"
@@ -363,6 +365,21 @@ class InteractionsAdapter:
                 )
             ]
         return []
+
+    @classmethod
+    def check_limits(cls, bounds: RequestBounds) -> list[OptionProblem]:
+        """A temperature in the range the Interactions service takes."""
+        low, high = TEMPERATURE_RANGE
+        temperature = (bounds.options.get("generation_config") or {}).get("temperature")
+        if temperature is None or low <= temperature <= high:
+            return []
+        return [
+            OptionProblem(
+                "request.options.generation_config.temperature",
+                f"{temperature} is outside Gemini's range {low:g}-{high:g}",
+                f"use a value from {low:g} to {high:g}",
+            )
+        ]
 
     def build_request(self, request: ModelRequest) -> dict[str, Any]:
         config = self.options.generation_config.model_dump(exclude_none=True)

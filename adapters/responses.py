@@ -79,6 +79,7 @@ from turnstate.adapters.contract import (
     OptionProblem,
     ProviderError,
     ReplyShape,
+    RequestBounds,
     RequestSettings,
     SummaryCompaction,
     TokenCount,
@@ -102,6 +103,8 @@ ENCRYPTED_REASONING = "reasoning.encrypted_content"
 RESPONSE_ONLY_FIELDS = {"reasoning": "status", "compaction": "created_by"}  # item type -> field replay drops
 RESPONSES_PATH = "/responses"
 COMPACT_PATH = "/responses/compact"
+MIN_OUTPUT_TOKENS = 16  # OpenAI's spec: CreateResponse.max_output_tokens minimum 16
+MIN_COMPACT_THRESHOLD = 1000  # OpenAI's spec: ContextManagementParam.compact_threshold minimum 1000
 TEXT_PARTS = ("output_text", "input_text")
 ERROR_PREFIX = "ERROR: "  # how a failed tool call's output says so (function_call_output has no flag)
 _INCOMPLETE_ERRORS = {"max_output_tokens": ErrorKind.TRUNCATED, "content_filter": ErrorKind.REFUSAL}
@@ -344,6 +347,45 @@ class ResponsesAdapter:
         except ValidationError as error:
             return schema_problems(error.errors(), "see request.options in docs/profiles.md")
         return cls.option_rules(parsed, strategy, compaction)
+
+    @classmethod
+    def check_limits(cls, bounds: RequestBounds) -> list[OptionProblem]:
+        """Every output cap sent is at least the API's floor, and an inline compaction's threshold is
+        at least its minimum and leaves room for the output cap, or it could never fire before the
+        context budget is spent."""
+        problems = [
+            OptionProblem(
+                key,
+                f"{cap} is below the Responses API's floor of {MIN_OUTPUT_TOKENS} output tokens",
+                f"make it at least {MIN_OUTPUT_TOKENS}",
+            )
+            for key, cap in bounds.output_caps
+            if cap < MIN_OUTPUT_TOKENS
+        ]
+        output, capacity = bounds.max_output_tokens, bounds.max_context_length
+        for index, setting in enumerate(bounds.options.get("context_management") or ()):
+            key, threshold = (
+                f"request.options.context_management.{index}.compact_threshold",
+                setting["compact_threshold"],
+            )
+            if threshold < MIN_COMPACT_THRESHOLD:
+                problems.append(
+                    OptionProblem(
+                        key,
+                        f"{threshold} is below the Responses API's minimum of {MIN_COMPACT_THRESHOLD}",
+                        f"make it at least {MIN_COMPACT_THRESHOLD}",
+                    )
+                )
+            elif threshold + output > capacity:
+                problems.append(
+                    OptionProblem(
+                        key,
+                        f"{threshold} + request.max_output_tokens {output} = {threshold + output} exceeds "
+                        f"agent.max_context_length {capacity}, so a request just below it would not fit",
+                        f"set it at most {capacity - output}",
+                    )
+                )
+        return problems
 
     @classmethod
     def option_rules(cls, options: ResponsesOptions, strategy: str, compaction: str) -> list[OptionProblem]:

@@ -24,6 +24,7 @@ from turnstate.adapters.contract import (
     ModelResponse,
     ProviderAdapter,
     ProviderError,
+    RequestBounds,
     RequestSettings,
     ToolResult,
     ToolSpec,
@@ -119,6 +120,16 @@ def test_each_registered_adapter_loads_from_the_file_its_descriptor_names(descri
 def test_each_registered_adapter_implements_only_known_strategies(descriptor):
     assert descriptor.strategies
     assert set(descriptor.strategies) <= set(STRATEGIES)
+
+
+def test_each_registered_adapter_keeps_its_providers_limits_and_a_profile_within_them_passes(descriptor):
+    """A provider's limits across a profile's sections live with its adapter (check_limits), so adding
+    an adapter edits no harness file; the profile tests hold each refusal."""
+    within = RequestBounds((("request.max_output_tokens", 1024),), 16_000, {})
+    assert descriptor.load().check_limits(within) == []
+    if descriptor.api_surface == "responses":  # the Responses API's floor of 16 output tokens
+        (problem,) = descriptor.load().check_limits(RequestBounds((("request.max_output_tokens", 8),), 16_000))
+        assert problem.path == "request.max_output_tokens" and "floor of 16" in problem.problem
 
 
 def test_a_reply_is_normalized_into_text_usage_a_stop_reason_and_replayable_items(descriptor, stream):

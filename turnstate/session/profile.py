@@ -16,7 +16,7 @@ import importlib.resources
 import json
 import math
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
@@ -28,6 +28,7 @@ from turnstate.adapters.contract import (
     DEFAULT_MAX_REPLY_BYTES,
     OutputLimitParam,
     ProviderAdapter,
+    RequestBounds,
     RequestSettings,
     ToolSpec,
 )
@@ -349,9 +350,11 @@ class Profile(_Section):
                     "make it smaller than agent.max_context_length",
                 )
         self._check_trigger()
-        provider_limits = _PROVIDER_LIMITS.get(descriptor.adapter_id)
-        if provider_limits is not None:
-            provider_limits(self)
+        limits = adapter.check_limits(
+            RequestBounds(tuple(self._output_caps()), self.agent.max_context_length, self.request.options)
+        )
+        if limits:
+            raise _Contradiction(*limits[0])
         if self.client.local is not None and not self.client.is_local:
             raise _Contradiction(
                 "client.local",
@@ -552,89 +555,6 @@ def _check_compaction(compaction: CompactionConfig, adapter: type[ProviderAdapte
                     "only a compaction by a call" if key == "summary_max_output_tokens" else "only a harness_summary"
                 )
                 raise _Contradiction(f"runtime.compaction.{key}", f"{problem} compaction has it", "remove it")
-
-
-# What each provider refuses of the values a profile sends, where the refusal spans the profile's
-# sections (an adapter's check_options sees its options alone, not the output caps or the context
-# budget), so that validation, not the provider's 400 once the run is under way, names them.
-RESPONSES_MIN_OUTPUT_TOKENS = 16  # OpenAI's spec: CreateResponse.max_output_tokens minimum 16
-RESPONSES_MIN_COMPACT_THRESHOLD = 1000  # OpenAI's spec: ContextManagementParam.compact_threshold minimum 1000
-ANTHROPIC_MIN_THINKING_BUDGET = 1024  # the SDK's ThinkingConfigEnabledParam: ">=1024 and less than max_tokens"
-GEMINI_TEMPERATURE = (0.0, 2.0)  # the range the Interactions service checks (local_provider's SAMPLING_RANGES)
-
-
-def _responses_limits(profile: Profile) -> None:
-    """Every output cap sent to the Responses API is at least its floor, and an inline compaction's
-    threshold is at least its minimum and leaves room for the output cap, or it could never fire
-    before the context budget is spent."""
-    for key, cap in profile._output_caps():
-        if cap < RESPONSES_MIN_OUTPUT_TOKENS:
-            raise _Contradiction(
-                key,
-                f"{cap} is below the Responses API's floor of {RESPONSES_MIN_OUTPUT_TOKENS} output tokens",
-                f"make it at least {RESPONSES_MIN_OUTPUT_TOKENS}",
-            )
-    output, capacity = profile.request.max_output_tokens, profile.agent.max_context_length
-    for index, setting in enumerate(profile.request.options.get("context_management") or ()):
-        key, threshold = f"request.options.context_management.{index}.compact_threshold", setting["compact_threshold"]
-        if threshold < RESPONSES_MIN_COMPACT_THRESHOLD:
-            raise _Contradiction(
-                key,
-                f"{threshold} is below the Responses API's minimum of {RESPONSES_MIN_COMPACT_THRESHOLD}",
-                f"make it at least {RESPONSES_MIN_COMPACT_THRESHOLD}",
-            )
-        if threshold + output > capacity:
-            raise _Contradiction(
-                key,
-                f"{threshold} + request.max_output_tokens {output} = {threshold + output} exceeds "
-                f"agent.max_context_length {capacity}, so a request just below it would not fit",
-                f"set it at most {capacity - output}",
-            )
-
-
-def _anthropic_limits(profile: Profile) -> None:
-    """A thinking budget is enabled thinking's alone, and below the max_tokens of every request that
-    carries it: action requests and compaction requests alike (thinking counts toward max_tokens)."""
-    thinking = profile.request.options.get("thinking")
-    if not thinking:
-        return
-    key, kind, budget = "request.options.thinking.budget_tokens", thinking["type"], thinking.get("budget_tokens")
-    if kind != "enabled":
-        if budget is not None:
-            raise _Contradiction(key, f"thinking type {kind} takes no budget", "remove it, or set type: enabled")
-        return
-    if budget is None:
-        raise _Contradiction(
-            key,
-            "thinking type enabled needs a budget",
-            f"add one of at least {ANTHROPIC_MIN_THINKING_BUDGET}, below request.max_output_tokens",
-        )
-    for cap_key, cap in profile._output_caps():
-        if budget >= cap:
-            raise _Contradiction(
-                key,
-                f"{budget} is not below {cap_key} {cap}, and thinking counts toward a request's max_tokens",
-                f"make it at most {cap - 1}" if cap > ANTHROPIC_MIN_THINKING_BUDGET else f"raise {cap_key} above it",
-            )
-
-
-def _gemini_limits(profile: Profile) -> None:
-    low, high = GEMINI_TEMPERATURE
-    temperature = (profile.request.options.get("generation_config") or {}).get("temperature")
-    if temperature is not None and not low <= temperature <= high:
-        raise _Contradiction(
-            "request.options.generation_config.temperature",
-            f"{temperature} is outside Gemini's range {low:g}-{high:g}",
-            f"use a value from {low:g} to {high:g}",
-        )
-
-
-_PROVIDER_LIMITS: dict[str, Callable[[Profile], None]] = {
-    "openai.responses.v1": _responses_limits,
-    "xai.responses.v1": _responses_limits,  # the same wire, as the local provider serves it
-    "anthropic.messages.v1": _anthropic_limits,
-    "google.interactions.v1": _gemini_limits,
-}
 
 
 class _Contradiction(ValueError):
