@@ -14,8 +14,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from turnstate.session.profile import DEFAULT_PROFILE, Profile, ProfileError, load_profile, parse_profile
+    from turnstate.session.profile import DEFAULT_PROFILE, Profile, load_profile, parse_profile
     from turnstate.session.session import FailedClosed, RunResult, Session, Turn
+    from turnstate.session.settings_file import ProfileError
     from turnstate.strategies.state import RuntimeState
 
 __version__ = "0.1.0"
@@ -34,7 +35,8 @@ __all__ = [
 ]
 
 _HOMES = {
-    **dict.fromkeys(("DEFAULT_PROFILE", "Profile", "ProfileError", "load_profile", "parse_profile"), "session.profile"),
+    **dict.fromkeys(("DEFAULT_PROFILE", "Profile", "load_profile", "parse_profile"), "session.profile"),
+    "ProfileError": "session.settings_file",
     **dict.fromkeys(("FailedClosed", "RunResult", "Session", "Turn"), "session.session"),
     "RuntimeState": "strategies.state",
 }

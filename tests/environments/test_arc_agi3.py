@@ -20,8 +20,9 @@ from turnstate.environments.arc_agi3 import SHIPPED_GAMES, ArcAgi3
 from turnstate.environments.protocol import Frame, ToolEnvironment
 from turnstate.local_provider.arc_policy import arc_reply, arc_summary, next_action
 from turnstate.local_provider.policy import reply, summarize, think
-from turnstate.session.profile import PROFILES_DIR, ProfileError, load_profile, parse_profile
+from turnstate.session.profile import PROFILES_DIR, load_profile, parse_profile
 from turnstate.session.runner import Runner
+from turnstate.session.settings_file import ProfileError
 
 from ..arc_extra import TOOLKIT
 from ..harness.test_run import read_steps, with_changes

@@ -29,8 +29,9 @@ from turnstate.adapters.chat_completions import ChatCompletionsAdapter
 from turnstate.adapters.open_source_chat import OpenSourceChatAdapter
 from turnstate.environments import EnvironmentConfigError, make_environment
 from turnstate.local_provider.recording_policy import read_recording
-from turnstate.session.profile import ProfileError, parse_profile
+from turnstate.session.profile import parse_profile
 from turnstate.session.runner import Runner
+from turnstate.session.settings_file import ProfileError
 
 from ..arc_extra import TOOLKIT
 

@@ -29,8 +29,9 @@ from turnstate.environments import (
     make_environment,
 )
 from turnstate.environments.beacon_grid import BeaconGrid
-from turnstate.session.profile import DEFAULT_PROFILE, ProfileError, load_profile, parse_profile
+from turnstate.session.profile import DEFAULT_PROFILE, load_profile, parse_profile
 from turnstate.session.runner import Runner
+from turnstate.session.settings_file import ProfileError
 
 CORRIDOR_SOURCE = Path(__file__).parent / "thirdparty" / "turnstate_corridor.py"
 # A module that leaves a mark when imported: a test that must import nothing asserts there is none

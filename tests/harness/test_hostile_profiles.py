@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from turnstate.session.profile import DEFAULT_PROFILE, ProfileError, load_profile
+from turnstate.session.profile import DEFAULT_PROFILE, load_profile
+from turnstate.session.settings_file import ProfileError
 
 BASE = DEFAULT_PROFILE.read_bytes()
 CLI = [sys.executable, "-m", "turnstate.cli"]

@@ -7,13 +7,8 @@ import yaml
 
 from turnstate.local_provider.faults import Fault
 from turnstate.session import endpoint
-from turnstate.session.profile import (
-    DEFAULT_PROFILE,
-    PROFILES_DIR,
-    ProfileError,
-    load_profile,
-    parse_profile,
-)
+from turnstate.session.profile import DEFAULT_PROFILE, PROFILES_DIR, load_profile, parse_profile
+from turnstate.session.settings_file import ProfileError
 from turnstate.strategies.compaction import NativeByCall
 from turnstate.strategies.strategy import Backoff
 

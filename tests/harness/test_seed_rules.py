@@ -23,8 +23,9 @@ from turnstate.durable.checkpoints import CheckpointError
 from turnstate.durable.layout import compaction_name
 from turnstate.environments import make_environment
 from turnstate.local_provider.server import LocalProvider
-from turnstate.session.profile import PROFILES_DIR, Profile, ProfileError, load_profile, parse_profile
+from turnstate.session.profile import PROFILES_DIR, Profile, load_profile, parse_profile
 from turnstate.session.runner import Runner, RunResult
+from turnstate.session.settings_file import ProfileError
 from turnstate.strategies.compaction import HarnessSummary
 from turnstate.strategies.summary import SUMMARIZER_SYSTEM, SUMMARY_INSTRUCTION
 

@@ -13,8 +13,9 @@ from turnstate.adapters.contract import ModelRequest, RequestSettings, ToolSpec,
 from turnstate.adapters.registry import descriptor_for
 from turnstate.session import scaffold
 from turnstate.session.endpoint import RunSetupError, open_endpoint
-from turnstate.session.profile import PROFILES_DIR, ProfileError, parse_profile
+from turnstate.session.profile import PROFILES_DIR, parse_profile
 from turnstate.session.session import Session
+from turnstate.session.settings_file import ProfileError
 
 WIRES = {  # a shipped profile of each adapter that takes extra fields
     "openai.chat_completions.v1": "llama-chat-manual-rolling",

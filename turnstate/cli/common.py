@@ -30,7 +30,8 @@ def json_option(what: str) -> Any:
 
 def load_or_exit(given: Path) -> Profile:
     """The profile `given` names (a path, or a shipped profile's name), or its error and exit 1."""
-    from turnstate.session.profile import ProfileError, load_profile, resolve_profile
+    from turnstate.session.profile import load_profile, resolve_profile
+    from turnstate.session.settings_file import ProfileError
 
     try:
         return load_profile(resolve_profile(given))

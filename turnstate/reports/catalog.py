@@ -12,14 +12,8 @@ import yaml
 from turnstate.adapters.registry import ADAPTERS
 from turnstate.environments import environment_ids
 from turnstate.reports.text import nested
-from turnstate.session.profile import (
-    ClientConfig,
-    CompactionConfig,
-    ProfileError,
-    load_profile,
-    resolve_profile,
-    shipped_profiles,
-)
+from turnstate.session.profile import ClientConfig, CompactionConfig, load_profile, resolve_profile, shipped_profiles
+from turnstate.session.settings_file import ProfileError
 from turnstate.strategies import STRATEGIES
 
 

@@ -14,7 +14,8 @@ from turnstate.local_provider.faults import Fault
 from turnstate.local_provider.recording_policy import RecordingModel
 from turnstate.local_provider.server import LocalProvider
 from turnstate.local_provider.service import ServiceStateError
-from turnstate.session.profile import ClientConfig, is_http_url, recorded_actions
+from turnstate.session.profile import ClientConfig, is_http_url
+from turnstate.session.profile_checks import recorded_actions
 
 LOCAL_API_KEY = "local-provider-key"
 SERVICES_VARIABLE = STATE_VARIABLE  # where the embedded provider's services live: $XDG_STATE_HOME/turnstate/

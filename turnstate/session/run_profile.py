@@ -8,7 +8,8 @@ from pathlib import Path
 
 from turnstate.durable.layout import RUN_META
 from turnstate.durable.resume import ResumeError
-from turnstate.session.profile import EnvironmentConfig, Profile, ProfileError, parse_profile
+from turnstate.session.profile import EnvironmentConfig, Profile, parse_profile
+from turnstate.session.settings_file import ProfileError
 
 
 def run_profile(run_dir: Path) -> Profile:

@@ -50,17 +50,9 @@ from pydantic import Field, ValidationError
 from turnstate.durable.layout import ID_PATTERN, RESULTS, RESULTS_TABLE, RUN_META, SUMMARY, SWEEP_RECORD
 from turnstate.durable.resume import run_meta
 from turnstate.environments import make_environment
-from turnstate.session.profile import (
-    EnvironmentConfig,
-    Profile,
-    ProfileError,
-    _Section,
-    load_profile,
-    load_settings,
-    resolve_profile,
-    validation_problems,
-)
+from turnstate.session.profile import EnvironmentConfig, Profile, _Section, load_profile, resolve_profile
 from turnstate.session.session import ENDED
+from turnstate.session.settings_file import ProfileError, load_settings, validation_problems
 
 ENDED_OUTCOMES = (*ENDED, "failed_closed")  # a sweep's resume skips these runs
 NOT_STARTED = "not_started"  # a run the cost cap kept from starting
