@@ -67,13 +67,14 @@ from long_run import RUNS, WARM_TURNS, WIDE_WINDOW, TimedAdapter, long_profile, 
 from turnstate.adapters.contract import Endpoint, ProviderAdapter
 from turnstate.durable.accounting import UsageJournal
 from turnstate.durable.checkpoints import KEY_VARIABLE, OPT_OUT, Checkpoint, SQLiteCheckpointStore
+from turnstate.durable.cursor import AcceptedReply
 from turnstate.durable.layout import CHECKPOINT_FILE
 from turnstate.durable.side_effects import JournaledEnvironment
 from turnstate.environments.protocol import Frame
 from turnstate.session.endpoint import LOCAL_API_KEY
 from turnstate.session.profile import DEFAULT_PROFILE, Profile, load_profile
 from turnstate.session.runner import Runner, freeze_startup_objects
-from turnstate.session.session import AcceptedReply, Point, Session
+from turnstate.session.session import Point, Session
 from turnstate.strategies import STRATEGIES
 
 HERE = Path(__file__).resolve().parent

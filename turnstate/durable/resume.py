@@ -46,6 +46,7 @@ from turnstate.adapters.contract import ToolCall, ToolResult, Usage
 from turnstate.durable.accounting import UsageJournal
 from turnstate.durable.artifacts import is_count
 from turnstate.durable.checkpoints import CheckpointError, ProjectionMark, open_run_store
+from turnstate.durable.cursor import Cursor, RunCounts
 from turnstate.durable.events import AssistantMessageEvent, EventsRead, ToolCallEvent, audit, log_position, parse_event
 from turnstate.durable.jsonl import whole_lines
 from turnstate.durable.layout import (
@@ -268,7 +269,7 @@ class RecordsPosition:
     make, and the accepted reply that checkpoint held, for the caller to carry out."""
 
     checkpoint: int  # the last checkpoint event's number: the new store's first checkpoint is this one again
-    cursor: dict[str, Any]  # as Session._cursor writes it
+    cursor: Cursor
     projection: ProjectionMark  # the events before that checkpoint's own event
     reply: AssistantMessageEvent | None  # the last accepted reply, and its calls
     calls: tuple[ToolCall, ...]
@@ -317,20 +318,18 @@ def position_from_records(run_dir: Path) -> RecordsPosition | None:
     summaries = 0
     while (summary := committed_summary(run_dir, summaries + 1)) is not None and summary.step <= step:
         summaries += 1
-    cursor = {
-        "step": step,
-        "turn": last.turn,
-        "accepted_actions": len(acting),
-        "failed_attempts": len(messages) - len(accepted),
-        "tool_rounds": len(accepted) - 1 - acting[-1] if acting else len(accepted),
-        "levels_won": 0,  # the carried-out reply's frame says (the runner sets it)
-        "summaries": summaries,
-        "compactions": max(summaries, _compacted_steps(run_dir, step)),
-        "machine_state": "Accepted",
-        "window_turns": 0,  # not known: the rebuild takes every turn, or the latest summary's
-        "usage": sum(usages, Usage()).to_dict(),
-        "provider_calls": len(usages),
-    }
+    counts = RunCounts(
+        step=step,
+        turn=last.turn,
+        accepted_actions=len(acting),
+        failed_attempts=len(messages) - len(accepted),
+        tool_rounds=len(accepted) - 1 - acting[-1] if acting else len(accepted),
+        levels_won=0,  # the carried-out reply's frame says (the runner sets it)
+        summaries=summaries,
+        compactions=max(summaries, _compacted_steps(run_dir, step)),
+    )
+    # The window is not known (0): the rebuild takes every turn, or the latest summary's.
+    cursor = Cursor(counts, "Accepted", window_turns=0, usage=sum(usages, Usage()), provider_calls=len(usages))
     before = _first_lines(path.read_bytes(), last.seq - 1)  # a sound log numbers its events by line
     assert before is not None  # the checkpoint event is on line last.seq
     projection = ProjectionMark(last.seq - 1, hashlib.sha256(before).digest())

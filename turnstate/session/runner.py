@@ -35,6 +35,7 @@ from typing import Any
 
 from turnstate.adapters.contract import Endpoint, ProviderAdapter, ToolCall, ToolResult, ToolSpec
 from turnstate.adapters.registry import descriptor_for
+from turnstate.durable.cursor import AcceptedReply
 from turnstate.durable.layout import ENVIRONMENT_RECORDINGS, JOURNAL, RUN_ID, RUN_META, recorded_steps
 from turnstate.durable.redaction import Redactor
 from turnstate.durable.resume import ResumeError
@@ -42,7 +43,7 @@ from turnstate.durable.side_effects import REFUSED, JournaledEnvironment, action
 from turnstate.environments import RESET, Environment, Frame, GameState, make_environment
 from turnstate.environments.protocol import RecordingEnvironment, ToolEnvironment, ToolRefused
 from turnstate.session.profile import Profile
-from turnstate.session.session import AcceptedReply, FailedClosed, Point, RunResult, Session, signals_deferred
+from turnstate.session.session import FailedClosed, Point, RunResult, Session, signals_deferred
 from turnstate.strategies.offload import READ_TOOL_RESULT
 
 __all__ = ["RunResult", "Runner", "StepProgress", "signals_deferred"]

@@ -20,148 +20,83 @@ caller accepts; a rejected turn asks again from the unchanged accepted state, an
 go on raises `FailedClosed`, the accepted state intact. It is the loop `turnstate run` plays: the
 runner is a user of this class.
 
-The machine emits effects; the session performs each one (one method per effect) and feeds the
-outcome back as the next event, so every decision stays in the machine's table. It builds no record
-itself: with an `out_dir` it hands what happened to turnstate/durable/artifacts.py and writes what that returns
-(step records, compaction records, the failed turn, the transition log, and run_meta.json, written
-whatever ends the session, an interrupt or a crash included).
-
-Durable: with an `out_dir`, each accepted reply is a checkpoint (turnstate/durable/checkpoints.py) before
-`accept` returns, so before its caller performs anything; the events go to events.jsonl and each
-call's usage to calls.jsonl. `Session(profile, resume=run_dir)` goes on from the last checkpoint (a
-kill, a crash, or with `switch` another adapter, model or strategy): see `_resume`, and
-docs/durable-runs.md.
+A Session is the API a caller uses, composed of two parts:
+- its Performer (session/performer.py) performs what the machine emits, one method per effect, and
+  feeds each outcome back as the next event, so every decision stays in the machine's table; it
+  writes the records of each turn (step records, compaction records, the failed turn, the
+  transition log), which durable/artifacts.py builds;
+- its DurableRun (session/durable_run.py), with an `out_dir`, makes each accepted reply a checkpoint
+  before `accept` returns, so before its caller performs anything, and with `resume=run_dir` goes on
+  from the last checkpoint (a kill, a crash, or with `switch` another adapter, model or strategy;
+  docs/durable-runs.md); the events go to events.jsonl and each call's usage to calls.jsonl.
+The session itself keeps the turn open between `observe` and the caller's verdict, and writes
+run_meta.json whatever ends it, an interrupt or a crash included.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import signal
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, get_args
 
 from turnstate.adapters.contract import (
     Endpoint,
-    ErrorKind,
-    ModelRequest,
-    ModelResponse,
     ProviderAdapter,
-    ProviderError,
     ToolCall,
     ToolResult,
     ToolSpec,
     Usage,
 )
 from turnstate.adapters.registry import descriptor_for
-from turnstate.durable.accounting import Ledger, UsageJournal
+from turnstate.durable.accounting import Ledger
 from turnstate.durable.artifacts import (
-    Attempt,
-    CallKind,
-    compaction_record,
-    failed_turn_record,
-    request_delta,
     run_totals,
-    step_record,
-    summary_input,
 )
 from turnstate.durable.checkpoints import (
-    SWITCHABLE,
-    Checkpoint,
     CheckpointError,
-    CheckpointMeta,
     CheckpointStore,
-    DamagedStore,
-    ProjectionMark,
-    RestoredCheckpoint,
-    open_run_store,
-    set_aside_run_store,
 )
+from turnstate.durable.cursor import AcceptedReply, Cursor, RunCounts
 from turnstate.durable.events import EventLog, EventLogError, Status
 from turnstate.durable.layout import (
-    CALLS,
-    EVENTS,
-    FAILED_TURN,
     RUN_META,
-    SUMMARY_INPUT,
-    compaction_name,
     new_run_id,
     step_name,
 )
 from turnstate.durable.redaction import Redactor
 from turnstate.durable.resume import (
-    RecordsPosition,
-    ResumeError,
-    checkpointed_events,
-    committed_summary,
-    cut_events,
-    position_from_records,
-    projected_turns,
-    records_ahead,
     run_id_of,
-    run_meta,
     torn_files,
-    with_calls_as_text,
 )
 from turnstate.durable.side_effects import JournalError
 from turnstate.durable.tool_results import READ_TOOL_RESULT_SPEC, ToolResultStore
-from turnstate.durable.transition_log import TransitionLines
 from turnstate.durable.writer import ArtifactWriter
 from turnstate.environments.protocol import ToolRefused, readable_reasoning
-from turnstate.machine.engine import Effect, Event, LiveMachine
+from turnstate.machine.engine import Event, LiveMachine
 from turnstate.session import scaffold
+from turnstate.session.durable_run import ENDED, DurableRun, Opened, Resumed
 from turnstate.session.endpoint import RunSetupError, local_service_dir, open_endpoint
+from turnstate.session.performer import OpenTurn, Performer, ReplyRules, RunFiles, Turn
 from turnstate.session.profile import Profile
-from turnstate.session.run_profile import run_profile
 from turnstate.strategies import STRATEGIES
 from turnstate.strategies.events import (
     ActionAccepted,
     ActionRejected,
-    BackoffElapsed,
-    CallCompaction,
-    CallProvider,
-    CallSummary,
-    FailClosed,
     InputBuffered,
     ObservationArrived,
-    ParseAction,
-    ReportSummary,
-    SubmitAction,
     ToolsAnswered,
-    WaitBeforeRetry,
-    outcome_event,
 )
 from turnstate.strategies.state import RuntimeState
-from turnstate.strategies.strategy import ProjectedTurn, Strategy, StrategyModel, StrategySettings
+from turnstate.strategies.strategy import Strategy, StrategyModel, StrategySettings
 from turnstate.strategies.turn import check_answers
-
-
-@dataclass(frozen=True)
-class Turn:
-    """The model's reply to the open turn, held provisionally until the caller accepts or rejects it.
-    It never holds the provider's opaque state (encrypted reasoning, signatures)."""
-
-    text: str
-    action: str | None  # the action parsed from the reply, as the environment steps it (`MARK 3 5`)
-    problem: str | None  # why the reply cannot be accepted (None: it acts, or it is a tool round)
-    tool_calls: tuple[ToolCall, ...]  # every call the reply made, in order: each needs a result
-    action_call: ToolCall | None  # the call that named the action (action_mode tools)
-    reasoning_summary: str | None
-    usage: Usage  # this reply's usage (the turn's other calls are in the session's ledger)
-    attempt: int  # which of the turn's provider calls answered, from 1
-
-    @property
-    def is_tool_round(self) -> bool:
-        """The reply only called read-only tools: accept it, answer its calls, and observe again."""
-        return self.action is None and self.problem is None
 
 
 class FailedClosed(Exception):
@@ -197,42 +132,6 @@ class RunResult:
     server_message: str | None = None
 
 
-@dataclass(frozen=True)
-class AcceptedReply:
-    """An accepted reply as its checkpoint's fact keeps it: the intent its action and calls are
-    performed from, so a resumed caller performs what the kill left undone, and nothing twice."""
-
-    step: int
-    action: str | None  # None: a tool round
-    action_call: ToolCall | None
-    tool_calls: tuple[ToolCall, ...]
-    # The reply's readable reasoning, redacted and bounded (protocol.readable_reasoning), for an
-    # environment that keeps it beside the action (RecordingEnvironment); never opaque state.
-    reasoning: str | None = None
-
-    def as_fact(self) -> dict[str, Any]:
-        return {
-            "kind": "accepted",
-            "step": self.step,
-            "action": self.action,
-            "action_call": None if self.action_call is None else self.action_call.id,
-            "tool_calls": [
-                {"id": call.id, "name": call.name, "arguments": dict(call.arguments)} for call in self.tool_calls
-            ],
-            "reasoning": self.reasoning,
-        }
-
-    @classmethod
-    def last_of(cls, facts: Sequence[Mapping[str, Any]]) -> AcceptedReply | None:
-        """The last accepted reply among `facts` (None before the first)."""
-        fact = next((fact for fact in reversed(facts) if fact.get("kind") == "accepted"), None)
-        if fact is None:
-            return None
-        calls = tuple(ToolCall(call["id"], call["name"], call["arguments"]) for call in fact["tool_calls"])
-        action_call = next((call for call in calls if call.id == fact["action_call"]), None)
-        return cls(fact["step"], fact["action"], action_call, calls, fact.get("reasoning"))
-
-
 Point = Literal[
     "before_provider_call",
     "after_reply",
@@ -254,97 +153,20 @@ def _nowhere(point: Point) -> None:
     """The default `on_point`: nothing happens at a named point."""
 
 
-ENDED = ("win", "max_actions", "level_budget")  # the outcomes a run cannot be resumed from
-SCHEDULED = "CompactionScheduled"  # the state between turns of a machine whose next turn compacts first
+class _Count:
+    """A Session attribute that is one of its run's counts (Session.counts), read and set there."""
 
+    def __init__(self, field: str | None = None) -> None:
+        self.field = field
 
-@dataclass(frozen=True)
-class Resumed:
-    """Where a resumed session went on from, as run_meta.json's `resumes` lists it."""
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.field = self.field or name
 
-    checkpoint: int  # the checkpoint it went on from (0: none, the run started again)
-    step: int  # the last step that checkpoint holds
-    turn: int
-    continuation: str  # "restored", or how the accepted state was made without it
-    dropped_turns: int  # the oldest turns a rebuilt state left out to fit the context budget
-    from_summary: int | None  # the run's harness summary a rebuilt state starts from (its compaction_NNN)
-    cut_events: int  # events.jsonl lines after the checkpoint, of the turn the kill interrupted
-    lost_calls: int  # provider calls of that turn (calls.jsonl): paid for, so counted, but played again
-    lost_usage: dict[str, Any]
-    # Steps the checkpoints hold whose step_NNNNNN.json the kill took while it was being written (the
-    # records are written beside the run, not before its checkpoint): their facts are in the
-    # checkpoint store and events.jsonl, their readable records are lost.
-    lost_records: list[int]
-    torn_lines: list[str]  # the journals and logs whose torn last line (a kill mid-write) was cut off
-    switched: dict[str, Any] | None  # a model switch: from, to, what it dropped
-    # A resume from the run's records (--from-records): the damage it went on past, and where the
-    # damaged checkpoint store was set aside.
-    from_records: dict[str, Any] | None = None
+    def __get__(self, session: Any, owner: type | None = None) -> int:
+        return int(getattr(session.counts, str(self.field)))
 
-
-def _missing_records(run_dir: Path, steps: int) -> list[int]:
-    """The steps up to `steps` whose step record the run folder lacks (one listing of the folder)."""
-    present = set(os.listdir(run_dir))
-    return [step for step in range(1, steps + 1) if step_name(step) not in present]
-
-
-def _interrupted_switch(meta: Mapping[str, Any], digest: str) -> bool:
-    """Whether the run's last resume switched to the profile with `digest`: a kill before that switch's
-    first checkpoint left the store the old configuration's, and resuming it is that switch again."""
-    resumes = meta.get("resumes") or [{}]
-    switched = resumes[-1].get("switched") if isinstance(resumes[-1], dict) else None
-    return isinstance(switched, dict) and switched.get("to", {}).get("profile_digest") == digest
-
-
-def _logged_through(restored: RestoredCheckpoint | None) -> int:
-    """The sequence number of the last event a checkpoint holds (0: none)."""
-    return restored.projection.through if restored is not None else 0
-
-
-def _records_disagree(run_dir: Path, restored: RestoredCheckpoint | None, meta: Mapping[str, Any]) -> list[str]:
-    """How the run's other records are ahead of its checkpoints, or its event log behind them
-    (resume.records_ahead): what refuses a resume before anything is cut or played."""
-    return records_ahead(
-        run_dir,
-        checkpoint=restored.sequence if restored else 0,
-        step=restored.cursor["step"] if restored else 0,
-        projection=restored.projection if restored else ProjectionMark(),
-        meta=meta,
-    )
-
-
-def _damaged(run_dir: Path, problems: Sequence[str]) -> ResumeError:
-    return ResumeError(
-        f"{run_dir}: cannot resume: the run's records disagree with its checkpoints: {'; '.join(problems)}. "
-        "A checkpoint store behind the records was damaged (a deleted or cut -wal file, a truncated or altered "
-        "database), and going on from it would play again what the run already did; fix: restore the run "
-        "folder whole from a backup, or go on from the run's records with `turnstate resume --from-records` "
-        f"(the accepted state rebuilt from {EVENTS}, without the provider's opaque state), or start the run "
-        "again with `turnstate run`. Nothing was played and no record was cut"
-    )
-
-
-def _switch_record(before: CheckpointMeta, after: CheckpointMeta) -> dict[str, Any]:
-    """A switch as run_meta.json records it: the configuration before and after (the fields a switch
-    may change, in the meta's order), and what it dropped."""
-    switchable = [name for name in asdict(before) if name in SWITCHABLE]
-    return {
-        "from": {name: getattr(before, name) for name in switchable},
-        "to": {name: getattr(after, name) for name in switchable},
-        "dropped": "the continuation (the old adapter's opaque state): rebuilt from the projection",
-    }
-
-
-@dataclass
-class _OpenTurn:
-    """The open turn's bookkeeping while its effects are performed."""
-
-    history_before: int  # the accepted history's size in items when the turn opened
-    attempts: list[Attempt] = field(default_factory=list)  # its provider calls, in order
-    summary: tuple[int, ReportSummary] | None = None  # the harness summary it committed: its number and report
-    held: Turn | None = None  # the reply waiting for the caller's verdict
-    action: str | None = None
-    failure: str | None = None
+    def __set__(self, session: Any, value: int) -> None:
+        setattr(session.counts, str(self.field), value)
 
 
 class Session:
@@ -353,6 +175,10 @@ class Session:
     run_meta.json when the session writes artifacts."""
 
     machine: LiveMachine[StrategyModel]  # the strategy's machine, started as the session is entered
+    performer: Performer  # what performs the machine's effects, likewise
+    # The run's counts a caller reads (and a runner's levels_won, which it sets), kept in `counts`.
+    steps, turns = _Count("step"), _Count("turn")
+    accepted_actions, failed_attempts, levels_won = _Count(), _Count(), _Count()
 
     def __init__(
         self,
@@ -374,9 +200,9 @@ class Session:
         with arguments; `tools` are read-only tools every request offers, whose calls the caller
         answers; `out_dir` is where <out_dir>/<run-id>/ is written (None: no artifacts); `resume` is
         instead a run folder to go on from its last checkpoint (`Session.resumed` says where), with
-        `profile` the run's own (turnstate/durable/resume.py `run_profile`) or, with `switch`, another adapter,
+        `profile` the run's own (session/run_profile.py `run_profile`) or, with `switch`, another adapter,
         model or strategy, and with `from_records` from the run's records when its checkpoint store was
-        damaged (see `_resumed_checkpoints`); `sleep` performs the machine's waits; `on_point` is called at each named
+        damaged (see durable_run.DurableRun); `sleep` performs the machine's waits; `on_point` is called at each named
         point of a turn (POINTS), where the kill tests stop a run."""
         if resume is not None and out_dir is not None:
             raise ValueError("a session writes a new run (out_dir) or resumes one (resume), not both")
@@ -391,11 +217,10 @@ class Session:
         self._resume_dir = None if resume is None else Path(resume)
         self._switch = switch
         self._from_records = from_records
-        self._from_damage: dict[str, Any] | None = None  # what a resume from the records recovered from
         self._on_point = on_point or _nowhere
         self._results_as_input: tuple[str, ...] = ()  # call ids, in order: see `_answers`
         self._service: Path | None = None  # the embedded provider's service folder (a local run's)
-        self._usage_journal: UsageJournal | None = None  # calls.jsonl, when the session writes artifacts
+        self.files = RunFiles()  # the run folder's writer, log and usage journal, once the session opens them
         self.resumed: Resumed | None = None  # where a resumed session went on from
         self.resumed_reply: AcceptedReply | None = None  # the reply its last checkpoint accepted
         self.facts: tuple[dict[str, Any], ...] = ()  # the durable facts a resumed session's checkpoint holds
@@ -410,23 +235,13 @@ class Session:
         self._stack = ExitStack()
         self._writer: ArtifactWriter | None = None
         self.events: EventLog | None = None  # events.jsonl, when the session writes artifacts
-        self.checkpoints: CheckpointStore | None = None  # checkpoints.sqlite3, likewise
-        self._turn: _OpenTurn | None = None
+        self.durable: DurableRun | None = None  # the run's checkpoints, log and journal, likewise
+        self._turn: OpenTurn | None = None
         self._finished: tuple[str, str | None, int] | None = None
         self._started = time.perf_counter()
         self.ledger = Ledger(profile.prices())
-        self.provider_seconds = 0.0
-        self.turns = self.accepted_actions = self.failed_attempts = 0
-        self.steps = 0  # committed replies (actions and tool rounds), numbering step_NNNNNN.json
-        self.tool_rounds = 0  # tool rounds since the last accepted action
-        self.summaries = 0  # harness summaries committed, numbering compaction_NNN.json
-        self.compactions = 0  # compactions of every kind committed (inline, by a call, harness summaries)
-        self.failed_turn: str | None = None  # the failed turn's record, once written
-        self.failure: str | None = None  # why the turn that failed closed did
-        self.levels_won = 0  # for a caller that plays levels: what run_meta.json records if the session ends early
-        self._last_sent: tuple[int, ModelRequest] | None = None  # the previous step and its request
+        self.counts = RunCounts()  # where the run is: what its checkpoints' cursor keeps
         self._torn: list[str] = []  # a resumed run's files with a torn last line, as it found them
-        self._server_message: str | None = None  # the last fatal refusal's words (RunResult.server_message)
 
     def _connect_registered_adapter(self, endpoint: Endpoint) -> ProviderAdapter:
         adapter, settings, grammar = (
@@ -469,6 +284,7 @@ class Session:
                 self._torn = torn_files(run_dir) if exists else []  # before any opener cuts them
                 self._writer = ArtifactWriter(run_dir.parent, run_dir.name, self.redactor, existing=exists)
                 self._stack.callback(self._writer.close)
+                self.files.writer = self._writer
                 self.run_dir = self._writer.path
                 self._meta = self._meta_base(endpoint)
             self.tool_results = ToolResultStore(self.run_dir)
@@ -476,10 +292,24 @@ class Session:
             offered = (*(self.actions if self.action_mode == "tools" else ()), *self.tools)
             settings = self.profile.strategy_settings(system, offered)
             strategy = STRATEGIES[self.profile.runtime.strategy]
+            tool_names = tuple(tool.name for tool in self.tools)
+            rules = ReplyRules(self.actions, tool_names, self.action_mode, self.profile.agent.max_tool_rounds)
+            self.performer = Performer(
+                self.adapter,
+                self.counts,
+                self.ledger,
+                self.redactor,
+                rules,
+                self.tool_results,
+                self.files,
+                self._on_point,
+                self.sleep,
+            )
             if self.run_dir is None:
                 self.machine = strategy.start(settings, self.adapter.transcript, None, None)
             else:
                 self._open_durable_run(self.run_dir, strategy, settings)
+            self.performer.machine = self.machine
         except BaseException:
             self._stack.close()
             raise
@@ -487,173 +317,25 @@ class Session:
         return self
 
     def _open_durable_run(self, run_dir: Path, strategy: Strategy, settings: StrategySettings) -> None:
-        """The checkpoint store, the event log and the machine of a run that writes artifacts: a new
-        run's, or a resumed one's as its last checkpoint left them (see `_resume`); then run_meta.json,
-        saying the run is running, so a run killed at any point names its profile."""
-        previous: dict[str, Any] = {}  # run_meta.json as the resumed run last wrote it
-        if self._resume_dir is not None:
-            previous = run_meta(run_dir)
-            self._check_resumable(run_dir, previous)
-            self._switch = self._switch or _interrupted_switch(previous, self.profile.digest())
-        restored = None
-        if self._resume_dir is None:
-            self.checkpoints = self._open_checkpoints(run_dir, settings.system_prompt)
-        else:
-            self.checkpoints, restored = self._resumed_checkpoints(run_dir, settings.system_prompt, previous)
-            self._check_budget_left(run_dir, restored)
-            cut = cut_events(run_dir / EVENTS, _logged_through(restored))
-        self.events = self._stack.enter_context(EventLog(run_dir / EVENTS, redact=self.redactor.text))
-        lost = UsageJournal.calls_after(run_dir / CALLS, restored.cursor["provider_calls"] if restored else 0)
-        self._usage_journal = UsageJournal(run_dir / CALLS)
-        self._stack.callback(self._usage_journal.close)
-        if self._resume_dir is None:
-            self.machine = strategy.start(settings, self.adapter.transcript, None, None)
-        else:
-            self._resume(strategy, settings, restored, cut, lost, previous)
+        """The durable run's store, log, journal and machine (durable_run.DurableRun.open), then
+        run_meta.json, saying the run is running, so a run killed at any point names its profile."""
+        self.durable = DurableRun(
+            self.profile,
+            self.descriptor,
+            run_dir,
+            self._stack,
+            resume=self._resume_dir is not None,
+            switch=self._switch,
+            from_records=self._from_records,
+            actions=self.actions,
+            tools=self.tools,
+        )
+        opened = self.durable.open(strategy, settings, self.adapter.transcript, self.redactor, self._torn)
+        self.events = self.files.events = self.durable.events
+        self.files.usage = self.durable.usage
+        self._restore(opened)
         with signals_deferred():
             self._write_meta(self.result(), outcome="running")
-
-    def _resume(
-        self,
-        strategy: Strategy,
-        settings: StrategySettings,
-        restored: RestoredCheckpoint | None,
-        cut: int,
-        lost: Sequence[Usage],
-        previous: Mapping[str, Any],
-    ) -> None:
-        """Go on from the last checkpoint: the machine in the state it rested in, on the accepted
-        state the continuation keeps, or, without it (no key, or a switch to another adapter, model
-        or strategy, which drops it), on one rebuilt from the conversation's projection; the counts
-        and the ledger as the checkpoint's cursor has them, so nothing is counted twice; the event
-        log cut back to the checkpoint (turnstate/durable/resume.py); the `lost` calls (made after the
-        checkpoint, in the turn the kill interrupted) counted once, as the next step's; and the
-        resume in run_meta.json, after those `previous` lists."""
-        assert self.checkpoints is not None and self.events is not None and self._writer is not None
-        switched = self.checkpoints.switched_from
-        if restored is not None:
-            self._restore_cursor(restored)
-            if self.events.last_seq == _logged_through(restored):  # the checkpoint's own event is missing
-                self.events.checkpoint(turn=self.turns, step=self.steps, checkpoint_id=str(restored.sequence))
-        self.machine, continuation, (dropped_turns, from_summary) = self._resumed_machine(
-            strategy, settings, restored, switched
-        )
-        for usage in lost:
-            self.ledger.record_call(usage)
-        self.resumed = Resumed(
-            checkpoint=restored.sequence if restored else 0,
-            step=self.steps,
-            turn=self.turns,
-            continuation=continuation,
-            dropped_turns=dropped_turns,
-            from_summary=from_summary,
-            cut_events=cut,
-            lost_calls=len(lost),
-            lost_usage=sum(lost, Usage()).to_dict(),
-            lost_records=_missing_records(self._writer.path, self.steps),
-            torn_lines=self._torn,
-            switched=None if switched is None else _switch_record(switched, self.checkpoints.meta),
-            from_records=self._from_damage,
-        )
-        self._meta["resumes"] = [*previous.get("resumes", []), asdict(self.resumed)]
-        self._on_point("after_resume")
-
-    def _resumed_machine(
-        self,
-        strategy: Strategy,
-        settings: StrategySettings,
-        restored: RestoredCheckpoint | None,
-        switched: CheckpointMeta | None,
-    ) -> tuple[LiveMachine[StrategyModel], str, tuple[int, int | None]]:
-        """The machine a resume goes on with, how its accepted state was made, and what a rebuild made
-        it from (the turns it left out, the summary it starts from): fresh without a checkpoint; on the
-        continuation, in the state it rested in; else on a state rebuilt from the projection, in
-        CompactionScheduled when a compaction is due."""
-        transcript = self.adapter.transcript
-        if restored is None:
-            return (
-                strategy.start(settings, transcript, None, None),
-                "none (no turn was accepted: the run starts again)",
-                (0, None),
-            )
-        if restored.state is not None and switched is None:
-            machine = strategy.start(settings, transcript, restored.state, restored.cursor["machine_state"])
-            return machine, "restored", (0, None)
-        offered = [tool.name for tool in settings.tools]
-        assert self._writer is not None
-        events = checkpointed_events(self._writer.path, restored.projection)
-        turns, from_summary = self._history(events, restored.cursor, switched is not None, offered)
-        reply = self.resumed_reply  # restored from the checkpoint's facts first (`_resume`)
-        if turns and reply is not None and reply.tool_calls:  # the caller answers them next: see `_answers`
-            turns[-1] = with_calls_as_text(turns[-1], reply.action_call, reply.action)
-            self._results_as_input = tuple(call.id for call in reply.tool_calls)
-        rebuilt = strategy.rebuild(settings, transcript, turns)
-        due = rebuilt.compaction_due or (switched is None and restored.cursor["machine_state"] == SCHEDULED)
-        at = SCHEDULED if due and SCHEDULED in strategy.specs[settings.compaction.kind].state_paths() else None
-        return (
-            strategy.start(settings, transcript, rebuilt.state, at),
-            "rebuilt from the projection",
-            (rebuilt.dropped_turns, from_summary),
-        )
-
-    def _check_resumable(self, run_dir: Path, meta: Mapping[str, Any]) -> None:
-        """A run that ended (its run_meta.json, `meta`, says so) has nothing to resume, and a switch
-        keeps the game it plays."""
-        ended = meta.get("outcome")
-        if ended in ENDED:
-            raise ResumeError(f"{run_dir}: the run ended ({ended}); there is nothing to resume")
-        if self._switch and self.profile.environment != run_profile(run_dir).environment:
-            raise ResumeError(
-                f"{run_dir}: a switch changes the adapter, model or strategy, not the game; "
-                "fix: give the profile the run's environment section"
-            )
-
-    def _check_budget_left(self, run_dir: Path, restored: RestoredCheckpoint | None) -> None:
-        """A switch's profile brings its own agent.max_actions: one the run has already spent would
-        end the resumed run at once, as if it had run out, so it is refused naming both numbers."""
-        budget, spent = self.profile.agent.max_actions, restored.cursor["accepted_actions"] if restored else 0
-        if self._switch and spent >= budget:
-            raise ResumeError(
-                f"{run_dir}: the switch's agent.max_actions {budget} is spent: the run has accepted {spent} actions; "
-                f"fix: give the profile a max_actions above {spent}"
-            )
-
-    def _history(
-        self, events: Sequence[Mapping[str, Any]], cursor: Mapping[str, Any], switched: bool, offered: Collection[str]
-    ) -> tuple[list[ProjectedTurn], int | None]:
-        """The projected turns a state is rebuilt from, and the harness summary they start from:
-        - for the same configuration, when no compaction ever replaced turns, exactly the turns its
-          window held (the cursor's `window_turns`), so the run goes on as it would have;
-        - when every compaction was a harness summary (plain text the run recorded, unlike a native
-          compaction's opaque items), the window as its latest summary left it: that summary's bridge,
-          opening the first of the turns it kept, then every turn after, so no fact it kept is lost;
-        - else every turn, which the rebuild fits to the context budget, compacting first where the
-          strategy can (strategies/projection.py): a native compaction's summary was opaque, in the
-          continuation, so the projection stands for it.
-        After a switch, a past call of a tool the session does not offer is text (resume.projected_turns)."""
-        turns = projected_turns(events, offered if switched else None)
-        window = cursor.get("window_turns", 0)
-        if window and not switched and cursor["compactions"] == 0:
-            return turns[-window:], None
-        number = cursor["summaries"]
-        summarized = number > 0 and number == cursor["compactions"]
-        summary = committed_summary(self.run_dir, number) if summarized and self.run_dir is not None else None
-        if summary is None or not summary.excluded_turns < summary.step <= len(turns):
-            return turns, None
-        first, *rest = turns[summary.step - 1 - summary.excluded_turns :]  # turn k is step k's
-        return [replace(first, inputs=(summary.bridge, *first.inputs)), *rest], number
-
-    def _restore_cursor(self, restored: RestoredCheckpoint) -> None:
-        """The counts and the ledger as the checkpoint's cursor (`_cursor`) has them, its facts, and
-        the reply it accepted, for the caller to carry out."""
-        cursor = restored.cursor
-        self.steps, self.turns = cursor["step"], cursor["turn"]
-        self.accepted_actions, self.failed_attempts = cursor["accepted_actions"], cursor["failed_attempts"]
-        self.tool_rounds, self.levels_won = cursor["tool_rounds"], cursor["levels_won"]
-        self.summaries, self.compactions = cursor["summaries"], cursor["compactions"]
-        self.ledger.total, self.ledger.calls = Usage.from_dict(cursor["usage"]), cursor["provider_calls"]
-        self.facts = restored.facts
-        self.resumed_reply = AcceptedReply.last_of(restored.facts)
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
@@ -662,13 +344,13 @@ class Session:
             if self._writer is not None and self._finished is None:  # else finish() wrote run_meta.json
                 if error is None:
                     self._finished = (
-                        "failed_closed" if self.failed_turn else "finished",
-                        self.failure,
-                        self.levels_won,
+                        "failed_closed" if self.performer.failed_turn else "finished",
+                        self.performer.failure,
+                        self.counts.levels_won,
                     )
                 else:
                     outcome = "interrupted" if isinstance(error, KeyboardInterrupt) else "crashed"
-                    self._finished = (outcome, _what_ended(error), self.levels_won)
+                    self._finished = (outcome, _what_ended(error), self.counts.levels_won)
                 with signals_deferred():
                     self._write_meta(self.result())
         finally:
@@ -693,23 +375,28 @@ class Session:
             artifacts=self.run_dir,
             outcome=outcome,
             failure=None if failure is None else self.redactor.text(failure),  # as run_meta.json has it
-            turns=self.turns,
-            accepted_actions=self.accepted_actions,
-            failed_attempts=self.failed_attempts,
+            turns=self.counts.turn,
+            accepted_actions=self.counts.accepted_actions,
+            failed_attempts=self.counts.failed_attempts,
             levels_won=levels_won,
-            compactions=self.compactions,
+            compactions=self.counts.compactions,
             usage=self.ledger.total,
             unattributed_usage=self.ledger.unattributed,
             cost=self.ledger.cost(self.ledger.total),
             wall_seconds=time.perf_counter() - self._started,
-            provider_seconds=self.provider_seconds,
+            provider_seconds=self.performer.provider_seconds,
             accepted_state=self.accepted_state,
             server_message=(
-                self.redactor.text(self._server_message)
-                if outcome == "failed_closed" and self._server_message
+                self.redactor.text(self.performer.server_message)
+                if outcome == "failed_closed" and self.performer.server_message
                 else None
             ),
         )
+
+    @property
+    def checkpoints(self) -> CheckpointStore | None:
+        """The run's checkpoint store (None for a session without artifacts)."""
+        return self.durable.store if self.durable is not None else None
 
     @property
     def accepted_state(self) -> RuntimeState:
@@ -730,17 +417,19 @@ class Session:
         results, as_input = self._answers(logged)  # before anything fires or is counted
         if not observation and not logged:
             raise ValueError("nothing to observe: pass an observation, or the results of the last reply's calls")
-        self.turns += 1
+        self.counts.turn += 1
         if self.events is not None:
             for result in logged:
-                self.events.tool_result(turn=self.turns, step=self.steps + 1, result=result)
+                self.events.tool_result(turn=self.counts.turn, step=self.counts.step + 1, result=result)
             if observation:
-                self.events.user_input(turn=self.turns, step=self.steps + 1, text=observation, source="observation")
+                self.events.user_input(
+                    turn=self.counts.turn, step=self.counts.step + 1, text=observation, source="observation"
+                )
         observation = "\n\n".join([*as_input, *([observation] if observation else [])])
         if results:
-            self._fire(ToolsAnswered(results))
+            self.performer.fire(ToolsAnswered(results))
         self.machine.take_fired()  # between turns (a buffered input): in the transition log, not in a step
-        self._turn = _OpenTurn(self.accepted_state.item_count)
+        self._turn = OpenTurn(self.accepted_state.item_count)
         return self._drive(ObservationArrived(observation))
 
     def _answers(self, results: tuple[ToolResult, ...]) -> tuple[tuple[ToolResult, ...], list[str]]:
@@ -771,20 +460,20 @@ class Session:
         if chosen is None and not held.is_tool_round:
             raise ValueError(f"the held reply cannot be accepted ({held.problem}): reject it, or pass the action")
         turn.attempts[-1].outcome = "accepted"
-        self._perform_all(ActionAccepted(chosen), turn)
-        compactions = self.compactions
+        self.performer.perform_all(ActionAccepted(chosen), turn)
+        compactions = self.counts.compactions
         with signals_deferred():  # the step's record and its count, together or not at all
-            self.steps += 1
-            self.accepted_actions += chosen is not None
-            self.tool_rounds = 0 if chosen is not None else self.tool_rounds + 1
-            self.failed_attempts += sum(attempt.failed for attempt in turn.attempts)
-            self._write_step(self.steps, chosen, held.tool_calls, turn)
-            self._log_reply(held, "accepted", action=chosen, record=step_name(self.steps))
+            self.counts.step += 1
+            self.counts.accepted_actions += chosen is not None
+            self.counts.tool_rounds = 0 if chosen is not None else self.counts.tool_rounds + 1
+            self.counts.failed_attempts += sum(attempt.failed for attempt in turn.attempts)
+            self.performer.write_step(self.counts.step, chosen, held.tool_calls, turn)
+            self._log_reply(held, "accepted", action=chosen, record=step_name(self.counts.step))
             reasoning = readable_reasoning(self.redactor.text(held.reasoning_summary or ""))
-            accepted = AcceptedReply(self.steps, chosen, held.action_call, held.tool_calls, reasoning)
+            accepted = AcceptedReply(self.counts.step, chosen, held.action_call, held.tool_calls, reasoning)
             self._checkpoint(accepted)
         self._turn = None
-        self._on_point("after_commit" if self.compactions == compactions else "after_compaction_commit")
+        self._on_point("after_commit" if self.counts.compactions == compactions else "after_compaction_commit")
         return accepted
 
     def reject(self, reason: str | None = None) -> Turn:
@@ -813,93 +502,19 @@ class Session:
         if self._turn is not None:
             raise RuntimeError("a turn is open: accept or reject its reply before buffering an input")
         if self.events is not None:  # it opens the next turn
-            self.events.user_input(turn=self.turns + 1, step=self.steps + 1, text=text, source="buffered")
-        self._fire(InputBuffered(text))
-
-    def _resumed_checkpoints(
-        self, run_dir: Path, system_prompt: str, previous: Mapping[str, Any]
-    ) -> tuple[CheckpointStore, RestoredCheckpoint | None]:
-        """The store a resume goes on from and its last checkpoint, once the run's records agree with
-        it. When they do not, or the store cannot be read whole, the resume is refused, unless it goes
-        on from the records (`from_records`): the damaged store is then set aside (checkpoints.py, rule
-        10) and a new one holds the checkpoint the records make (resume.position_from_records), whose
-        state is rebuilt from the projection. What only the old store held is lost: the continuation,
-        a caller's own facts, the exact count of failed attempts."""
-        store: CheckpointStore | None = None
-        try:
-            store = self._open_checkpoints(run_dir, system_prompt)
-            restored = store.latest()
-            damage = _records_disagree(run_dir, restored, previous)
-        except DamagedStore as error:
-            if not self._from_records:
-                raise
-            restored, damage = None, [str(error)]
-        if not damage:
-            assert store is not None
-            return store, restored
-        if not self._from_records:
-            raise _damaged(run_dir, damage)
-        if store is not None:
-            store.close()
-        position = position_from_records(run_dir)
-        aside = set_aside_run_store(run_dir)
-        after = position.checkpoint - 1 if position is not None else 0
-        store = self._open_checkpoints(run_dir, system_prompt, numbered_after=after)
-        if position is not None:
-            facts = [self._accepted_fact(position).as_fact()]
-            store.commit(Checkpoint(position.cursor, None, facts, position.projection))
-        self._from_damage = {"damage": list(damage), "set_aside": aside.name}
-        return store, store.latest()
-
-    def _accepted_fact(self, position: RecordsPosition) -> AcceptedReply:
-        """The accepted reply the records' last checkpoint held, as its fact would have kept it: the
-        call that named its action read from its calls as the live turn read it."""
-        reply = position.reply
-        if reply is None:
-            return AcceptedReply(position.cursor["step"], None, None, ())
-        tool_names = [tool.name for tool in self.tools]
-        parsed = scaffold.parse_reply(reply.text, position.calls, self.actions, tool_names, self.action_mode)
-        return AcceptedReply(reply.step, reply.action, parsed.action_call, position.calls)
-
-    def _open_checkpoints(
-        self, run_dir: Path, system_prompt: str, numbered_after: int | None = None
-    ) -> CheckpointStore:
-        """The run's checkpoint store: made for a new run, opened for a resumed one, refusing a
-        checkpoint of another configuration or system prompt unless the session switches (then it may
-        differ in adapter, model, strategy and system prompt: SWITCHABLE)."""
-        descriptor = self.descriptor
-        meta = CheckpointMeta(
-            descriptor.adapter_id,
-            descriptor.version,
-            self.profile.runtime.strategy,
-            self.profile.digest(),
-            hashlib.sha256(system_prompt.encode()).hexdigest(),
-        )
-        store = open_run_store(
-            run_dir,
-            meta,
-            accept=SWITCHABLE if self._switch else (),
-            create=self._resume_dir is None or numbered_after is not None,
-            numbered_after=numbered_after or 0,
-        )
-        self._stack.callback(store.close)
-        return store
+            self.events.user_input(turn=self.counts.turn + 1, step=self.counts.step + 1, text=text, source="buffered")
+        self.performer.fire(InputBuffered(text))
 
     def _checkpoint(self, accepted: AcceptedReply) -> None:
         """The accepted turn made durable before the caller performs its action or answers its calls
-        (turnstate/durable/checkpoints.py): the facts recorded since the last checkpoint (`record_fact`: the
-        receipts of the side effects the last turn led to), then the accepted reply as a durable
-        fact, the intent its action and calls are performed from; the cursor; the event log's mark (the
-        projection is the log, up to it); and, with the continuation kept, the accepted state sealed;
-        then the checkpoint's own event."""
-        if self.checkpoints is None or self.events is None:
+        (durable_run.DurableRun.checkpoint): the facts recorded since the last checkpoint
+        (`record_fact`: the receipts of the side effects the last turn led to), then the accepted reply
+        as a durable fact, the intent its action and calls are performed from; the cursor; and the
+        accepted state, sealed."""
+        if self.durable is None:
             return
         facts, self._facts = [*self._facts, accepted.as_fact()], []
-        # The provider's opaque state (encrypted reasoning, signatures) is kept only sealed: never in
-        # plain text in the run folder, like every artifact; a resume then rebuilds from the projection.
-        state = self.accepted_state if self.checkpoints.encrypts_continuation else None
-        number = self.checkpoints.commit(Checkpoint(self._cursor(), state, facts, self.events.mark()))
-        self.events.checkpoint(turn=self.turns, step=self.steps, checkpoint_id=str(number))
+        self.durable.checkpoint(self._cursor(), self.accepted_state, facts)
 
     def point(self, point: Point) -> None:
         """A named point of the caller's (after_side_effect), reported to the session's `on_point`."""
@@ -918,38 +533,57 @@ class Session:
             raise ValueError("a fact names its kind")
         self._facts.append(dict(fact))
 
-    def _cursor(self) -> dict[str, Any]:
+    def _cursor(self) -> Cursor:
         """Where the run is, as a checkpoint's cursor: small, written whole with every checkpoint."""
-        return {
-            "step": self.steps,
-            "turn": self.turns,
-            "accepted_actions": self.accepted_actions,
-            "failed_attempts": self.failed_attempts,
-            "tool_rounds": self.tool_rounds,
-            "levels_won": self.levels_won,
-            "summaries": self.summaries,
-            "compactions": self.compactions,
-            "machine_state": self.machine.path,
-            "window_turns": len(self.accepted_state.turns),  # the accepted turns its window holds
-            "usage": self.ledger.total.to_dict(),
-            "provider_calls": self.ledger.calls,
-        }
+        counts = RunCounts(
+            step=self.counts.step,
+            turn=self.counts.turn,
+            accepted_actions=self.counts.accepted_actions,
+            failed_attempts=self.counts.failed_attempts,
+            tool_rounds=self.counts.tool_rounds,
+            levels_won=self.counts.levels_won,
+            summaries=self.counts.summaries,
+            compactions=self.counts.compactions,
+        )
+        window = len(self.accepted_state.turns)  # the accepted turns its window holds
+        return Cursor(counts, self.machine.path, window, self.ledger.total, self.ledger.calls)
+
+    def _restore(self, opened: Opened) -> None:
+        """A resumed session as its last checkpoint left it: the counts and the ledger as the cursor
+        has them (with the calls made after it counted once, as the next step's), its facts and the
+        reply it accepted for the caller to carry out, and the resume in run_meta.json."""
+        self.machine = opened.machine
+        if opened.cursor is not None:
+            counts = opened.cursor.counts
+            self.counts.step, self.counts.turn = counts.step, counts.turn
+            self.counts.accepted_actions, self.counts.failed_attempts = counts.accepted_actions, counts.failed_attempts
+            self.counts.tool_rounds, self.counts.levels_won = counts.tool_rounds, counts.levels_won
+            self.counts.summaries, self.counts.compactions = counts.summaries, counts.compactions
+            self.ledger.total, self.ledger.calls = opened.cursor.usage, opened.cursor.provider_calls
+        self.facts, self.resumed_reply = opened.facts, opened.reply
+        self._results_as_input = opened.results_as_input
+        for usage in opened.lost:
+            self.ledger.record_call(usage)
+        if opened.resumed is not None:
+            self.resumed = opened.resumed
+            self._meta["resumes"] = list(opened.resumes)
+            self._on_point("after_resume")
 
     def _log_reply(self, held: Turn, status: Status, **verdict: str | None) -> None:
         """The held reply, with its verdict, and the calls it made, in events.jsonl: an accepted one
         as the step it just committed, a rejected one as the step its turn would commit."""
         if self.events is None:
             return
-        step = self.steps if status == "accepted" else self.steps + 1
+        step = self.counts.step if status == "accepted" else self.counts.step + 1
         message = self.events.assistant_message(
-            turn=self.turns, step=step, text=held.text, status=status, attempt=held.attempt, **verdict
+            turn=self.counts.turn, step=step, text=held.text, status=status, attempt=held.attempt, **verdict
         )
         for call in held.tool_calls:
             self.events.tool_call(message, call)
 
     # The effects.
 
-    def _open_turn(self) -> _OpenTurn:
+    def _open_turn(self) -> OpenTurn:
         if self._turn is None or self._turn.held is None:
             raise RuntimeError("no reply is held: observe first")
         return self._turn
@@ -959,232 +593,12 @@ class Session:
         turn = self._turn
         assert turn is not None
         turn.held = None
-        self._perform_all(event, turn)
+        self.performer.perform_all(event, turn)
         if turn.held is not None:
             return turn.held
-        self._fail_turn(turn)
-        raise FailedClosed(self.redactor.text(turn.failure or "the machine stopped"), self.ledger.unattributed)
-
-    def _perform_all(self, event: Event, turn: _OpenTurn) -> None:
-        effects = deque(self._fire(event))
-        while effects:
-            next_event = self._perform(effects.popleft(), turn)
-            if next_event is not None:
-                effects.extend(self._fire(next_event))
-
-    def _fire(self, event: Event) -> list[Any]:
-        """Fire `event` and log every transition it fired: a nested machine's, then its parent's on
-        the `Done` that the nested machine's final state fires at once."""
-        already = len(self.machine.fired)
-        effects = self.machine.fire(event)
-        if self._writer is not None:
-            for fired in self.machine.fired[already:]:
-                self._writer.log_transition(fired.as_log())
-        return effects
-
-    def _perform(self, effect: Effect, turn: _OpenTurn) -> Event | None:
-        """Perform one effect of the turn; the event that reports its outcome, if it has one."""
-        match effect:
-            case CallProvider():
-                return self._call_provider(effect, turn)
-            case CallCompaction():
-                return self._call_compaction(effect, turn)
-            case CallSummary():
-                return self._call_summary(effect, turn)
-            case ReportSummary():
-                return self._report_summary(effect, turn)
-            case ParseAction():
-                return self._hold(effect, turn)
-            case WaitBeforeRetry():
-                return self._wait(effect, turn)
-            case SubmitAction():
-                return self._submit(effect, turn)
-            case FailClosed():
-                return self._fail_closed(effect, turn)
-        raise TypeError(f"session cannot perform effect {effect!r}")
-
-    def _call_provider(self, effect: CallProvider, turn: _OpenTurn) -> Event:
-        """The action request, once the full text of every result it offloads is stored."""
-        for ref, text in effect.offloaded:
-            self.tool_results.put(ref, text)
-        return self._call(self.adapter.call, effect.request, "action", turn)
-
-    def _call_compaction(self, effect: CallCompaction, turn: _OpenTurn) -> Event:
-        """A native compaction call, asked to replace the whole accepted history it is sent."""
-        return self._call(self.adapter.compact, effect.request, "compaction", turn, len(effect.request.items))
-
-    def _call_summary(self, effect: CallSummary, turn: _OpenTurn) -> Event:
-        """A harness summary, an ordinary call of the adapter. Its input is written to SUMMARY_INPUT
-        before the call, so a kill during the call keeps it, and every attempt's record repeats it.
-        An adapter that cannot continue from a summary (validation refuses such a profile; an adapter
-        given to the session directly can still be one) fails the turn closed with no call sent."""
-        if self.adapter.summary_compaction is None:
-            cannot = f"{type(self.adapter).__name__} cannot continue from a harness summary; use native compaction"
-            refused = ProviderError(ErrorKind.FATAL, diagnostics={"detail": cannot})
-            turn.attempts.append(
-                Attempt("summary", effect.request, refused.kind.value, Usage(), diagnostics=dict(refused.diagnostics))
-            )
-            return outcome_event(refused, compaction=True)
-        disclosed = summary_input(effect.summary_pass)
-        if self._writer is not None:
-            attempt = len(turn.attempts) + 1
-            self._writer.write_json(SUMMARY_INPUT, {"turn": self.turns, "attempt": attempt, **disclosed})
-        return self._call(self.adapter.call, effect.request, "summary", turn, effect.summarized_items, disclosed)
-
-    def _call(
-        self,
-        call: Callable[[ModelRequest], ModelResponse | ProviderError],
-        request: ModelRequest,
-        kind: CallKind,
-        turn: _OpenTurn,
-        summarized_items: int | None = None,
-        disclosed: dict[str, Any] | None = None,
-    ) -> Event:
-        """One provider call of any kind: timed, its usage billed to the turn, the opaque values of its
-        reply known to the redactor, and its attempt added to the turn's."""
-        self._on_point("before_provider_call" if kind == "action" else "during_compaction")
-        started = time.perf_counter()
-        outcome = call(request)
-        self.provider_seconds += time.perf_counter() - started
-        self.ledger.record_call(outcome.usage)
-        if self._usage_journal is not None:
-            self._usage_journal.record(self.ledger.calls, kind, outcome.usage)
-        if kind == "action" and isinstance(outcome, ModelResponse):
-            self._on_point("after_reply")
-        if isinstance(outcome, ModelResponse):
-            self.redactor.learn(outcome.native_items)  # before any record could repeat them
-            replied = "replied" if kind == "action" else "compacted"
-            attempt = Attempt(kind, request, replied, outcome.usage, outcome.text, outcome.reasoning_summary)
-            attempt.compaction_items = _compaction_items(self.adapter, outcome)
-        else:
-            attempt = Attempt(kind, request, outcome.kind.value, outcome.usage, diagnostics=dict(outcome.diagnostics))
-            self._server_message = outcome.server_message or self._server_message
-            if self.events is not None and kind == "action" and outcome.kind is ErrorKind.REFUSAL:
-                self.events.assistant_message(
-                    turn=self.turns,
-                    step=self.steps + 1,
-                    text="",
-                    status="refused",
-                    attempt=len(turn.attempts) + 1,
-                    reason="the provider refused to answer",
-                )
-        attempt.summarized_items, attempt.summary_input = summarized_items, disclosed
-        turn.attempts.append(attempt)
-        return outcome_event(outcome, compaction=kind != "action")
-
-    def _report_summary(self, effect: ReportSummary, turn: _OpenTurn) -> Event | None:
-        """compaction_NNN.json for a harness summary that committed with this turn's action; the
-        step's record points to it."""
-        self.summaries += 1
-        if self._writer is not None:
-            record = compaction_record(
-                self.summaries,
-                effect,
-                turn.attempts,
-                step=self.steps + 1,  # the step it commits with
-                cost=self.ledger.cost,
-                redact=self.redactor.text,
-            )
-            self._writer.write_json(compaction_name(self.summaries), record)
-        turn.summary = (self.summaries, effect)
-        return None
-
-    def _hold(self, effect: ParseAction, turn: _OpenTurn) -> Event | None:
-        """The reply waits for the caller's verdict, with the action parsed from it if there is one;
-        a tool round past the profile's `max_tool_rounds` has a problem instead."""
-        response = effect.response
-        tool_names = [tool.name for tool in self.tools]
-        parsed = scaffold.parse_reply(response.text, response.tool_calls, self.actions, tool_names, self.action_mode)
-        problem = parsed.problem
-        if parsed.is_tool_round and self.tool_rounds >= self.profile.agent.max_tool_rounds:
-            problem = f"{self.tool_rounds} tool rounds in a row without an action (agent.max_tool_rounds)"
-        turn.held = Turn(
-            text=response.text,
-            action=parsed.action,
-            problem=problem,
-            tool_calls=response.tool_calls,
-            action_call=parsed.action_call,
-            reasoning_summary=response.reasoning_summary,
-            usage=response.usage,
-            attempt=len(turn.attempts),
-        )
-        return None
-
-    def _wait(self, effect: WaitBeforeRetry, turn: _OpenTurn) -> Event:
-        """The wait the machine asked for after the latest attempt, recorded on it."""
-        turn.attempts[-1].waited_seconds = effect.seconds
-        self.sleep(effect.seconds)
-        return BackoffElapsed()
-
-    def _submit(self, effect: SubmitAction, turn: _OpenTurn) -> Event | None:
-        turn.action = effect.action
-        return None
-
-    def _fail_closed(self, effect: FailClosed, turn: _OpenTurn) -> Event | None:
-        turn.failure = effect.reason
-        return None
-
-    # The records.
-
-    def _write_step(self, index: int, action: str | None, calls: Sequence[ToolCall], turn: _OpenTurn) -> None:
-        usage = self.ledger.take_for_step()
-        record = step_record(
-            index,
-            self._request_record(index, turn.attempts[-1].request),
-            action,
-            calls,
-            turn.attempts,
-            usage=usage,
-            history=(turn.history_before, self.accepted_state.item_count),
-            summary=turn.summary,
-            transitions=self._step_transitions(),
-            cost=self.ledger.cost,
-            redact=self.redactor.text,
-        )
-        self.compactions += record["compaction"] is not None
-        if self._writer is not None:
-            self._writer.write_step(index, record)
-
-    def _step_transitions(self) -> TransitionLines:
-        """Where the step's transitions are in transitions.jsonl (`_fire` logged each as it fired)."""
-        fired = len(self.machine.take_fired())
-        return self._writer.last_transitions(fired) if self._writer is not None else TransitionLines(0, fired)
-
-    def _request_record(self, index: int, request: ModelRequest) -> dict[str, Any]:
-        """What is new in this step's request since the previous step's (artifacts.request_delta)."""
-        logged = self.events.logged if self.events is not None else (lambda text: None)
-        record = request_delta(self._last_sent, request, self.adapter.transcript.readable, logged)
-        self._last_sent = (index, request)
-        return record
-
-    def _fail_turn(self, turn: _OpenTurn) -> None:
-        """The turn failed closed: counted, and its record written (run_meta.json names it)."""
-        self.failed_attempts += sum(attempt.failed for attempt in turn.attempts)
+        self.performer.fail_turn(turn)
         self._turn = None
-        self.failed_turn, self.failure = FAILED_TURN, turn.failure
-        if self.events is not None:
-            reason = turn.failure or "the machine stopped"
-            self.events.assistant_message(
-                turn=self.turns,
-                step=self.steps + 1,
-                text="",
-                status="failed",
-                attempt=len(turn.attempts),
-                reason=reason,
-                record=FAILED_TURN,
-            )
-        if self._writer is None:
-            return
-        self._writer.sync_transitions()
-        record = failed_turn_record(
-            self.steps + 1,
-            turn.failure,
-            turn.attempts,
-            usage=self.ledger.unattributed,
-            transitions=[transition.as_log() for transition in self.machine.take_fired()],
-            redact=self.redactor.text,
-        )
-        self._writer.write_json(FAILED_TURN, record)
+        raise FailedClosed(self.redactor.text(turn.failure or "the machine stopped"), self.ledger.unattributed)
 
     def _meta_base(self, endpoint: Endpoint) -> dict[str, Any]:
         descriptor = self.descriptor
@@ -1209,7 +623,7 @@ class Session:
         assert self._writer is not None
         if outcome is not None:
             result = replace(result, outcome=outcome)
-        totals = run_totals(result, provider_calls=self.ledger.calls, failed_turn=self.failed_turn)
+        totals = run_totals(result, provider_calls=self.ledger.calls, failed_turn=self.performer.failed_turn)
         self._writer.write_json(RUN_META, self._meta | totals, reserve=True)
 
 
@@ -1245,9 +659,3 @@ def signals_deferred() -> Iterator[None]:
             signal.signal(signum, handler)
         for caught_signal in caught:
             signal.raise_signal(caught_signal)
-
-
-def _compaction_items(adapter: ProviderAdapter, response: ModelResponse) -> int:
-    """How many of a reply's native items are compaction items, as the adapter's transcript knows them."""
-    latest = adapter.transcript.latest_compaction
-    return sum(1 for item in response.native_items if latest([item]) == 0)

@@ -50,8 +50,8 @@ from pydantic import Field, ValidationError
 from turnstate.durable.layout import ID_PATTERN, RESULTS, RESULTS_TABLE, RUN_META, SUMMARY, SWEEP_RECORD
 from turnstate.durable.resume import run_meta
 from turnstate.environments import make_environment
+from turnstate.session.durable_run import ENDED
 from turnstate.session.profile import EnvironmentConfig, Profile, _Section, load_profile, resolve_profile
-from turnstate.session.session import ENDED
 from turnstate.session.settings_file import ProfileError, load_settings, validation_problems
 
 ENDED_OUTCOMES = (*ENDED, "failed_closed")  # a sweep's resume skips these runs
