@@ -153,9 +153,8 @@ class DurableRun:
         self._stack.callback(self.usage.close)
         if not self.resume:
             return Opened(strategy.start(settings, transcript, None, None))
-        opened = self._resumed(strategy, settings, transcript, restored, cursor, cut, lost, torn)
-        assert opened.resumed is not None
-        return replace(opened, resumes=(*previous.get("resumes", []), asdict(opened.resumed)))
+        earlier = tuple(previous.get("resumes", []))
+        return self._resumed(strategy, settings, transcript, restored, cursor, cut, lost, torn, earlier)
 
     def _resumed(
         self,
@@ -167,13 +166,15 @@ class DurableRun:
         cut: int,
         lost: tuple[Usage, ...],
         torn: list[str],
+        earlier: tuple[dict[str, Any], ...],
     ) -> Opened:
         """Go on from the last checkpoint: the machine in the state it rested in, on the accepted
         state the continuation keeps, or, without it (no key, or a switch to another adapter, model
         or strategy, which drops it), on one rebuilt from the conversation's projection; the counts
         and the ledger as the checkpoint's cursor has them, so nothing is counted twice; the event
         log cut back to the checkpoint (durable/resume.py); the `lost` calls (made after the
-        checkpoint, in the turn the kill interrupted) counted once, as the next step's."""
+        checkpoint, in the turn the kill interrupted) counted once, as the next step's; and this resume
+        after the `earlier` ones run_meta.json lists."""
         assert self.store is not None and self.events is not None
         switched = self.store.switched_from
         counts = cursor.counts if cursor is not None else None
@@ -201,7 +202,7 @@ class DurableRun:
             switched=None if switched is None else _switch_record(switched, self.store.meta),
             from_records=self._from_damage,
         )
-        return Opened(machine, cursor, facts, reply, results_as_input, lost, resumed)
+        return Opened(machine, cursor, facts, reply, results_as_input, lost, resumed, (*earlier, asdict(resumed)))
 
     def _resumed_machine(
         self,
