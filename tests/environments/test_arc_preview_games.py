@@ -59,23 +59,35 @@ def cli(*arguments: str, cwd: Path | None = None) -> subprocess.CompletedProcess
     return subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=cwd)
 
 
+def human_baselines(game: str) -> list[int]:
+    """The game's metadata.json `baseline_actions`, as the toolkit's layout keeps it."""
+    (metadata,) = (ARC / "environment_files" / game).glob("*/metadata.json")
+    return json.loads(metadata.read_text())["baseline_actions"]
+
+
+@pytest.mark.parametrize("game", sorted(LEVELS))
 @pytest.mark.parametrize("variant", WINNING)
-def test_every_variant_wins_ft09_through_turnstate_run_with_the_recordings_actions(variant, tmp_path):
-    """ls20 through every variant is the sweep's (below)."""
-    profile = tmp_path / "ft09.yaml"
-    profile.write_text(yaml.safe_dump(arc_profile(variant, "ft09").model_dump(mode="json")))
+def test_every_variant_wins_both_games_through_turnstate_run_with_the_recordings_actions(variant, game, tmp_path):
+    profile = tmp_path / f"{game}.yaml"
+    profile.write_text(yaml.safe_dump(arc_profile(variant, game).model_dump(mode="json")))
     done = cli("run", str(profile), "--out", str(tmp_path / "runs"), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     (run_dir,) = (tmp_path / "runs").iterdir()
     meta = json.loads((run_dir / "run_meta.json").read_text())
-    assert (meta["outcome"], meta["levels_won"], meta["accepted_actions"]) == ("win", 6, 164)
+    assert (meta["outcome"], meta["levels_won"], meta["accepted_actions"]) == (
+        "win",
+        LEVELS[game],
+        RECORDED_ACTIONS[game],
+    )
     assert meta["failed_attempts"] == 0
     scorecard = meta["environment_scorecard"]
     won = scorecard["plays"][-1]  # a RESET on a game's first frame starts a new play on the toolkit's card
-    assert (won["state"], won["levels_completed"], scorecard["total_levels_completed"]) == ("WIN", 6, 6)
-    assert won["level_baseline_actions"] == [15, 7, 15, 16, 21, 17]  # metadata.json's human baselines
+    assert (won["state"], won["levels_completed"], scorecard["total_levels_completed"]) == ("WIN",) + (
+        LEVELS[game],
+    ) * 2
+    assert won["level_baseline_actions"] == human_baselines(game)
     if variant in COMPACTING:  # compacted many times over the game: the place survived each compaction
-        assert meta["compactions"] >= RECORDED_ACTIONS["ft09"] // 12
+        assert meta["compactions"] >= RECORDED_ACTIONS[game] // 12
     if variant != "continuous.native_inline.responses":
         return
     # per level, the actions used against the baseline, as `turnstate show` and the run report say it
