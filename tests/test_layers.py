@@ -231,3 +231,21 @@ def test_the_api_names_load_on_first_use_and_an_adapter_imports_without_the_engi
     assert "turnstate.local_provider.server" in loaded_by("from turnstate import Session")
     adapter = loaded_by("import turnstate.adapters.responses")
     assert "openai" in adapter and not [name for name in adapter if name.startswith("turnstate.machine")]
+
+
+PYTEST_PLUGIN = "turnstate.machine.coverage"  # the coverage gate is a pytest plugin: it alone may import pytest
+
+
+def test_every_module_but_the_pytest_plugin_imports_on_a_plain_install_without_the_test_tools():
+    """A plain install (the quick start's `pip install -e .`) has no pytest or hypothesis: a module
+    that imported one at its top would crash `turnstate run` (the run's report draws the machine)."""
+    skipped = {PYTEST_PLUGIN, "turnstate.harness.environments"}  # the shim warns; __main__ runs the command
+    names = sorted(name for name in modules() if name not in skipped and not name.endswith("__main__"))
+    script = (
+        "import importlib, sys\n"
+        "sys.modules['pytest'] = sys.modules['hypothesis'] = None  # what importing an absent package does\n"
+        f"for name in {names!r}:\n"
+        "    importlib.import_module(name)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -472,7 +472,7 @@ def test_a_whole_suite_run_writes_the_tests_that_assert_each_row(tmp_path):
 
 
 def test_the_coverage_table_names_each_rows_tests_and_every_row_no_test_asserts():
-    from turnstate.machine import coverage
+    from turnstate.machine import coverage_map as coverage
 
     spec = MACHINES["manual_rolling"]
     rows = list(spec.rows())

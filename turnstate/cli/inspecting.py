@@ -148,7 +148,7 @@ def diagrams(out_dir: Path | None, check: bool, profile: Path | None, run_dir: P
 )
 def coverage(tests_path: Path | None) -> None:
     """Print every transition with the tests that assert what it does (from the last whole-suite run)."""
-    from turnstate.machine import coverage as gate
+    from turnstate.machine import coverage_map as gate
     from turnstate.reports.diagrams import TESTS_MAP, read_tests_map
     from turnstate.reports.page import ReportError
     from turnstate.strategies import MACHINES

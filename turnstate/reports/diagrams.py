@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from turnstate.durable.layout import RUN_META, TRANSITIONS
 from turnstate.durable.transition_log import TransitionLogError, read_transition_log
-from turnstate.machine import coverage as gate
+from turnstate.machine import coverage_map as gate
 from turnstate.machine import diagrams as drawing
 from turnstate.machine.engine import MachineSpec, Row
 from turnstate.reports.page import ReportError
