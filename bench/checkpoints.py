@@ -1,5 +1,5 @@
 """The checkpoint store over a long run: what a commit costs a turn, how the bytes grow, how long a
-resume's rebuild takes (turnstate/durable/checkpoints.py).
+resume's rebuild takes (turnstate/durable/checkpoints/).
 
 Plays a long beacon_grid game from a local profile through the Session API (as the README's loop
 does), against a local provider in a process of its own (`turnstate serve`: in this process its

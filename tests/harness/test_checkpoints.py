@@ -1,4 +1,4 @@
-"""The checkpoint store (turnstate/durable/checkpoints.py): four layers kept apart, the continuation as deltas
+"""The checkpoint store (turnstate/durable/checkpoints/): four layers kept apart, the continuation as deltas
 and snapshots rebuilt exactly, meta compatibility, encryption at rest, owner-only files, kills inside
 a transaction, corrupt and foreign files, one writer, retention."""
 

@@ -1,7 +1,7 @@
 """What a resume reads back from a run folder: the run's profile, its conversation's projection, and
 an event log cut back to the last checkpoint.
 
-A run killed at any point resumes from its last checkpoint (turnstate/durable/checkpoints.py): the turn in
+A run killed at any point resumes from its last checkpoint (turnstate/durable/checkpoints/): the turn in
 flight when it died is played again, so whatever the log says of it after that checkpoint (replies,
 verdicts, even an acceptance the checkpoint never made durable) is not history, and is cut from
 events.jsonl before the resumed run writes on. run_meta.json records how many events were cut.

@@ -1,7 +1,7 @@
 """The user's state folder for turnstate, outside every run folder: `$XDG_STATE_HOME/turnstate`, else
 `~/.local/state/turnstate`. It holds what outlives a run's process and must never be in a run
 folder, which people copy and share: the embedded local provider's services (turnstate/session/endpoint.py)
-and the checkpoint key a run seals its continuation with (turnstate/durable/checkpoints.py)."""
+and the checkpoint key a run seals its continuation with (turnstate/durable/checkpoints/cipher.py)."""
 
 from __future__ import annotations
 
