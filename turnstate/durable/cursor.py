@@ -36,6 +36,11 @@ class RunCounts:
     summaries: int = 0  # harness summaries committed, numbering the compaction records
     compactions: int = 0  # compactions of every kind committed (inline, by a call, harness summaries)
 
+    def take(self, other: RunCounts) -> None:
+        """Take `other`'s counts in place (a resume's, from its checkpoint), for those who hold this one."""
+        for count in fields(self):
+            setattr(self, count.name, getattr(other, count.name))
+
 
 @dataclass(frozen=True)
 class Cursor:

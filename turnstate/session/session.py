@@ -65,7 +65,7 @@ from turnstate.durable.checkpoints import (
     CheckpointStore,
 )
 from turnstate.durable.cursor import AcceptedReply, Cursor, RunCounts
-from turnstate.durable.events import EventLog, EventLogError, Status
+from turnstate.durable.events import EventLogError, Status
 from turnstate.durable.layout import (
     RUN_META,
     new_run_id,
@@ -233,8 +233,6 @@ class Session:
         self.run_dir: Path | None = None  # the session's artifacts folder, once it is made
         self.run_id = ""  # the run's id: its folder's name when it was made (run_meta.json keeps it)
         self._stack = ExitStack()
-        self._writer: ArtifactWriter | None = None
-        self.events: EventLog | None = None  # events.jsonl, when the session writes artifacts
         self.durable: DurableRun | None = None  # the run's checkpoints, log and journal, likewise
         self._turn: OpenTurn | None = None
         self._finished: tuple[str, str | None, int] | None = None
@@ -282,10 +280,11 @@ class Session:
             if run_dir is not None:
                 exists = self._resume_dir is not None
                 self._torn = torn_files(run_dir) if exists else []  # before any opener cuts them
-                self._writer = ArtifactWriter(run_dir.parent, run_dir.name, self.redactor, existing=exists)
-                self._stack.callback(self._writer.close)
-                self.files.writer = self._writer
-                self.run_dir = self._writer.path
+                writer = self.files.writer = ArtifactWriter(
+                    run_dir.parent, run_dir.name, self.redactor, existing=exists
+                )
+                self._stack.callback(writer.close)
+                self.run_dir = writer.path
                 self._meta = self._meta_base(endpoint)
             self.tool_results = ToolResultStore(self.run_dir)
             system = self._system_prompt or scaffold.system_prompt(self.actions, self.action_mode, self.tools)
@@ -331,8 +330,7 @@ class Session:
             tools=self.tools,
         )
         opened = self.durable.open(strategy, settings, self.adapter.transcript, self.redactor, self._torn)
-        self.events = self.files.events = self.durable.events
-        self.files.usage = self.durable.usage
+        self.files.events, self.files.usage = self.durable.events, self.durable.usage
         self._restore(opened)
         with signals_deferred():
             self._write_meta(self.result(), outcome="running")
@@ -341,7 +339,7 @@ class Session:
         self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
     ) -> None:
         try:
-            if self._writer is not None and self._finished is None:  # else finish() wrote run_meta.json
+            if self.files.writer is not None and self._finished is None:  # else finish() wrote run_meta.json
                 if error is None:
                     self._finished = (
                         "failed_closed" if self.performer.failed_turn else "finished",
@@ -364,7 +362,7 @@ class Session:
         with signals_deferred():
             self._finished = (outcome, failure, levels_won)
             result = self.result()
-            if self._writer is not None:
+            if self.files.writer is not None:
                 self._write_meta(result)
         return result
 
@@ -418,11 +416,11 @@ class Session:
         if not observation and not logged:
             raise ValueError("nothing to observe: pass an observation, or the results of the last reply's calls")
         self.counts.turn += 1
-        if self.events is not None:
+        if self.files.events is not None:
             for result in logged:
-                self.events.tool_result(turn=self.counts.turn, step=self.counts.step + 1, result=result)
+                self.files.events.tool_result(turn=self.counts.turn, step=self.counts.step + 1, result=result)
             if observation:
-                self.events.user_input(
+                self.files.events.user_input(
                     turn=self.counts.turn, step=self.counts.step + 1, text=observation, source="observation"
                 )
         observation = "\n\n".join([*as_input, *([observation] if observation else [])])
@@ -501,8 +499,10 @@ class Session:
         state and opens the next turn, ahead of its observation."""
         if self._turn is not None:
             raise RuntimeError("a turn is open: accept or reject its reply before buffering an input")
-        if self.events is not None:  # it opens the next turn
-            self.events.user_input(turn=self.counts.turn + 1, step=self.counts.step + 1, text=text, source="buffered")
+        if self.files.events is not None:  # it opens the next turn
+            self.files.events.user_input(
+                turn=self.counts.turn + 1, step=self.counts.step + 1, text=text, source="buffered"
+            )
         self.performer.fire(InputBuffered(text))
 
     def _checkpoint(self, accepted: AcceptedReply) -> None:
@@ -523,7 +523,7 @@ class Session:
     def record_environment_scorecard(self, scorecard: Mapping[str, Any]) -> None:
         """A game's own account of the run (arc_agi3's: the ARC-AGI-3 toolkit's scorecard, kept
         small), written into run_meta.json as `environment_scorecard` with its next write."""
-        if self._writer is not None:
+        if self.files.writer is not None:
             self._meta["environment_scorecard"] = dict(scorecard)
 
     def record_fact(self, fact: Mapping[str, Any]) -> None:
@@ -535,18 +535,8 @@ class Session:
 
     def _cursor(self) -> Cursor:
         """Where the run is, as a checkpoint's cursor: small, written whole with every checkpoint."""
-        counts = RunCounts(
-            step=self.counts.step,
-            turn=self.counts.turn,
-            accepted_actions=self.counts.accepted_actions,
-            failed_attempts=self.counts.failed_attempts,
-            tool_rounds=self.counts.tool_rounds,
-            levels_won=self.counts.levels_won,
-            summaries=self.counts.summaries,
-            compactions=self.counts.compactions,
-        )
         window = len(self.accepted_state.turns)  # the accepted turns its window holds
-        return Cursor(counts, self.machine.path, window, self.ledger.total, self.ledger.calls)
+        return Cursor(replace(self.counts), self.machine.path, window, self.ledger.total, self.ledger.calls)
 
     def _restore(self, opened: Opened) -> None:
         """A resumed session as its last checkpoint left it: the counts and the ledger as the cursor
@@ -554,11 +544,7 @@ class Session:
         reply it accepted for the caller to carry out, and the resume in run_meta.json."""
         self.machine = opened.machine
         if opened.cursor is not None:
-            counts = opened.cursor.counts
-            self.counts.step, self.counts.turn = counts.step, counts.turn
-            self.counts.accepted_actions, self.counts.failed_attempts = counts.accepted_actions, counts.failed_attempts
-            self.counts.tool_rounds, self.counts.levels_won = counts.tool_rounds, counts.levels_won
-            self.counts.summaries, self.counts.compactions = counts.summaries, counts.compactions
+            self.counts.take(opened.cursor.counts)  # in place: the performer counts into the same object
             self.ledger.total, self.ledger.calls = opened.cursor.usage, opened.cursor.provider_calls
         self.facts, self.resumed_reply = opened.facts, opened.reply
         self._results_as_input = opened.results_as_input
@@ -572,14 +558,14 @@ class Session:
     def _log_reply(self, held: Turn, status: Status, **verdict: str | None) -> None:
         """The held reply, with its verdict, and the calls it made, in events.jsonl: an accepted one
         as the step it just committed, a rejected one as the step its turn would commit."""
-        if self.events is None:
+        if self.files.events is None:
             return
         step = self.counts.step if status == "accepted" else self.counts.step + 1
-        message = self.events.assistant_message(
+        message = self.files.events.assistant_message(
             turn=self.counts.turn, step=step, text=held.text, status=status, attempt=held.attempt, **verdict
         )
         for call in held.tool_calls:
-            self.events.tool_call(message, call)
+            self.files.events.tool_call(message, call)
 
     # The effects.
 
@@ -620,11 +606,11 @@ class Session:
 
     def _write_meta(self, result: RunResult, outcome: str | None = None) -> None:
         """run_meta.json: the run's settings and totals, with its outcome (or `outcome`: "running")."""
-        assert self._writer is not None
+        assert self.files.writer is not None
         if outcome is not None:
             result = replace(result, outcome=outcome)
         totals = run_totals(result, provider_calls=self.ledger.calls, failed_turn=self.performer.failed_turn)
-        self._writer.write_json(RUN_META, self._meta | totals, reserve=True)
+        self.files.writer.write_json(RUN_META, self._meta | totals, reserve=True)
 
 
 def _what_ended(error: BaseException) -> str:
