@@ -18,7 +18,7 @@ from turnstate.machine import coverage_map as gate
 from turnstate.machine import diagrams as drawing
 from turnstate.machine.engine import MachineSpec, Row
 from turnstate.reports.page import ReportError
-from turnstate.reports.text import nested
+from turnstate.reports.text import RUN_FOLDER_FIX, nested
 from turnstate.strategies import MACHINES, STRATEGIES, configuration_name
 from turnstate.strategies.compaction import Kind
 
@@ -150,7 +150,7 @@ def _run_meta(run_dir: Path) -> Any:
     """The run's run_meta.json, when it names a configuration turnstate draws (None when the run wrote
     none); ReportError for one that is not a run's or names no such configuration."""
     path = run_dir / RUN_META
-    fix = "fix: pass a run folder that `turnstate run` wrote"
+    fix = RUN_FOLDER_FIX
     try:
         meta = json.loads(path.read_bytes())
     except FileNotFoundError:

@@ -24,7 +24,7 @@ from turnstate.durable.events import (
 from turnstate.durable.layout import EVENTS, RUN_META
 from turnstate.durable.resume import audit_run
 from turnstate.reports.page import ReportError
-from turnstate.reports.text import indented, inline, optional_json, printable, run_redactor
+from turnstate.reports.text import RUN_FOLDER_FIX, indented, inline, optional_json, printable, run_redactor
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ def event_log(run_dir: Path, *, check: bool = False) -> EventLogView:
     """`run_dir`'s event log as `turnstate events` prints it, or with `check` verified against the run."""
     path = run_dir / EVENTS
     if not path.is_file():
-        fix = "fix: pass a run folder that `turnstate run` wrote"
+        fix = RUN_FOLDER_FIX
         raise ReportError(f"{path}: missing; {fix}" if run_dir.is_dir() else f"{run_dir}: not a folder; {fix}")
     read = audit_run(run_dir) if check else read_events(path)
     logged = [event for _, event in read.events]

@@ -18,6 +18,7 @@ from turnstate.durable.resume import number_spans
 from turnstate.reports.page import ReportError
 from turnstate.reports.run import level_actions
 from turnstate.reports.text import (
+    RUN_FOLDER_FIX,
     first_line,
     indented,
     inline,
@@ -28,8 +29,6 @@ from turnstate.reports.text import (
     run_redactor,
     tokens,
 )
-
-FIX = "fix: pass a run folder that `turnstate run` wrote"
 
 
 def step_messages(run_dir: Path, step: int) -> list[dict[str, Any]]:
@@ -74,10 +73,10 @@ def _check_step(run_dir: Path, step: int) -> list[int]:
     try:
         steps = recorded_steps(run_dir)
     except OSError as error:
-        raise ReportError(f"{run_dir}: cannot read the folder ({error.strerror}); {FIX}") from None
+        raise ReportError(f"{run_dir}: cannot read the folder ({error.strerror}); {RUN_FOLDER_FIX}") from None
     if step not in steps:
         if not steps:
-            raise ReportError(f"{run_dir} holds no step records; {FIX}")
+            raise ReportError(f"{run_dir} holds no step records; {RUN_FOLDER_FIX}")
         raise ReportError(
             f"{run_dir} recorded no step {step}; its steps are {number_spans(steps)}; fix: pass one of them"
         )

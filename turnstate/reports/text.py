@@ -14,6 +14,8 @@ from typing import Any
 
 from turnstate.durable.redaction import Redactor
 
+RUN_FOLDER_FIX = "fix: pass a run folder that `turnstate run` wrote"  # a view given a folder that is not a run's
+
 
 def run_redactor(meta: Any) -> Redactor:
     """What a page or a command shows of a run passes a redactor, as everything a run prints does: the
