@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from turnstate.adapters.contract import ToolSpec, Transcript, Usage
+from turnstate.adapters.contract import Transcript, Usage
 from turnstate.adapters.registry import AdapterDescriptor
 from turnstate.durable.accounting import UsageJournal
 from turnstate.durable.checkpoints import (
@@ -50,6 +50,7 @@ from turnstate.durable.resume import (
 )
 from turnstate.machine.engine import LiveMachine
 from turnstate.session import scaffold
+from turnstate.session.performer import ReplyRules
 from turnstate.session.profile import Profile
 from turnstate.session.run_profile import run_profile
 from turnstate.strategies.state import RuntimeState
@@ -112,12 +113,11 @@ class DurableRun:
         resume: bool,
         switch: bool,
         from_records: bool,
-        actions: Sequence[ToolSpec],
-        tools: Sequence[ToolSpec],
+        rules: ReplyRules,
     ) -> None:
         self.profile, self.descriptor, self.run_dir, self._stack = profile, descriptor, run_dir, stack
         self.resume, self.switch, self.from_records = resume, switch, from_records
-        self._actions, self._tool_names = actions, [tool.name for tool in tools]
+        self._rules = rules  # how the accepted reply of a records-built checkpoint is read
         self.store: CheckpointStore | None = None
         self.events: EventLog | None = None
         self.usage: UsageJournal | None = None
@@ -333,8 +333,8 @@ class DurableRun:
         reply = position.reply
         if reply is None:
             return AcceptedReply(position.cursor.counts.step, None, None, ())
-        mode = self.profile.agent.action_mode
-        parsed = scaffold.parse_reply(reply.text, position.calls, self._actions, self._tool_names, mode)
+        rules = self._rules
+        parsed = scaffold.parse_reply(reply.text, position.calls, rules.actions, rules.tool_names, rules.action_mode)
         return AcceptedReply(reply.step, reply.action, parsed.action_call, position.calls)
 
     def _open_store(self, system_prompt: str, numbered_after: int | None = None) -> CheckpointStore:

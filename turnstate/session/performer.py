@@ -270,7 +270,7 @@ class Performer:
         a tool round past the profile's `max_tool_rounds` has a problem instead."""
         response, rules = effect.response, self.rules
         parsed = scaffold.parse_reply(
-            response.text, response.tool_calls, rules.actions, list(rules.tool_names), rules.action_mode
+            response.text, response.tool_calls, rules.actions, rules.tool_names, rules.action_mode
         )
         problem = parsed.problem
         if parsed.is_tool_round and self.counts.tool_rounds >= rules.max_tool_rounds:

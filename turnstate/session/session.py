@@ -326,8 +326,7 @@ class Session:
             resume=self._resume_dir is not None,
             switch=self._switch,
             from_records=self._from_records,
-            actions=self.actions,
-            tools=self.tools,
+            rules=self.performer.rules,
         )
         opened = self.durable.open(strategy, settings, self.adapter.transcript, self.redactor, self._torn)
         self.files.events, self.files.usage = self.durable.events, self.durable.usage
