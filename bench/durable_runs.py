@@ -93,7 +93,8 @@ COST_GOAL_MS, RESUME_GOAL_S, BYTES_GOAL = 0.3, 1.0, 1.2
 
 def _no_checkpoint(session: Session, accepted: AcceptedReply) -> None:
     """No checkpoint: the facts it would have taken are dropped, so nothing piles up for the next one."""
-    session._facts = []
+    if session.durable is not None:
+        session.durable._facts = []
 
 
 def _unjournaled(world: JournaledEnvironment, key: str, action: str) -> tuple[Frame, bool]:

@@ -23,7 +23,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from turnstate.adapters.contract import ToolSpec
+from turnstate.adapters.contract import ToolCall, ToolResult, ToolSpec
 from turnstate.durable.layout import TOOL_RESULTS
 from turnstate.environments.protocol import ToolRefused
 from turnstate.strategies.offload import READ_TOOL_RESULT, REF_PATTERN, ref_of
@@ -72,6 +72,13 @@ class ToolResultStore:
         else:
             self._write_once(self.folder / f"{ref}.txt", text.encode("utf-8"))
         self._written.add(ref)
+
+    def answer(self, call: ToolCall) -> ToolResult:
+        """The result of a `read_tool_result` call: the page it asks for, or an error result saying why not."""
+        try:
+            return ToolResult(call.id, call.name, self.read(call.arguments))
+        except ToolRefused as refused:
+            return ToolResult(call.id, call.name, str(refused), is_error=True)
 
     def read(self, arguments: Mapping[str, object]) -> str:
         """One `read_tool_result` call's answer: the page its arguments ask for (rule 3)."""

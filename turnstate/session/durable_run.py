@@ -20,7 +20,7 @@ from typing import Any
 
 from turnstate.adapters.contract import Transcript, Usage
 from turnstate.adapters.registry import AdapterDescriptor
-from turnstate.durable.accounting import UsageJournal
+from turnstate.durable.accounting import Ledger, UsageJournal
 from turnstate.durable.checkpoints import (
     SWITCHABLE,
     Checkpoint,
@@ -32,7 +32,7 @@ from turnstate.durable.checkpoints import (
     open_run_store,
     set_aside_run_store,
 )
-from turnstate.durable.cursor import AcceptedReply, Cursor, CursorError
+from turnstate.durable.cursor import AcceptedReply, Cursor, CursorError, RunCounts
 from turnstate.durable.events import EventLog
 from turnstate.durable.layout import CALLS, EVENTS, step_name
 from turnstate.durable.redaction import Redactor
@@ -97,11 +97,30 @@ class Opened:
     resumed: Resumed | None = None  # this resume
     resumes: tuple[dict[str, Any], ...] = ()  # every resume of the run, this one last, as run_meta.json lists them
 
+    def restore(self, counts: RunCounts, ledger: Ledger) -> None:
+        """The counts and the ledger as the checkpoint's cursor has them, with the calls made after
+        it counted once (as the next step's)."""
+        if self.cursor is not None:
+            counts.take(self.cursor.counts)
+            ledger.total, ledger.calls = self.cursor.usage, self.cursor.provider_calls
+        for usage in self.lost:
+            ledger.record_call(usage)
+
+
+@dataclass(frozen=True)
+class Opening:
+    """How a run folder is opened: for a new run, or with `resume` from its last checkpoint; `switch`
+    accepts another adapter, model or strategy (SWITCHABLE); `from_records` goes on from the run's
+    records past a damaged store."""
+
+    resume: bool = False
+    switch: bool = False
+    from_records: bool = False
+
 
 class DurableRun:
-    """The durable part of a session that writes artifacts into `run_dir` (see the module docstring).
-    `resume` goes on from the folder's last checkpoint; `switch` accepts another adapter, model or
-    strategy (SWITCHABLE); `from_records` goes on from the run's records past a damaged store."""
+    """The durable part of a session that writes artifacts into `run_dir` (see the module docstring),
+    opened as `opening` says."""
 
     def __init__(
         self,
@@ -109,19 +128,17 @@ class DurableRun:
         descriptor: AdapterDescriptor,
         run_dir: Path,
         stack: ExitStack,
-        *,
-        resume: bool,
-        switch: bool,
-        from_records: bool,
+        opening: Opening,
         rules: ReplyRules,
     ) -> None:
         self.profile, self.descriptor, self.run_dir, self._stack = profile, descriptor, run_dir, stack
-        self.resume, self.switch, self.from_records = resume, switch, from_records
+        self.resume, self.switch, self.from_records = opening.resume, opening.switch, opening.from_records
         self._rules = rules  # how the accepted reply of a records-built checkpoint is read
         self.store: CheckpointStore | None = None
         self.events: EventLog | None = None
         self.usage: UsageJournal | None = None
         self._from_damage: dict[str, Any] | None = None  # what a resume from the records recovered from
+        self._facts: list[dict[str, Any]] = []  # recorded since the last checkpoint
 
     def open(
         self,
@@ -358,12 +375,19 @@ class DurableRun:
         self._stack.callback(store.close)
         return store
 
-    def checkpoint(self, cursor: Cursor, state: RuntimeState, facts: Sequence[Mapping[str, Any]]) -> None:
-        """Commit an accepted turn (durable/checkpoints: one transaction), then its checkpoint event.
-        The provider's opaque state (encrypted reasoning, signatures) is kept only sealed: never in
-        plain text in the run folder, like every artifact; without a key a resume rebuilds it from the
-        projection."""
+    def record_fact(self, fact: Mapping[str, Any]) -> None:
+        """A durable fact of the session's caller, committed with the next checkpoint."""
+        self._facts.append(dict(fact))
+
+    def checkpoint(self, accepted: AcceptedReply, cursor: Cursor, state: RuntimeState) -> None:
+        """Commit an accepted turn (durable/checkpoints: one transaction), then its checkpoint event:
+        the facts recorded since the last checkpoint (the receipts of the side effects the last turn
+        led to), then the accepted reply as a durable fact, the intent its action and calls are
+        performed from; the cursor; and the accepted state. The provider's opaque state (encrypted
+        reasoning, signatures) is kept only sealed: never in plain text in the run folder, like every
+        artifact; without a key a resume rebuilds it from the projection."""
         assert self.store is not None and self.events is not None
+        facts, self._facts = [*self._facts, accepted.as_fact()], []
         kept = state if self.store.encrypts_continuation else None
         number = self.store.commit(Checkpoint(cursor.to_record(), kept, facts, self.events.mark()))
         self.events.checkpoint(turn=cursor.counts.turn, step=cursor.counts.step, checkpoint_id=str(number))

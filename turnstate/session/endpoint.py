@@ -1,20 +1,24 @@
-"""Where a run's adapter points: the embedded local provider, or a remote base_url with a key from the env."""
+"""Where a run's adapter points (the embedded local provider, or a remote base_url with a key from the
+env), and the adapter connected there with the profile's request settings."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from turnstate.adapters.contract import Endpoint
+from turnstate.adapters.contract import Endpoint, ProviderAdapter, ToolSpec
+from turnstate.adapters.registry import AdapterDescriptor
 from turnstate.durable.state_home import STATE_VARIABLE, state_home
 from turnstate.local_provider.faults import Fault
 from turnstate.local_provider.recording_policy import RecordingModel
 from turnstate.local_provider.server import LocalProvider
 from turnstate.local_provider.service import ServiceStateError
-from turnstate.session.profile import ClientConfig, is_http_url
+from turnstate.session import scaffold
+from turnstate.session.profile import ClientConfig, Profile, is_http_url
 from turnstate.session.profile_checks import recorded_actions
 
 LOCAL_API_KEY = "local-provider-key"
@@ -31,6 +35,37 @@ def local_service_dir(run_id: str) -> Path:
 
 class RunSetupError(RuntimeError):
     """The run cannot start (a missing key variable, ...); the message says what to do."""
+
+
+def connect_adapter(
+    profile: Profile,
+    descriptor: AdapterDescriptor,
+    actions: tuple[ToolSpec, ...],
+    tools: tuple[ToolSpec, ...],
+    endpoint: Endpoint,
+) -> ProviderAdapter:
+    """The profile's adapter connected to `endpoint` with its request settings, and with
+    `request.action_grammar` the grammar of `actions` in the field the adapter sends it in."""
+    adapter, settings, grammar = descriptor.load(), profile.request_settings(), profile.request.action_grammar
+    if grammar is not None and adapter.grammar_field is not None:  # the profile's validation checked the two agree
+        if tools:  # llama-server refuses the two together, and rightly: no reply could call a tool
+            raise RunSetupError(
+                f"request.action_grammar holds every reply to an ACTION line, so the tools offered "
+                f"({', '.join(tool.name for tool in tools)}) could never be called; "
+                "remove request.action_grammar to offer tools"
+            )
+        try:
+            text = scaffold.action_grammar(actions, thinking=grammar == "thinking")
+        except ValueError as error:
+            raise RunSetupError(f"request.action_grammar: {error}; remove it for this environment") from None
+        settings = replace(settings, extra_body={**settings.extra_body, adapter.grammar_field: text})
+    return adapter.connect(endpoint, settings)
+
+
+def recorded_game(profile: Profile) -> str | None:
+    """The game a local recording is played for: an ARC-AGI-3 game's id, when the environment names one."""
+    game_id = profile.environment.options.get("game_id")
+    return game_id if isinstance(game_id, str) else None
 
 
 @contextmanager

@@ -21,6 +21,7 @@ from turnstate.adapters.contract import (
     ProviderAdapter,
     ProviderError,
     ToolCall,
+    ToolResult,
     ToolSpec,
     Usage,
 )
@@ -35,7 +36,7 @@ from turnstate.durable.artifacts import (
     summary_input,
 )
 from turnstate.durable.cursor import RunCounts
-from turnstate.durable.events import EventLog
+from turnstate.durable.events import EventLog, Status
 from turnstate.durable.layout import FAILED_TURN, SUMMARY_INPUT, compaction_name
 from turnstate.durable.redaction import Redactor
 from turnstate.durable.tool_results import ToolResultStore
@@ -43,6 +44,7 @@ from turnstate.durable.transition_log import TransitionLines
 from turnstate.durable.writer import ArtifactWriter
 from turnstate.machine.engine import Effect, Event, LiveMachine
 from turnstate.session import scaffold
+from turnstate.session.profile import AgentConfig
 from turnstate.strategies.events import (
     BackoffElapsed,
     CallCompaction,
@@ -56,6 +58,7 @@ from turnstate.strategies.events import (
     outcome_event,
 )
 from turnstate.strategies.strategy import StrategyModel
+from turnstate.strategies.turn import check_answers
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,11 @@ class ReplyRules:
     action_mode: scaffold.ActionMode
     max_tool_rounds: int
 
+    @classmethod
+    def of(cls, actions: tuple[ToolSpec, ...], tools: Sequence[ToolSpec], agent: AgentConfig) -> ReplyRules:
+        """The rules of a session offering `actions` and the read-only `tools`, with the profile's agent settings."""
+        return cls(actions, tuple(tool.name for tool in tools), agent.action_mode, agent.max_tool_rounds)
+
 
 @dataclass
 class RunFiles:
@@ -136,6 +144,7 @@ class Performer:
         self.failed_turn: str | None = None  # the failed turn's record, once written
         self.failure: str | None = None  # why the turn that failed closed did
         self._last_sent: tuple[int, ModelRequest] | None = None  # the previous step and its request
+        self.results_as_input: tuple[str, ...] = ()  # call ids, in order: see `answers`
 
     def perform_all(self, event: Event, turn: OpenTurn) -> None:
         """Fire `event` and perform every effect that follows, each outcome fired in turn."""
@@ -293,7 +302,51 @@ class Performer:
         self._sleep(effect.seconds)
         return BackoffElapsed()
 
+    def answers(self, results: tuple[ToolResult, ...]) -> tuple[tuple[ToolResult, ...], list[str]]:
+        """The results that answer the accepted state's calls (checked: one per call, in order), and
+        the texts of those that come as input instead: a resume without the continuation wrote the
+        last reply's calls into it as text (resume.with_calls_as_text), so their results are read as
+        the next input, in order, ahead of the observation."""
+        if not self.results_as_input:
+            check_answers(self.machine.model.accepted, results)
+            return results, []
+        given = tuple(result.call_id for result in results)
+        if given != self.results_as_input:
+            raise ValueError(
+                f"the resumed reply's tool calls are {', '.join(self.results_as_input)}; "
+                f"pass one result for each, in that order (got {', '.join(given) or 'none'})"
+            )
+        self.results_as_input = ()
+        return (), [result.content for result in results]
+
     # The records.
+
+    def log_inputs(self, results: Sequence[ToolResult], observation: str) -> None:
+        """The open turn's inputs in events.jsonl: the results of the last reply's calls, then the observation."""
+        events, turn, step = self.files.events, self.counts.turn, self.counts.step + 1
+        if events is not None:
+            for result in results:
+                events.tool_result(turn=turn, step=step, result=result)
+            if observation:
+                events.user_input(turn=turn, step=step, text=observation, source="observation")
+
+    def log_buffered(self, text: str) -> None:
+        """A buffered input in events.jsonl, as the next turn's, which it opens."""
+        if self.files.events is not None:
+            turn, step = self.counts.turn + 1, self.counts.step + 1
+            self.files.events.user_input(turn=turn, step=step, text=text, source="buffered")
+
+    def log_reply(self, held: Turn, status: Status, **verdict: str | None) -> None:
+        """The held reply, with its verdict, and the calls it made, in events.jsonl: an accepted one
+        as the step it just committed, a rejected one as the step its turn would commit."""
+        if self.files.events is None:
+            return
+        step = self.counts.step if status == "accepted" else self.counts.step + 1
+        message = self.files.events.assistant_message(
+            turn=self.counts.turn, step=step, text=held.text, status=status, attempt=held.attempt, **verdict
+        )
+        for call in held.tool_calls:
+            self.files.events.tool_call(message, call)
 
     def write_step(self, index: int, action: str | None, calls: Sequence[ToolCall], turn: OpenTurn) -> None:
         """The committed turn's step record (written on the writer's thread), and its compaction counted."""

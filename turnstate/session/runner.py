@@ -43,7 +43,8 @@ from turnstate.durable.side_effects import REFUSED, JournaledEnvironment, action
 from turnstate.environments import RESET, Environment, Frame, GameState, make_environment
 from turnstate.environments.protocol import RecordingEnvironment, ToolEnvironment, ToolRefused
 from turnstate.session.profile import Profile
-from turnstate.session.session import FailedClosed, Point, RunResult, Session, signals_deferred
+from turnstate.session.run_meta import RunResult, signals_deferred
+from turnstate.session.session import FailedClosed, Point, Session
 from turnstate.strategies.offload import READ_TOOL_RESULT
 
 __all__ = ["RunResult", "Runner", "StepProgress", "signals_deferred"]

@@ -20,72 +20,52 @@ caller accepts; a rejected turn asks again from the unchanged accepted state, an
 go on raises `FailedClosed`, the accepted state intact. It is the loop `turnstate run` plays: the
 runner is a user of this class.
 
-A Session is the API a caller uses, composed of two parts:
+A Session is the API a caller uses, composed of three parts:
 - its Performer (session/performer.py) performs what the machine emits, one method per effect, and
   feeds each outcome back as the next event, so every decision stays in the machine's table; it
-  writes the records of each turn (step records, compaction records, the failed turn, the
-  transition log), which durable/artifacts.py builds;
+  checks the results the caller answers calls with, and writes the records of each turn (step
+  records, compaction records, the failed turn, the events, the transition log), which
+  durable/artifacts.py builds;
 - its DurableRun (session/durable_run.py), with an `out_dir`, makes each accepted reply a checkpoint
   before `accept` returns, so before its caller performs anything, and with `resume=run_dir` goes on
   from the last checkpoint (a kill, a crash, or with `switch` another adapter, model or strategy;
-  docs/durable-runs.md); the events go to events.jsonl and each call's usage to calls.jsonl.
-The session itself keeps the turn open between `observe` and the caller's verdict, and writes
-run_meta.json whatever ends it, an interrupt or a crash included.
+  docs/durable-runs.md); the events go to events.jsonl and each call's usage to calls.jsonl;
+- its RunMeta (session/run_meta.py) keeps how the run ended and its RunResult, and writes
+  run_meta.json as the run opens and whatever ends it, an interrupt or a crash included.
+The session itself opens the endpoint and the parts, and keeps the turn open between `observe` and
+the caller's verdict.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, get_args
 
-from turnstate.adapters.contract import (
-    Endpoint,
-    ProviderAdapter,
-    ToolCall,
-    ToolResult,
-    ToolSpec,
-    Usage,
-)
+from turnstate.adapters.contract import Endpoint, ProviderAdapter, ToolCall, ToolResult, ToolSpec, Usage
 from turnstate.adapters.registry import descriptor_for
 from turnstate.durable.accounting import Ledger
-from turnstate.durable.artifacts import (
-    run_totals,
-)
-from turnstate.durable.checkpoints import (
-    CheckpointError,
-    CheckpointStore,
-)
+from turnstate.durable.checkpoints import CheckpointStore
 from turnstate.durable.cursor import AcceptedReply, Cursor, RunCounts
-from turnstate.durable.events import EventLogError, Status
-from turnstate.durable.layout import (
-    RUN_META,
-    new_run_id,
-    step_name,
-)
+from turnstate.durable.layout import new_run_id, step_name
 from turnstate.durable.redaction import Redactor
-from turnstate.durable.resume import (
-    run_id_of,
-    torn_files,
-)
-from turnstate.durable.side_effects import JournalError
+from turnstate.durable.resume import run_id_of, torn_files
 from turnstate.durable.tool_results import READ_TOOL_RESULT_SPEC, ToolResultStore
 from turnstate.durable.writer import ArtifactWriter
-from turnstate.environments.protocol import ToolRefused, readable_reasoning
+from turnstate.environments.protocol import readable_reasoning
 from turnstate.machine.engine import Event, LiveMachine
 from turnstate.session import scaffold
-from turnstate.session.durable_run import ENDED, DurableRun, Opened, Resumed
-from turnstate.session.endpoint import RunSetupError, local_service_dir, open_endpoint
+from turnstate.session.durable_run import DurableRun, Opened, Opening, Resumed
+from turnstate.session.endpoint import connect_adapter, local_service_dir, open_endpoint, recorded_game
 from turnstate.session.performer import OpenTurn, Performer, ReplyRules, RunFiles, Turn
 from turnstate.session.profile import Profile
+from turnstate.session.run_meta import Ending, RunMeta, RunResult, run_fields, signals_deferred
 from turnstate.strategies import STRATEGIES
 from turnstate.strategies.events import (
     ActionAccepted,
@@ -96,7 +76,8 @@ from turnstate.strategies.events import (
 )
 from turnstate.strategies.state import RuntimeState
 from turnstate.strategies.strategy import Strategy, StrategyModel, StrategySettings
-from turnstate.strategies.turn import check_answers
+
+__all__ = ["POINTS", "FailedClosed", "Point", "RunResult", "Session", "Turn", "signals_deferred"]
 
 
 class FailedClosed(Exception):
@@ -107,29 +88,6 @@ class FailedClosed(Exception):
         super().__init__(reason)
         self.reason = reason
         self.usage = usage
-
-
-@dataclass
-class RunResult:
-    run_id: str
-    artifacts: Path | None
-    outcome: str  # win | max_actions | failed_closed | finished (a session its caller ended)
-    failure: str | None
-    turns: int  # observations the model was asked to act on, including a turn that failed closed
-    accepted_actions: int
-    failed_attempts: int
-    levels_won: int
-    compactions: int  # committed, of every kind
-    usage: Usage
-    unattributed_usage: Usage
-    cost: float
-    wall_seconds: float
-    provider_seconds: float
-    # The last accepted state, in memory only: it may hold opaque provider state.
-    accepted_state: RuntimeState
-    # A run that failed closed on a refusal: the server's words (made safe, redacted), for the
-    # console only; run_meta.json keeps the classified failure, never a provider's message.
-    server_message: str | None = None
 
 
 Point = Literal[
@@ -176,6 +134,7 @@ class Session:
 
     machine: LiveMachine[StrategyModel]  # the strategy's machine, started as the session is entered
     performer: Performer  # what performs the machine's effects, likewise
+    meta: RunMeta  # the run's account: its result, and run_meta.json, likewise
     # The run's counts a caller reads (and a runner's levels_won, which it sets), kept in `counts`.
     steps, turns = _Count("step"), _Count("turn")
     accepted_actions, failed_attempts, levels_won = _Count(), _Count(), _Count()
@@ -210,22 +169,19 @@ class Session:
         self.actions = scaffold.action_tools(actions)
         # The read-only tools every request offers: the caller's, and the one that reads offloaded results back.
         self.tools = (*tools, *([READ_TOOL_RESULT_SPEC] if profile.offload() is not None else []))
-        self.action_mode = profile.agent.action_mode
         self.descriptor = descriptor_for(profile.runtime.adapter_id)
         self._system_prompt = system_prompt
         self._out_dir = None if out_dir is None else Path(out_dir)
         self._resume_dir = None if resume is None else Path(resume)
-        self._switch = switch
-        self._from_records = from_records
+        self._opening = Opening(resume is not None, switch, from_records)  # how the run folder opens
         self._on_point = on_point or _nowhere
-        self._results_as_input: tuple[str, ...] = ()  # call ids, in order: see `_answers`
         self._service: Path | None = None  # the embedded provider's service folder (a local run's)
         self.files = RunFiles()  # the run folder's writer, log and usage journal, once the session opens them
         self.resumed: Resumed | None = None  # where a resumed session went on from
         self.resumed_reply: AcceptedReply | None = None  # the reply its last checkpoint accepted
         self.facts: tuple[dict[str, Any], ...] = ()  # the durable facts a resumed session's checkpoint holds
-        self._facts: list[dict[str, Any]] = []  # recorded since the last checkpoint
-        self._adapter_factory = adapter_factory or self._connect_registered_adapter
+        connect = partial(connect_adapter, profile, self.descriptor, self.actions, self.tools)
+        self._adapter_factory = adapter_factory or connect
         self.sleep = sleep
         # What a caller that shows anything of the session (an error, a traceback) passes it through:
         # its redaction, once its endpoint is open (nothing secret is known before).
@@ -235,31 +191,12 @@ class Session:
         self._stack = ExitStack()
         self.durable: DurableRun | None = None  # the run's checkpoints, log and journal, likewise
         self._turn: OpenTurn | None = None
-        self._finished: tuple[str, str | None, int] | None = None
-        self._started = time.perf_counter()
         self.ledger = Ledger(profile.prices())
         self.counts = RunCounts()  # where the run is: what its checkpoints' cursor keeps
-        self._torn: list[str] = []  # a resumed run's files with a torn last line, as it found them
 
-    def _connect_registered_adapter(self, endpoint: Endpoint) -> ProviderAdapter:
-        adapter, settings, grammar = (
-            self.descriptor.load(),
-            self.profile.request_settings(),
-            self.profile.request.action_grammar,
-        )
-        if grammar is not None and adapter.grammar_field is not None:  # the profile's validation checked the two agree
-            if self.tools:  # llama-server refuses the two together, and rightly: no reply could call a tool
-                raise RunSetupError(
-                    f"request.action_grammar holds every reply to an ACTION line, so the tools offered "
-                    f"({', '.join(tool.name for tool in self.tools)}) could never be called; "
-                    "remove request.action_grammar to offer tools"
-                )
-            try:
-                text = scaffold.action_grammar(self.actions, thinking=grammar == "thinking")
-            except ValueError as error:
-                raise RunSetupError(f"request.action_grammar: {error}; remove it for this environment") from None
-            settings = replace(settings, extra_body={**settings.extra_body, adapter.grammar_field: text})
-        return adapter.connect(endpoint, settings)
+    @property
+    def action_mode(self) -> scaffold.ActionMode:
+        return self.profile.agent.action_mode
 
     # Opening and closing.
 
@@ -272,27 +209,24 @@ class Session:
                 self.run_id = run_dir.name if self._resume_dir is None else run_id_of(run_dir)
             local = run_dir is not None and self.profile.client.is_local
             self._service = local_service_dir(self.run_id) if local else None
-            game_id = self.profile.environment.options.get("game_id")  # an ARC-AGI-3 game's, for a local recording
-            opened = open_endpoint(self.profile.client, self._service, game_id if isinstance(game_id, str) else None)
+            opened = open_endpoint(self.profile.client, self._service, recorded_game(self.profile))
             endpoint = self.endpoint = self._stack.enter_context(opened)
             self.adapter = self._adapter_factory(endpoint)
             self.redactor = Redactor(secrets=(endpoint.api_key,))
+            resuming = self._opening.resume
+            torn = torn_files(run_dir) if run_dir is not None and resuming else []  # before any opener cuts them
             if run_dir is not None:
-                exists = self._resume_dir is not None
-                self._torn = torn_files(run_dir) if exists else []  # before any opener cuts them
                 writer = self.files.writer = ArtifactWriter(
-                    run_dir.parent, run_dir.name, self.redactor, existing=exists
+                    run_dir.parent, run_dir.name, self.redactor, existing=resuming
                 )
                 self._stack.callback(writer.close)
                 self.run_dir = writer.path
-                self._meta = self._meta_base(endpoint)
             self.tool_results = ToolResultStore(self.run_dir)
             system = self._system_prompt or scaffold.system_prompt(self.actions, self.action_mode, self.tools)
             offered = (*(self.actions if self.action_mode == "tools" else ()), *self.tools)
             settings = self.profile.strategy_settings(system, offered)
             strategy = STRATEGIES[self.profile.runtime.strategy]
-            tool_names = tuple(tool.name for tool in self.tools)
-            rules = ReplyRules(self.actions, tool_names, self.action_mode, self.profile.agent.max_tool_rounds)
+            rules = ReplyRules.of(self.actions, self.tools, self.profile.agent)
             self.performer = Performer(
                 self.adapter,
                 self.counts,
@@ -304,91 +238,61 @@ class Session:
                 self._on_point,
                 self.sleep,
             )
+            fields = run_fields(self.profile, self.descriptor, self.run_id, endpoint)
+            self.meta = RunMeta(self.performer, self.run_id, self.run_dir, fields)
             if self.run_dir is None:
-                self.machine = strategy.start(settings, self.adapter.transcript, None, None)
+                self.machine = self.performer.machine = strategy.start(settings, self.adapter.transcript, None, None)
             else:
-                self._open_durable_run(self.run_dir, strategy, settings)
-            self.performer.machine = self.machine
+                self._open_durable_run(self.run_dir, strategy, settings, torn)
         except BaseException:
             self._stack.close()
             raise
-        self._started = time.perf_counter()
+        self.meta.started = time.perf_counter()
         return self
 
-    def _open_durable_run(self, run_dir: Path, strategy: Strategy, settings: StrategySettings) -> None:
+    def _open_durable_run(self, run_dir: Path, strategy: Strategy, settings: StrategySettings, torn: list[str]) -> None:
         """The durable run's store, log, journal and machine (durable_run.DurableRun.open), then
         run_meta.json, saying the run is running, so a run killed at any point names its profile."""
         self.durable = DurableRun(
-            self.profile,
-            self.descriptor,
-            run_dir,
-            self._stack,
-            resume=self._resume_dir is not None,
-            switch=self._switch,
-            from_records=self._from_records,
-            rules=self.performer.rules,
+            self.profile, self.descriptor, run_dir, self._stack, self._opening, self.performer.rules
         )
-        opened = self.durable.open(strategy, settings, self.adapter.transcript, self.redactor, self._torn)
+        opened = self.durable.open(strategy, settings, self.adapter.transcript, self.redactor, torn)
         self.files.events, self.files.usage = self.durable.events, self.durable.usage
         self._restore(opened)
         with signals_deferred():
-            self._write_meta(self.result(), outcome="running")
+            self.meta.write(outcome="running")
+
+    def _restore(self, opened: Opened) -> None:
+        """A resumed session as its last checkpoint left it: the counts and the ledger as the cursor
+        has them (with the calls made after it counted once, as the next step's), its facts and the
+        reply it accepted for the caller to carry out, and the resume in run_meta.json."""
+        self.machine = self.performer.machine = opened.machine
+        opened.restore(self.counts, self.ledger)  # in place: the performer counts into the same objects
+        self.facts, self.resumed_reply = opened.facts, opened.reply
+        self.performer.results_as_input = opened.results_as_input
+        if opened.resumed is not None:
+            self.resumed = opened.resumed
+            self.meta.record("resumes", list(opened.resumes))
+            self._on_point("after_resume")
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
     ) -> None:
         try:
-            if self.files.writer is not None and self._finished is None:  # else finish() wrote run_meta.json
-                if error is None:
-                    self._finished = (
-                        "failed_closed" if self.performer.failed_turn else "finished",
-                        self.performer.failure,
-                        self.counts.levels_won,
-                    )
-                else:
-                    outcome = "interrupted" if isinstance(error, KeyboardInterrupt) else "crashed"
-                    self._finished = (outcome, _what_ended(error), self.counts.levels_won)
-                with signals_deferred():
-                    self._write_meta(self.result())
+            self.meta.end(error)
         finally:
             self._stack.close()
-        if self._finished is not None and self._finished[0] in ENDED and self._service is not None:
+        if self.meta.ended_for_good and self._service is not None:
             shutil.rmtree(self._service, ignore_errors=True)  # nothing can resume the run: its service goes
 
     def finish(self, outcome: str, failure: str | None = None, *, levels_won: int = 0) -> RunResult:
         """End the session with its outcome (a runner's win, max_actions or failed_closed): the
         result, and run_meta.json when the session writes artifacts, together or not at all."""
-        with signals_deferred():
-            self._finished = (outcome, failure, levels_won)
-            result = self.result()
-            if self.files.writer is not None:
-                self._write_meta(result)
-        return result
+        return self.meta.finish(Ending(outcome, failure, levels_won))
 
     def result(self) -> RunResult:
-        outcome, failure, levels_won = self._finished or ("finished", None, 0)
-        return RunResult(
-            run_id=self.run_id,
-            artifacts=self.run_dir,
-            outcome=outcome,
-            failure=None if failure is None else self.redactor.text(failure),  # as run_meta.json has it
-            turns=self.counts.turn,
-            accepted_actions=self.counts.accepted_actions,
-            failed_attempts=self.counts.failed_attempts,
-            levels_won=levels_won,
-            compactions=self.counts.compactions,
-            usage=self.ledger.total,
-            unattributed_usage=self.ledger.unattributed,
-            cost=self.ledger.cost(self.ledger.total),
-            wall_seconds=time.perf_counter() - self._started,
-            provider_seconds=self.performer.provider_seconds,
-            accepted_state=self.accepted_state,
-            server_message=(
-                self.redactor.text(self.performer.server_message)
-                if outcome == "failed_closed" and self.performer.server_message
-                else None
-            ),
-        )
+        """The run as it stands, or as it ended (run_meta.RunMeta.result)."""
+        return self.meta.result()
 
     @property
     def checkpoints(self) -> CheckpointStore | None:
@@ -411,40 +315,17 @@ class Session:
         if self._turn is not None:
             raise RuntimeError("a turn is open: accept or reject its reply before the next observation")
         logged = tuple(results)
-        results, as_input = self._answers(logged)  # before anything fires or is counted
+        results, as_input = self.performer.answers(logged)  # before anything fires or is counted
         if not observation and not logged:
             raise ValueError("nothing to observe: pass an observation, or the results of the last reply's calls")
         self.counts.turn += 1
-        if self.files.events is not None:
-            for result in logged:
-                self.files.events.tool_result(turn=self.counts.turn, step=self.counts.step + 1, result=result)
-            if observation:
-                self.files.events.user_input(
-                    turn=self.counts.turn, step=self.counts.step + 1, text=observation, source="observation"
-                )
+        self.performer.log_inputs(logged, observation)
         observation = "\n\n".join([*as_input, *([observation] if observation else [])])
         if results:
             self.performer.fire(ToolsAnswered(results))
         self.machine.take_fired()  # between turns (a buffered input): in the transition log, not in a step
         self._turn = OpenTurn(self.accepted_state.item_count)
         return self._drive(ObservationArrived(observation))
-
-    def _answers(self, results: tuple[ToolResult, ...]) -> tuple[tuple[ToolResult, ...], list[str]]:
-        """The results that answer the accepted state's calls (checked: one per call, in order), and
-        the texts of those that come as input instead: a resume without the continuation wrote the
-        last reply's calls into it as text (resume.with_calls_as_text), so their results are read as
-        the next input, in order, ahead of the observation."""
-        if not self._results_as_input:
-            check_answers(self.accepted_state, results)
-            return results, []
-        given = tuple(result.call_id for result in results)
-        if given != self._results_as_input:
-            raise ValueError(
-                f"the resumed reply's tool calls are {', '.join(self._results_as_input)}; "
-                f"pass one result for each, in that order (got {', '.join(given) or 'none'})"
-            )
-        self._results_as_input = ()
-        return (), [result.content for result in results]
 
     def accept(self, action: str | None = None) -> AcceptedReply:
         """Commit the held reply with `action` (default: the action parsed from it), or as a tool
@@ -465,7 +346,7 @@ class Session:
             self.counts.tool_rounds = 0 if chosen is not None else self.counts.tool_rounds + 1
             self.counts.failed_attempts += sum(attempt.failed for attempt in turn.attempts)
             self.performer.write_step(self.counts.step, chosen, held.tool_calls, turn)
-            self._log_reply(held, "accepted", action=chosen, record=step_name(self.counts.step))
+            self.performer.log_reply(held, "accepted", action=chosen, record=step_name(self.counts.step))
             reasoning = readable_reasoning(self.redactor.text(held.reasoning_summary or ""))
             accepted = AcceptedReply(self.counts.step, chosen, held.action_call, held.tool_calls, reasoning)
             self._checkpoint(accepted)
@@ -482,38 +363,21 @@ class Session:
         attempt = turn.attempts[-1]
         attempt.outcome, attempt.problem = "action_rejected", reason
         if held is not None:
-            self._log_reply(held, "rejected", reason=reason)
+            self.performer.log_reply(held, "rejected", reason=reason)
         return self._drive(ActionRejected(reason))
 
     def read_tool_result(self, call: ToolCall) -> ToolResult:
         """The answer to a `read_tool_result` call (offered when the profile offloads stale tool
         results): a page of the offloaded result its ref names, or an error result saying why not."""
-        try:
-            return ToolResult(call.id, call.name, self.tool_results.read(call.arguments))
-        except ToolRefused as refused:
-            return ToolResult(call.id, call.name, str(refused), is_error=True)
+        return self.tool_results.answer(call)
 
     def buffer(self, text: str) -> None:
         """An input that arrives without a model call (a GAME_OVER frame): it waits in the accepted
         state and opens the next turn, ahead of its observation."""
         if self._turn is not None:
             raise RuntimeError("a turn is open: accept or reject its reply before buffering an input")
-        if self.files.events is not None:  # it opens the next turn
-            self.files.events.user_input(
-                turn=self.counts.turn + 1, step=self.counts.step + 1, text=text, source="buffered"
-            )
+        self.performer.log_buffered(text)
         self.performer.fire(InputBuffered(text))
-
-    def _checkpoint(self, accepted: AcceptedReply) -> None:
-        """The accepted turn made durable before the caller performs its action or answers its calls
-        (durable_run.DurableRun.checkpoint): the facts recorded since the last checkpoint
-        (`record_fact`: the receipts of the side effects the last turn led to), then the accepted reply
-        as a durable fact, the intent its action and calls are performed from; the cursor; and the
-        accepted state, sealed."""
-        if self.durable is None:
-            return
-        facts, self._facts = [*self._facts, accepted.as_fact()], []
-        self.durable.checkpoint(self._cursor(), self.accepted_state, facts)
 
     def point(self, point: Point) -> None:
         """A named point of the caller's (after_side_effect), reported to the session's `on_point`."""
@@ -523,50 +387,25 @@ class Session:
         """A game's own account of the run (arc_agi3's: the ARC-AGI-3 toolkit's scorecard, kept
         small), written into run_meta.json as `environment_scorecard` with its next write."""
         if self.files.writer is not None:
-            self._meta["environment_scorecard"] = dict(scorecard)
+            self.meta.record("environment_scorecard", dict(scorecard))
 
     def record_fact(self, fact: Mapping[str, Any]) -> None:
         """A durable fact of the caller's (a side effect's receipt, a user constraint: a JSON object
         with a `kind`), committed with the next checkpoint, and kept by every one after it."""
         if "kind" not in fact:
             raise ValueError("a fact names its kind")
-        self._facts.append(dict(fact))
+        if self.durable is not None:
+            self.durable.record_fact(fact)
 
-    def _cursor(self) -> Cursor:
-        """Where the run is, as a checkpoint's cursor: small, written whole with every checkpoint."""
-        window = len(self.accepted_state.turns)  # the accepted turns its window holds
-        return Cursor(replace(self.counts), self.machine.path, window, self.ledger.total, self.ledger.calls)
+    def _checkpoint(self, accepted: AcceptedReply) -> None:
+        """The accepted turn made durable before the caller performs its action or answers its calls
+        (durable_run.DurableRun.checkpoint), with the cursor: where the run is, small, written whole."""
+        if self.durable is not None:
+            window = len(self.accepted_state.turns)  # the accepted turns its window holds
+            cursor = Cursor(replace(self.counts), self.machine.path, window, self.ledger.total, self.ledger.calls)
+            self.durable.checkpoint(accepted, cursor, self.accepted_state)
 
-    def _restore(self, opened: Opened) -> None:
-        """A resumed session as its last checkpoint left it: the counts and the ledger as the cursor
-        has them (with the calls made after it counted once, as the next step's), its facts and the
-        reply it accepted for the caller to carry out, and the resume in run_meta.json."""
-        self.machine = opened.machine
-        if opened.cursor is not None:
-            self.counts.take(opened.cursor.counts)  # in place: the performer counts into the same object
-            self.ledger.total, self.ledger.calls = opened.cursor.usage, opened.cursor.provider_calls
-        self.facts, self.resumed_reply = opened.facts, opened.reply
-        self._results_as_input = opened.results_as_input
-        for usage in opened.lost:
-            self.ledger.record_call(usage)
-        if opened.resumed is not None:
-            self.resumed = opened.resumed
-            self._meta["resumes"] = list(opened.resumes)
-            self._on_point("after_resume")
-
-    def _log_reply(self, held: Turn, status: Status, **verdict: str | None) -> None:
-        """The held reply, with its verdict, and the calls it made, in events.jsonl: an accepted one
-        as the step it just committed, a rejected one as the step its turn would commit."""
-        if self.files.events is None:
-            return
-        step = self.counts.step if status == "accepted" else self.counts.step + 1
-        message = self.files.events.assistant_message(
-            turn=self.counts.turn, step=step, text=held.text, status=status, attempt=held.attempt, **verdict
-        )
-        for call in held.tool_calls:
-            self.files.events.tool_call(message, call)
-
-    # The effects.
+    # The turn's effects, performed by the performer.
 
     def _open_turn(self) -> OpenTurn:
         if self._turn is None or self._turn.held is None:
@@ -584,63 +423,3 @@ class Session:
         self.performer.fail_turn(turn)
         self._turn = None
         raise FailedClosed(self.redactor.text(turn.failure or "the machine stopped"), self.ledger.unattributed)
-
-    def _meta_base(self, endpoint: Endpoint) -> dict[str, Any]:
-        descriptor = self.descriptor
-        return {
-            "run_id": self.run_id,
-            "adapter_id": descriptor.adapter_id,
-            "strategy": self.profile.runtime.strategy,
-            "config_id": self.profile.id,
-            # The profile never holds a key, only the name of the variable that does.
-            "settings": self.profile.model_dump(mode="json"),
-            # The validated compaction policy, its defaults filled in, where the seed names it.
-            "runtime": {"compaction": self.profile.compaction_policy()},
-            "endpoint": "local" if endpoint.is_local else endpoint.base_url,
-            "implementation_path": descriptor.implementation_path,
-            "adapter_version": descriptor.version,
-            "review_status": descriptor.review_status,
-            "harness_commit": os.environ.get("ARC_HARNESS_COMMIT_SHA") or None,
-        }
-
-    def _write_meta(self, result: RunResult, outcome: str | None = None) -> None:
-        """run_meta.json: the run's settings and totals, with its outcome (or `outcome`: "running")."""
-        assert self.files.writer is not None
-        if outcome is not None:
-            result = replace(result, outcome=outcome)
-        totals = run_totals(result, provider_calls=self.ledger.calls, failed_turn=self.performer.failed_turn)
-        self.files.writer.write_json(RUN_META, self._meta | totals, reserve=True)
-
-
-def _what_ended(error: BaseException) -> str:
-    """What run_meta.json names as the end of a session an exception ended: the exception's class, and
-    for a file that could not be written (a full disk, a read-only folder) why and which."""
-    if isinstance(error, OSError) and error.strerror:
-        return f"{type(error).__name__}: {error.strerror}" + (f" ({error.filename})" if error.filename else "")
-    if isinstance(error, (CheckpointError, EventLogError, JournalError)):  # their messages name the file
-        return f"{type(error).__name__}: {error}"
-    return type(error).__name__
-
-
-@contextmanager
-def signals_deferred() -> Iterator[None]:
-    """Hold Ctrl-C and SIGTERM until the block is done (a kill that can be caught arrives after it),
-    so that an interrupted run's run_meta.json never counts a step it did not record, or the reverse.
-
-    Held by Python-level handlers that note the signal and raise it again once the block is done.
-    Blocking it with pthread_sigmask would not do: that holds only the main thread, and the kernel
-    hands a process's signal to any other thread (rich's progress display runs one), whose C handler
-    still has Python run the main thread's handler at once."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list[int] = []
-    held = (signal.SIGINT, signal.SIGTERM)
-    previous = {signum: signal.signal(signum, lambda signum, frame: caught.append(signum)) for signum in held}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-        for caught_signal in caught:
-            signal.raise_signal(caught_signal)
