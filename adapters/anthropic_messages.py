@@ -318,29 +318,54 @@ class _Options(BaseModel):
 
 
 class ThinkingOptions(_Options):
-    type: Literal["enabled", "adaptive", "disabled"]
-    budget_tokens: int | None = Field(default=None, ge=1024)
-    display: Literal["summarized", "omitted"] | None = None
+    type: Literal["enabled", "adaptive", "disabled"] = Field(
+        description="`enabled` needs `budget_tokens`; `adaptive` and `disabled` take none. A model that thinks "
+        "only adaptively refuses `enabled`, and validation names it"
+    )
+    budget_tokens: int | None = Field(
+        default=None,
+        ge=1024,
+        description="`enabled` only: below the output cap of every request it goes on (`request.max_output_tokens`, "
+        "and a compaction's `runtime.compaction.summary_max_output_tokens`), since thinking counts toward it",
+    )
+    display: Literal["summarized", "omitted"] | None = Field(
+        default=None, description="how the reply shows the thinking; absent: the API's default"
+    )
 
 
 class OutputConfig(_Options):
-    effort: Literal["low", "medium", "high", "xhigh", "max"] | None = None
-    format: dict[str, Any] | None = None  # structured output: action requests only, never a compaction's
+    effort: Literal["low", "medium", "high", "xhigh", "max"] | None = Field(
+        default=None, description="how much effort the model spends, on every request"
+    )
+    format: dict[str, Any] | None = Field(
+        default=None, description="structured output, on action requests only (never a compaction's)"
+    )
 
 
 class CacheControl(_Options):
-    type: Literal["ephemeral"]
-    ttl: Literal["5m", "1h"] | None = None
+    type: Literal["ephemeral"] = Field(description="the kind of cache: ephemeral")
+    ttl: Literal["5m", "1h"] | None = Field(default=None, description="how long the cache lives; absent: the API's")
 
 
 class MessagesOptions(_Options):
-    """`request.options` for Anthropic Messages."""
+    """`request.options` for Anthropic Messages. `context_management` and `compaction` are refused:
+    compaction is on demand, a request of its own (`runtime.compaction.strategy: native`)."""
 
-    thinking: ThinkingOptions | None = None
-    output_config: OutputConfig | None = None
-    betas: list[str] = Field(default_factory=list)
-    stop_sequences: list[str] = Field(default_factory=list)  # action requests only
-    cache_control: CacheControl | None = None  # automatic caching, on both request kinds; never injected
+    thinking: ThinkingOptions | None = Field(
+        default=None, description="extended thinking; its signed blocks are replayed verbatim"
+    )
+    output_config: OutputConfig | None = Field(
+        default=None, description="sent as given, `format` on action requests only"
+    )
+    betas: list[str] = Field(
+        default_factory=list,
+        description=f"sent as given; `{COMPACTION_BETA}` is added to compaction requests and to every request that "
+        f"replays a compaction block; `{OLD_COMPACTION_BETA}` (threshold compaction) is refused",
+    )
+    stop_sequences: list[str] = Field(default_factory=list, description="sent on action requests only")
+    cache_control: CacheControl | None = Field(
+        default=None, description="automatic caching, on both request kinds; never added when unset"
+    )
 
 
 # Options this adapter refuses by name, with why and the fix: compaction is on demand, a request of
@@ -379,6 +404,7 @@ class MessagesAdapter:
         **{name: f"request.options.{name}" for name in MessagesOptions.model_fields if name != "betas"},
     }
     grammar_field: ClassVar[str | None] = None  # llama-server's Messages wire drops a grammar (measured)
+    options_model: ClassVar[type[BaseModel] | None] = MessagesOptions
 
     def __init__(self, client: anthropic.Anthropic, settings: RequestSettings) -> None:
         self.client = client

@@ -56,7 +56,7 @@ from typing import Any, ClassVar
 
 import openai
 from openai import Stream
-from pydantic import ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from turnstate.adapters import openai_sdk
 from turnstate.adapters.contract import (
@@ -280,6 +280,7 @@ class ChatCompletionsAdapter:
         "stream_options": "request.stream",
     }
     grammar_field: ClassVar[str | None] = "grammar"  # llama.cpp's llama-server
+    options_model: ClassVar[type[BaseModel] | None] = None  # Chat Completions takes no request.options
 
     def __init__(self, client: openai.OpenAI, settings: RequestSettings) -> None:
         self.client = client

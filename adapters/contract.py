@@ -598,6 +598,9 @@ class ProviderAdapter(Protocol):
     # The body field that carries a GBNF grammar on the servers that speak this wire (llama.cpp's
     # `grammar`, `request.action_grammar`), or None where none takes one.
     grammar_field: ClassVar[str | None]
+    # The pydantic model of its `request.options` (None: it takes none), whose fields' descriptions the
+    # profile reference in docs/ lists under the adapter's id (turnstate/reports/reference.py).
+    options_model: ClassVar[type[BaseModel] | None]
 
     @classmethod
     def connect(cls, endpoint: Endpoint, settings: RequestSettings) -> ProviderAdapter:

@@ -59,7 +59,7 @@ from typing import Any, ClassVar, Literal, Self
 from google import genai
 from google.genai import _interactions, types
 from google.genai._interactions_continuation import ContinuationTimeoutError
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from turnstate.adapters.bounded_http import bounded_client
 from turnstate.adapters.contract import (
@@ -292,18 +292,30 @@ def _step_text(step: Item, *, opaque: bool) -> str:
 class GenerationConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    thinking_summaries: Literal["auto", "none"] | None = None
-    thinking_level: Literal["minimal", "low", "medium", "high"] | None = None
-    temperature: float | None = None
+    thinking_summaries: Literal["auto", "none"] | None = Field(
+        default=None,
+        description="continuous_conversation needs `auto`: the thought summaries are the reply's reasoning",
+    )
+    thinking_level: Literal["minimal", "low", "medium", "high"] | None = Field(
+        default=None, description="how much the model thinks; absent: the model's default"
+    )
+    temperature: float | None = Field(
+        default=None,
+        description=f"the sampling temperature, from {TEMPERATURE_RANGE[0]:g} to {TEMPERATURE_RANGE[1]:g} "
+        "(Gemini's range)",
+    )
 
 
 class GeminiOptions(BaseModel):
-    """`request.options` for Gemini Interactions."""
+    """`request.options` for Gemini Interactions. `previous_interaction_id` and `background` are
+    refused: the harness carries the conversation's steps itself."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    store: Literal[False] = False  # sent always: nothing is kept on the server
-    generation_config: GenerationConfig = GenerationConfig()
+    store: Literal[False] = Field(default=False, description="sent always: nothing is kept on the server")
+    generation_config: GenerationConfig = Field(
+        default=GenerationConfig(), description="continuous_conversation needs `thinking_summaries: auto`"
+    )
 
 
 REFUSED_OPTIONS: Mapping[str, tuple[str, str]] = {
@@ -323,6 +335,7 @@ class InteractionsAdapter:
     takes_temperature: ClassVar[bool] = True
     body_fields: ClassVar[Mapping[str, str] | None] = None  # no server but Google's speaks this wire: no extra fields
     grammar_field: ClassVar[str | None] = None
+    options_model: ClassVar[type[BaseModel] | None] = GeminiOptions
 
     def __init__(self, client: genai.Client, settings: RequestSettings, timeout_seconds: float | None = None) -> None:
         self.client = client

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
 import openai
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from turnstate.adapters import openai_sdk
 from turnstate.adapters.chat_completions import ChatCompletionsAdapter
@@ -44,14 +44,17 @@ class OpenSourceOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    # Where the server returns the reasoning and its chat template reads it back; servers differ
-    # (SGLang and DeepSeek: reasoning_content; recent vLLM: reasoning), so continuous conversation
-    # needs it said. Unset, reasoning is neither read nor replayed.
-    reasoning_field: Literal["reasoning_content", "reasoning", "both"] | None = None
+    reasoning_field: Literal["reasoning_content", "reasoning", "both"] | None = Field(
+        default=None,
+        description="where the server returns an answer's reasoning and its chat template reads it back; servers "
+        "differ (SGLang and DeepSeek: `reasoning_content`; recent vLLM: `reasoning`), so continuous_conversation "
+        "needs it said. Absent: the reasoning is neither read nor replayed",
+    )
 
 
 class OpenSourceChatAdapter(ChatCompletionsAdapter):
     summary_compaction: ClassVar[SummaryCompaction | None] = SummaryCompaction()
+    options_model: ClassVar[type[BaseModel] | None] = OpenSourceOptions
 
     def __init__(self, client: openai.OpenAI, settings: RequestSettings) -> None:
         super().__init__(client, settings)

@@ -285,29 +285,67 @@ class _Options(BaseModel):
 
 
 class ReasoningOptions(_Options):
-    effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = None
-    summary: Literal["auto", "concise", "detailed"] | None = None
-    context: Literal["auto", "current_turn", "all_turns"] | None = None
+    effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = Field(
+        default=None, description="how much the model reasons; absent: the model's default"
+    )
+    summary: Literal["auto", "concise", "detailed"] | None = Field(
+        default=None, description="the reasoning summaries the reply carries; continuous_conversation needs `auto`"
+    )
+    context: Literal["auto", "current_turn", "all_turns"] | None = Field(
+        default=None,
+        description="which turns' reasoning the model reads; continuous_conversation needs `auto` (the model's own "
+        "choice)",
+    )
 
 
 class CompactionSetting(_Options):
-    type: Literal["compaction"]
-    compact_threshold: int = Field(ge=1)
+    type: Literal["compaction"] = Field(description="the kind of context management: compaction")
+    compact_threshold: int = Field(
+        ge=1,
+        description=f"the prompt tokens past which the server compacts; at least {MIN_COMPACT_THRESHOLD} (OpenAI's "
+        "minimum), and it plus `request.max_output_tokens` must fit `agent.max_context_length`",
+    )
+
+
+# The options that would take the conversation state from the strategy, each with why it refuses them.
+STATE_OPTIONS: Mapping[str, str] = {
+    "background": "background mode cannot hand a reply to the machine",
+    "conversation": "a server conversation replaces the strategy's own state",
+    "previous_response_id": "the strategy sets the handle, not the profile",
+}
 
 
 class ResponsesOptions(_Options):
     """`request.options` for the Responses API: what it sends beside the model and the output limit."""
 
-    store: bool | None = None
-    include: list[str] = Field(default_factory=list)
-    reasoning: ReasoningOptions | None = None
-    context_management: list[CompactionSetting] | None = None
-    background: bool | None = None
-    conversation: str | None = None
-    previous_response_id: str | None = None
-    # `auto`: a prompt past the model's window loses its oldest items on the server rather than being
-    # refused (how a stored previous_response_id chain outlives the window).
-    truncation: Literal["auto", "disabled"] | None = None
+    store: bool | None = Field(
+        default=None,
+        description="`false` for continuous_conversation (required), `true` or absent for previous_response_id",
+    )
+    include: list[str] = Field(
+        default_factory=list,
+        description=f"must hold `{ENCRYPTED_REASONING}` for continuous_conversation",
+    )
+    reasoning: ReasoningOptions | None = Field(
+        default=None, description="continuous_conversation needs `summary: auto` and `context: auto`"
+    )
+    context_management: list[CompactionSetting] | None = Field(
+        default=None,
+        description="OpenAI's inline native compaction, once the prompt passes `compact_threshold` tokens: required "
+        "with `runtime.compaction.strategy: native`, refused without it; refused on xAI, which compacts by a call of "
+        "its own once the history passes `runtime.compaction.trigger_tokens`",
+    )
+    background: bool | None = Field(default=None, description=f"refused: {STATE_OPTIONS['background']}")
+    conversation: str | None = Field(default=None, description=f"refused: {STATE_OPTIONS['conversation']}")
+    previous_response_id: str | None = Field(
+        default=None, description=f"refused: {STATE_OPTIONS['previous_response_id']}"
+    )
+    truncation: Literal["auto", "disabled"] | None = Field(
+        default=None,
+        description="`auto` lets the server drop a stored previous_response_id chain's oldest turns once it outgrows "
+        "the model's window, rather than refuse the request (how such a run plays a game longer than the window); "
+        "refused for continuous_conversation, whose replay it would cut unseen",
+    )
 
 
 class ResponsesAdapter:
@@ -327,6 +365,7 @@ class ResponsesAdapter:
         **{name: f"request.options.{name}" for name in ResponsesOptions.model_fields},
     }
     grammar_field: ClassVar[str | None] = "grammar"  # llama.cpp's llama-server
+    options_model: ClassVar[type[BaseModel] | None] = ResponsesOptions
 
     def __init__(self, client: openai.OpenAI, settings: RequestSettings) -> None:
         self.client = client
@@ -544,15 +583,7 @@ def _replayable(item: dict[str, Any]) -> dict[str, Any]:
 def state_problems(options: ResponsesOptions, strategy: str) -> list[OptionProblem]:
     """The rules of every Responses surface: the strategy owns the conversation state, and continuous
     conversation is stateless on the server and replays encrypted reasoning."""
-    problems = [
-        OptionProblem(name, why, "remove it")
-        for name, why in (
-            ("background", "background mode cannot hand a reply to the machine"),
-            ("conversation", "a server conversation replaces the strategy's own state"),
-            ("previous_response_id", "the strategy sets the handle, not the profile"),
-        )
-        if getattr(options, name)
-    ]
+    problems = [OptionProblem(name, why, "remove it") for name, why in STATE_OPTIONS.items() if getattr(options, name)]
     if strategy == "continuous_conversation":
         if options.store is not False:
             problems.append(

@@ -6,6 +6,10 @@ its source file, then the docstring verbatim in a fenced text block (a docstring
 Markdown). A module that does not import, or has no docstring, fails the build with an error naming
 the module and the page, so a page can never show a rule the code no longer states.
 
+A page with a generated reference (profiles.md, sweeps.md: turnstate/reports/reference.py) fails the
+build if a key of its models has no description, or if its generated part is not what the models
+give now; the error says to run `python -m turnstate.reports.reference --write`.
+
 Registered in mkdocs.yml under `hooks:`; the modules are imported from the Python that runs mkdocs
 (the repository's .venv, where turnstate is installed).
 """
@@ -57,7 +61,18 @@ def rendered(module_name: str, text: str, path: str | None, indent: str) -> list
     return [indent + line if line else "" for line in lines]
 
 
+def check_generated_reference(markdown: str, page: str) -> None:
+    """A PluginError naming each undescribed key and a stale generated part, if the page has one."""
+    from turnstate.reports.reference import PAGES, page_problems
+
+    if page in PAGES:
+        problems = page_problems(page, markdown)
+        if problems:
+            raise PluginError("\n".join(problems))
+
+
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
+    check_generated_reference(markdown, page.file.src_uri)
     root = Path(config["config_file_path"]).resolve().parent
     out: list[str] = []
     fenced = False

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from turnstate.session.endpoint import open_endpoint
-from turnstate.session.profile import ClientConfig
+from turnstate.session.profile_sections import ClientConfig
 
 
 @pytest.mark.parametrize("base_url", ["local", "https://api.example.test/v1"])

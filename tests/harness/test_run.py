@@ -16,7 +16,8 @@ from turnstate.local_provider.exchange import MALFORMED_REPLY
 from turnstate.local_provider.faults import Fault
 from turnstate.local_provider.messages import COMPACTION_CONTENT
 from turnstate.local_provider.server import INVALID_API_KEY, LocalProvider
-from turnstate.session.profile import DEFAULT_PROFILE, PROFILES_DIR, LocalProviderConfig, Profile, load_profile
+from turnstate.session.profile import DEFAULT_PROFILE, PROFILES_DIR, Profile, load_profile
+from turnstate.session.profile_sections import LocalProviderConfig
 from turnstate.session.runner import Runner
 from turnstate.strategies import manual_rolling
 from turnstate.strategies.state import TurnSpan

@@ -23,7 +23,7 @@ from turnstate.local_provider.faults import Fault
 from turnstate.local_provider.server import LocalProvider
 from turnstate.local_provider.service import KEY_FILE, ChainStore, Journal, ServiceStateError
 from turnstate.session.endpoint import RunSetupError, open_endpoint
-from turnstate.session.profile import ClientConfig
+from turnstate.session.profile_sections import ClientConfig
 
 from . import test_interactions as gemini
 from . import test_messages as claude

@@ -12,7 +12,8 @@ import yaml
 from turnstate.adapters.registry import ADAPTERS
 from turnstate.environments import environment_ids
 from turnstate.reports.text import nested
-from turnstate.session.profile import ClientConfig, CompactionConfig, load_profile, resolve_profile, shipped_profiles
+from turnstate.session.profile import load_profile, resolve_profile, shipped_profiles
+from turnstate.session.profile_sections import ClientConfig, CompactionConfig
 from turnstate.session.settings_file import ProfileError
 from turnstate.strategies import STRATEGIES
 

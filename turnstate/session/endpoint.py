@@ -18,8 +18,9 @@ from turnstate.local_provider.recording_policy import RecordingModel
 from turnstate.local_provider.server import LocalProvider
 from turnstate.local_provider.service import ServiceStateError
 from turnstate.session import scaffold
-from turnstate.session.profile import ClientConfig, Profile, is_http_url
+from turnstate.session.profile import Profile
 from turnstate.session.profile_checks import recorded_actions
+from turnstate.session.profile_sections import ClientConfig, is_http_url
 
 LOCAL_API_KEY = "local-provider-key"
 SERVICES_VARIABLE = STATE_VARIABLE  # where the embedded provider's services live: $XDG_STATE_HOME/turnstate/

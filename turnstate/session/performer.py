@@ -44,7 +44,7 @@ from turnstate.durable.transition_log import TransitionLines
 from turnstate.durable.writer import ArtifactWriter
 from turnstate.machine.engine import Effect, Event, LiveMachine
 from turnstate.session import scaffold
-from turnstate.session.profile import AgentConfig
+from turnstate.session.profile_sections import AgentConfig
 from turnstate.strategies.events import (
     BackoffElapsed,
     CallCompaction,

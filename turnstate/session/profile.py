@@ -13,26 +13,20 @@ from __future__ import annotations
 
 import hashlib
 import importlib.resources
-import json
 from pathlib import Path
-from typing import Any, Literal
-from urllib.parse import urlsplit
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
+from pydantic import Field, model_validator
 
 from turnstate.adapters.contract import (
-    DEFAULT_MAX_REPLY_BYTES,
-    OutputLimitParam,
     ProviderAdapter,
     RequestBounds,
     RequestSettings,
     ToolSpec,
 )
 from turnstate.adapters.registry import UnknownAdapter, descriptor_for
-from turnstate.adapters.tokens import MIN_CONTEXT_TOKENS
 from turnstate.durable.accounting import Prices
-from turnstate.durable.layout import ID_PATTERN
-from turnstate.local_provider.faults import FaultKind, first_repeated_ordinal
+from turnstate.durable.layout import ID_PATTERN, RUN_META
 from turnstate.local_provider.server import DEFAULT_CONTEXT_WINDOW
 from turnstate.session.profile_checks import (
     check_action_grammar,
@@ -40,251 +34,47 @@ from turnstate.session.profile_checks import (
     check_extra_body,
     check_recording,
 )
-from turnstate.session.scaffold import ActionMode
+from turnstate.session.profile_sections import (
+    DEFAULT_TRIGGER_TOKENS,
+    SUMMARY_KEYS,
+    AgentConfig,
+    ClientConfig,
+    CompactionConfig,
+    EnvironmentConfig,
+    PricingConfig,
+    RequestConfig,
+    RuntimeConfig,
+    Section,
+)
 from turnstate.session.settings_file import Contradiction, ProfileError, load_settings, parse_settings
 from turnstate.strategies import STRATEGIES
 from turnstate.strategies.compaction import Compaction, HarnessSummary, NativeByCall, NativeInline, NoCompaction
-from turnstate.strategies.offload import DEFAULT_KEEP_RECENT_PER_TOOL, DEFAULT_MIN_SAVINGS_CHARS, Offload
-from turnstate.strategies.strategy import Backoff, StrategySettings
+from turnstate.strategies.offload import Offload
+from turnstate.strategies.strategy import StrategySettings
 
-LOCAL = "local"
 PROFILES_DIR = Path(str(importlib.resources.files("turnstate.profiles")))  # the shipped profiles, however installed
 DEFAULT_PROFILE = PROFILES_DIR / "local-manual-rolling.yaml"
 
-# The longest single wait a profile may ask for (a request timeout, one backoff wait, a scheduled
-# Retry-After): beyond it a setting is a typo, and far beyond it the clock arithmetic overflows.
-MAX_WAIT_SECONDS = 3600.0
-MAX_PRICE_PER_MILLION = 1_000_000.0  # keeps the cost estimate finite for any token count a run can reach
-MAX_CONTEXT_TOKENS = 100_000_000
-"""The largest context budget a profile may give: ten times the largest window on offer (10M tokens).
-Every token count a profile sends is bounded by it (the output caps and thresholds must fit it), so a
-few zeros too many fail here rather than as a provider's 400 once the run is under way."""
-MIN_REPLY_BYTES, MAX_REPLY_BYTES = 1024, 1024 * 1024 * 1024  # a reply's own framing; a gigabyte in memory
-EXTRA_BODY_BYTES = 16 * 1024  # request.extra_body, as JSON: a few settings and a hand-written grammar
 
-
-class _Section(BaseModel):
-    # strict: YAML already has types, so a value of the wrong one is a mistake to name, not to coerce.
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
-
-
-class EnvironmentConfig(_Section):
-    # A registered id (turnstate/environments/registry.py), never a path, a module or a URL.
-    name: str = "beacon_grid"
-    seed: int = 0
-    options: dict[str, Any] = Field(default_factory=dict)
-
-
-class BackoffConfig(_Section):
-    """How long a transient failure waits before its retry; the defaults are Backoff's."""
-
-    base_seconds: float = Field(default=Backoff.base_seconds, gt=0, le=MAX_WAIT_SECONDS)
-    max_seconds: float = Field(default=Backoff.max_seconds, gt=0, le=MAX_WAIT_SECONDS)
-    max_total_seconds: float = Field(default=Backoff.max_total_seconds, ge=0)
-
-    @model_validator(mode="after")
-    def _cap_holds_the_base(self) -> BackoffConfig:
-        if self.max_seconds < self.base_seconds:
-            raise Contradiction(
-                "agent.backoff.max_seconds",
-                f"{self.max_seconds} is below agent.backoff.base_seconds {self.base_seconds}, "
-                "so no wait could be as long as the first",
-                "make it at least agent.backoff.base_seconds",
-            )
-        return self
-
-    def settings(self) -> Backoff:
-        return Backoff(self.base_seconds, self.max_seconds, self.max_total_seconds)
-
-
-DEFAULT_TRIM_LOW_WATER = 0.75
-
-
-class AgentConfig(_Section):
-    max_actions: int = Field(default=80, ge=1)
-    max_retries: int = Field(default=3, ge=0)
-    max_context_length: int = Field(ge=MIN_CONTEXT_TOKENS, le=MAX_CONTEXT_TOKENS)
-    # manual_rolling: once the window passes max_context_length, the oldest whole turns are trimmed
-    # until it is at most this fraction of the prompt budget, so its prefix (and a provider's prompt
-    # cache of it) holds for many turns; 1 trims only what must go, moving the prefix every turn.
-    trim_low_water: float = Field(default=DEFAULT_TRIM_LOW_WATER, gt=0, le=1)
-    backoff: BackoffConfig = BackoffConfig()
-    # How the model acts: an `ACTION:` line in its reply, or a call of one of the environment's
-    # actions offered as function tools (turnstate/session/scaffold.py).
-    action_mode: ActionMode = "text"
-    # Replies in a row that only call read-only tools before one acts; past it a reply is rejected.
-    max_tool_rounds: int = Field(default=8, ge=1, le=1000)
-    # A per-level action budget of ceil(multiplier x the level's human baseline), as the ARC-AGI-3
-    # benchmarking harness sets it (its MAX_ACTIONS_BASELINE_MULTIPLIER, 5.0 in its configs): a level
-    # that spends its budget unfinished ends the run (`level_budget`). Only for games that give baselines.
-    max_actions_baseline_multiplier: float | None = Field(default=None, gt=0, le=100)
-
-
-DEFAULT_TRIGGER_TOKENS = 175_000
-"""When a compaction by a call of its own starts if the profile does not say: the last accepted
-action's completed context (its reported input plus output tokens) reaching this."""
-
-
-DEFAULT_SUMMARY_HEADROOM_TOKENS = 1024
-"""What validation keeps free for a harness summary's request beyond the trigger and the output cap."""
-
-SUMMARY_KEYS = ("summary_input_headroom_tokens", "summary_max_output_tokens", "fork")
-
-
-class CompactionConfig(_Section):
-    strategy: str = "none"  # a compaction machine the strategy accepts (its record says which)
-    # For a compaction by a call of its own (native by xAI or Anthropic, or a harness summary):
-    # compact when the last accepted action's completed context reaches it; DEFAULT_TRIGGER_TOKENS
-    # when omitted.
-    trigger_tokens: int | None = Field(default=None, ge=1)
-    # A compaction by a call of its own: its own output cap (default: the request's; xAI's
-    # /responses/compact takes none). harness_summary only: room kept for the summary request
-    # between the trigger plus the output cap and agent.max_context_length, and whether it may fork
-    # the latest action request (default: the adapter's, else on).
-    summary_input_headroom_tokens: int = Field(default=DEFAULT_SUMMARY_HEADROOM_TOKENS, ge=0)
-    summary_max_output_tokens: int | None = Field(default=None, ge=1)
-    fork: bool | None = None
-
-
-class ToolResultOffloadConfig(_Section):
-    """Seed 003's stale tool-result offload: present turns it on, each key its default when absent."""
-
-    keep_recent_per_tool: int = Field(default=DEFAULT_KEEP_RECENT_PER_TOOL, ge=1)
-    min_savings_chars: int = Field(default=DEFAULT_MIN_SAVINGS_CHARS, ge=0)
-
-
-class RuntimeConfig(_Section):
-    adapter_id: str
-    strategy: str
-    compaction: CompactionConfig = CompactionConfig()
-    # Off unless given (strategies/offload.py): replace stale tool results in outgoing requests.
-    tool_result_offload: ToolResultOffloadConfig | None = None
-
-
-class FaultConfig(_Section):
-    at: int = Field(ge=1, description="1-based ordinal of the model request that gets the fault")
-    kind: FaultKind
-    retry_after_seconds: float | None = Field(default=None, gt=0, le=MAX_WAIT_SECONDS)
-
-
-class LocalProviderConfig(_Section):
-    context_window: int | None = Field(default=None, ge=MIN_CONTEXT_TOKENS)
-    # A YAML list; strict mode alone would accept only a tuple. The faults themselves stay strict.
-    faults: tuple[FaultConfig, ...] = Field(default=(), strict=False)
-    # A recording of a winning ARC-AGI-3 play (the toolkit's JSONL), which the local model then plays,
-    # knowing where it is only from the state the strategy carries (local_provider/recording_policy.py).
-    recording: str | None = Field(default=None, min_length=1)
-
-    @model_validator(mode="after")
-    def _faults_consistent(self) -> LocalProviderConfig:
-        repeated = first_repeated_ordinal(fault.at for fault in self.faults)
-        if repeated is not None:
-            raise Contradiction(
-                "client.local.faults",
-                f"more than one fault at request {repeated}",
-                "give each request at most one fault",
-            )
-        for index, fault in enumerate(self.faults):
-            if fault.retry_after_seconds is not None and fault.kind != "rate_limit":
-                raise Contradiction(
-                    f"client.local.faults.{index}.retry_after_seconds",
-                    f"only a rate_limit fault sends Retry-After, and this one is {fault.kind}",
-                    "remove it or make the fault kind rate_limit",
-                )
-        return self
-
-
-class ClientConfig(_Section):
-    base_url: str = LOCAL
-    # A variable that, when set, holds the base URL to use instead of base_url (then the default): a
-    # server a user runs wherever it listens, such as llama.cpp's llama-server.
-    base_url_env: str | None = None
-    api_key_env: str | None = None
-    timeout_seconds: float = Field(default=120.0, gt=0, le=MAX_WAIT_SECONDS)
-    # The largest reply or stream one request may read: a larger one is a classified error, not a
-    # process that grows with whatever a server sends.
-    max_reply_bytes: int = Field(default=DEFAULT_MAX_REPLY_BYTES, ge=MIN_REPLY_BYTES, le=MAX_REPLY_BYTES)
-    local: LocalProviderConfig | None = None
-
-    @model_validator(mode="after")
-    def _base_url_is_local_or_a_url(self) -> ClientConfig:
-        if not self.is_local and not is_http_url(self.base_url):
-            raise Contradiction(
-                "client.base_url",
-                f"{self.base_url!r} is neither 'local' nor an http(s) URL with a host",
-                "use local, or the provider's URL such as https://api.openai.com/v1",
-            )
-        if self.base_url_env is not None and self.is_local:
-            raise Contradiction(
-                "client.base_url_env",
-                "the embedded local provider has no URL to override",
-                "remove it, or give base_url the server's default URL",
-            )
-        return self
-
-    @property
-    def is_local(self) -> bool:
-        return self.base_url == LOCAL
-
-
-def is_http_url(text: str) -> bool:
-    try:
-        parts = urlsplit(text)
-        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
-    except ValueError:
-        return False
-    return parts.scheme in ("http", "https") and bool(parts.hostname) and text == text.strip()
-
-
-class RequestConfig(_Section):
-    model: str
-    max_output_tokens: int = Field(ge=1)
-    output_limit_param: OutputLimitParam = RequestSettings.output_limit_param
-    stream: bool = False
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    # Settings only the selected adapter's API has; the adapter checks them (check_options).
-    options: dict[str, Any] = Field(default_factory=dict)
-    # Body fields a server takes beyond the API's (llama.cpp's grammar, json_schema, cache_prompt;
-    # vLLM's structured_outputs, chat_template_kwargs), sent as given: JSON, at most EXTRA_BODY_BYTES,
-    # never a field the adapter sets itself (its body_fields).
-    extra_body: dict[str, JsonValue] = Field(default_factory=dict)
-    # A GBNF grammar of the environment's actions, in the adapter's grammar field (llama.cpp's
-    # `grammar`), so that a small model can write only valid action lines: `plain` (the action line
-    # alone) or `thinking` (after a short <think>...</think>, which the server's reasoning parser returns apart).
-    action_grammar: Literal["plain", "thinking"] | None = None
-
-    @model_validator(mode="after")
-    def _model_is_named(self) -> RequestConfig:
-        if not self.model.strip():
-            raise Contradiction("request.model", "the model name is empty", "give the model name the provider expects")
-        try:
-            size = len(json.dumps(self.extra_body, allow_nan=False, ensure_ascii=False).encode())
-        except ValueError:
-            raise Contradiction(
-                "request.extra_body", "holds a number JSON cannot carry (NaN or infinity)", "give finite numbers"
-            ) from None
-        if size > EXTRA_BODY_BYTES:
-            raise Contradiction(
-                "request.extra_body",
-                f"is {size} bytes of JSON, past the {EXTRA_BODY_BYTES} a request's extra fields may add",
-                "shorten it (a grammar that long is better generated: see request.action_grammar)",
-            )
-        return self
-
-
-class PricingConfig(_Section):
-    input: float = Field(default=0.0, ge=0, le=MAX_PRICE_PER_MILLION, description="USD per million input tokens")
-    output: float = Field(default=0.0, ge=0, le=MAX_PRICE_PER_MILLION, description="USD per million output tokens")
-
-
-class Profile(_Section):
-    id: str = Field(min_length=1, pattern=ID_PATTERN)
-    environment: EnvironmentConfig = EnvironmentConfig()
-    agent: AgentConfig
-    runtime: RuntimeConfig
-    client: ClientConfig = ClientConfig()
-    request: RequestConfig
-    pricing: PricingConfig = PricingConfig()
+class Profile(Section):
+    id: str = Field(
+        min_length=1,
+        pattern=ID_PATTERN,
+        description=f"the config id, recorded in `{RUN_META}` and used in the run id",
+    )
+    environment: EnvironmentConfig = Field(default=EnvironmentConfig(), description="the game the agent plays")
+    agent: AgentConfig = Field(description="how the agent plays: its budgets, its retries and how it acts")
+    runtime: RuntimeConfig = Field(
+        description="the adapter and the strategy machine that carries the state, with its compaction"
+    )
+    client: ClientConfig = Field(
+        default=ClientConfig(), description="where the requests go: the endpoint, its key and its bounds"
+    )
+    request: RequestConfig = Field(description="what every model request sends")
+    pricing: PricingConfig = Field(
+        default=PricingConfig(),
+        description="prices for the cost estimate only; nothing is written into provider-reported usage",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Profile:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from turnstate.durable.layout import RUN_META
 from turnstate.durable.resume import ResumeError
-from turnstate.session.profile import EnvironmentConfig, Profile, parse_profile
+from turnstate.session.profile import Profile, parse_profile
+from turnstate.session.profile_sections import EnvironmentConfig
 from turnstate.session.settings_file import ProfileError
 
 

@@ -47,11 +47,12 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
-from turnstate.durable.layout import ID_PATTERN, RESULTS, RESULTS_TABLE, RUN_META, SUMMARY, SWEEP_RECORD
+from turnstate.durable.layout import ID_PATTERN, RESULTS, RESULTS_TABLE, RUN_META, SUMMARY, SWEEP_RECORD, SWEEPS_ROOT
 from turnstate.durable.resume import run_meta
 from turnstate.environments import make_environment
 from turnstate.session.durable_run import ENDED
-from turnstate.session.profile import EnvironmentConfig, Profile, _Section, load_profile, resolve_profile
+from turnstate.session.profile import Profile, load_profile, resolve_profile
+from turnstate.session.profile_sections import EnvironmentConfig, Section
 from turnstate.session.settings_file import ProfileError, load_settings, validation_problems
 
 ENDED_OUTCOMES = (*ENDED, "failed_closed")  # a sweep's resume skips these runs
@@ -90,31 +91,75 @@ RESULT_COLUMNS = (
 Z_95 = 1.959963984540054  # the normal quantile of a two-sided 95% interval
 
 
-class SweepEnvironment(_Section):
-    name: str = "beacon_grid"
-    options: dict[str, Any] = Field(default_factory=dict)
-    seeds: tuple[int, ...] = Field(default=(0,), min_length=1, strict=False)
+class SweepEnvironment(Section):
+    name: str = Field(
+        default="beacon_grid", description="a registered environment id, as a profile's `environment.name`"
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="its options, as a profile's `environment.options`"
+    )
+    seeds: tuple[int, ...] = Field(
+        default=(0,),
+        min_length=1,
+        strict=False,
+        description="the seeds every profile plays it at; a profile that is invalid with the environment at one of "
+        "them is named with the seed",
+    )
 
 
-class SweepBudget(_Section):
-    in_flight: int = Field(default=2, ge=1, le=512, description="runs at once")
-    cost_cap: float | None = Field(default=None, ge=0, description="USD, in the profiles' configured prices")
+class SweepBudget(Section):
+    in_flight: int = Field(default=2, ge=1, le=512, description="runs at once; `--in-flight` overrides it")
+    cost_cap: float | None = Field(
+        default=None,
+        ge=0,
+        description="USD, in the profiles' configured prices: no run starts once the ended runs' cost reaches it "
+        "(skipped ones included; the runs in flight finish), and the runs it kept from starting are rows with "
+        f"outcome `{NOT_STARTED}`",
+    )
 
 
-class Comparison(_Section):
-    a: str = Field(description="a profile id: the difference is a's success rate less b's")
-    b: str
+class Comparison(Section):
+    a: str = Field(description="a profile id of this sweep: the difference is a's success rate less b's")
+    b: str = Field(description="another profile id of this sweep")
 
 
-class Sweep(_Section):
-    id: str = Field(min_length=1, pattern=ID_PATTERN)
-    profiles: tuple[str, ...] = Field(min_length=1, strict=False)
-    environments: tuple[SweepEnvironment, ...] = Field(default=(SweepEnvironment(),), min_length=1, strict=False)
-    repetitions: int = Field(default=1, ge=1, le=1000)
-    budget: SweepBudget = SweepBudget()
-    engine: Literal["pool", "ray"] = "pool"
-    ray_address: str | None = None
-    compare: tuple[Comparison, ...] = Field(default=(), strict=False)
+class Sweep(Section):
+    id: str = Field(
+        min_length=1,
+        pattern=ID_PATTERN,
+        description=f"the sweep's id; its folder is `{SWEEPS_ROOT}/<id>` unless `--out` names another",
+    )
+    profiles: tuple[str, ...] = Field(
+        min_length=1,
+        strict=False,
+        description="the profiles to compare: paths relative to the sweep file, or shipped names; each profile id "
+        "at most once",
+    )
+    environments: tuple[SweepEnvironment, ...] = Field(
+        default=(SweepEnvironment(),),
+        min_length=1,
+        strict=False,
+        description="the environments every profile plays, each with its options and seeds; one whose runs cannot be "
+        "resumed (an ARC-AGI-3 game in `mode: competition`) is refused, since a sweep resumes each run a kill stops",
+    )
+    repetitions: int = Field(default=1, ge=1, le=1000, description="runs of each profile, environment and seed")
+    budget: SweepBudget = Field(default=SweepBudget(), description="how many runs at once, and the cost cap")
+    engine: Literal["pool", "ray"] = Field(
+        default="pool",
+        description="`pool`: a local process pool, one process per run; `ray`: Ray tasks (the ray extra), as "
+        "`--ray ADDRESS` asks too",
+    )
+    ray_address: str | None = Field(
+        default=None,
+        description="with `engine: ray`: `local` starts a Ray here with as many CPUs as runs in flight, `auto` joins "
+        "the cluster this machine is a node of, `HOST:PORT` names its head; absent: `auto`. `--ray` overrides it",
+    )
+    compare: tuple[Comparison, ...] = Field(
+        default=(),
+        strict=False,
+        description="the differences of success rate to report; absent: every pair of profiles that differ in "
+        "compaction alone, the one with compaction first",
+    )
 
 
 class SweepError(Exception):
