@@ -97,7 +97,9 @@ def _no_checkpoint(session: Session, accepted: AcceptedReply) -> None:
         session.durable._facts = []
 
 
-def _unjournaled(world: JournaledEnvironment, key: str, action: str) -> tuple[Frame, bool]:
+def _unjournaled(
+    world: JournaledEnvironment, key: str, action: str, reasoning: str | None = None
+) -> tuple[Frame, bool]:
     """The action performed, no journal line written."""
     return world.environment.step(action), False
 
