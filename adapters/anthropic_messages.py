@@ -82,6 +82,7 @@ from turnstate.adapters.contract import (
     LLAMA_CPP_CONTEXT_OVERFLOW,
     Endpoint,
     ErrorKind,
+    Input,
     Item,
     ModelRequest,
     ModelResponse,
@@ -101,6 +102,7 @@ from turnstate.adapters.contract import (
     Usage,
     UsageSeen,
     fatal_message,
+    input_parts,
     malformed_reply,
     never_raising,
     refused_options,
@@ -110,7 +112,8 @@ from turnstate.adapters.contract import (
     token_count,
     with_extra_body,
 )
-from turnstate.adapters.tokens import MESSAGE_OVERHEAD_TOKENS, estimate_text_tokens
+from turnstate.adapters.image_costs import ANTHROPIC_IMAGE_LIMITS, ImageLimits
+from turnstate.adapters.tokens import MESSAGE_OVERHEAD_TOKENS, content_image_tokens, estimate_text_tokens, image_label
 
 COMPACTION_BETA = "compact-2026-09-04"
 OLD_COMPACTION_BETA = "compact-2026-01-12"  # threshold compaction (context_management edits): refused
@@ -200,8 +203,16 @@ class MessagesItems:
     """The Messages transcript: a turn opens with one user message holding its inputs; a reply is
     the assistant message with every content block, replay-ready."""
 
-    def user_items(self, inputs: Sequence[str]) -> list[Item]:
-        return [{"role": "user", "content": [{"type": "text", "text": "\n\n".join(inputs)}]}]
+    def user_items(self, inputs: Sequence[Input]) -> list[Item]:
+        """One user message of `text` blocks and `image` blocks with a base64 source {type: base64,
+        media_type, data} (the SDK's ImageBlockParam and Base64ImageSourceParam)."""
+        blocks = [
+            {"type": "text", "text": part}
+            if isinstance(part, str)
+            else {"type": "image", "source": {"type": "base64", "media_type": part.media_type, "data": part.base64}}
+            for part in input_parts(inputs)
+        ]
+        return [{"role": "user", "content": blocks}]
 
     def reply_items(self, response: ModelResponse) -> list[Item]:
         return [dict(item) for item in response.native_items]
@@ -264,7 +275,10 @@ class MessagesItems:
     def estimate_tokens(self, items: Sequence[Item], system: str = "") -> int:
         head = MESSAGE_OVERHEAD_TOKENS + estimate_text_tokens(system) if system else 0
         return head + sum(
-            MESSAGE_OVERHEAD_TOKENS + estimate_text_tokens(_block_text(item, opaque=True)) for item in items
+            MESSAGE_OVERHEAD_TOKENS
+            + estimate_text_tokens(_block_text(item, opaque=True))
+            + content_image_tokens(item.get("content"))
+            for item in items
         )
 
     def readable(self, items: Sequence[Item]) -> list[dict[str, str]]:
@@ -289,8 +303,9 @@ def _first_block_type(message: Item) -> str | None:
 
 
 def _block_text(message: Item, *, opaque: bool) -> str:
-    """A message's readable text (thinking summaries, text, a compaction's content); with `opaque`,
-    signatures and redacted data too, as they are billed."""
+    """A message's readable text (thinking summaries, text, a compaction's content, an image's label);
+    with `opaque`, signatures and redacted data too, as they are billed (and no image label: an image is
+    billed by its size, `content_image_tokens`)."""
     content = message.get("content")
     if isinstance(content, str):
         return content
@@ -308,6 +323,8 @@ def _block_text(message: Item, *, opaque: bool) -> str:
         elif kind == "tool_result":
             failed = " (error)" if block.get("is_error") else ""
             parts.append(f"[result{failed}] {block.get('content')}")
+        elif kind == "image" and not opaque:
+            parts.append(image_label(block) or "")
         if opaque:
             parts.append(str(block.get("signature") or block.get("data") or ""))
     return "\n".join(part for part in parts if part)
@@ -405,6 +422,7 @@ class MessagesAdapter:
     }
     grammar_field: ClassVar[str | None] = None  # llama-server's Messages wire drops a grammar (measured)
     options_model: ClassVar[type[BaseModel] | None] = MessagesOptions
+    image_limits: ClassVar[ImageLimits | None] = ANTHROPIC_IMAGE_LIMITS
 
     def __init__(self, client: anthropic.Anthropic, settings: RequestSettings) -> None:
         self.client = client

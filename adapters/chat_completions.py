@@ -62,6 +62,7 @@ from turnstate.adapters import openai_sdk
 from turnstate.adapters.contract import (
     Endpoint,
     ErrorKind,
+    Input,
     Item,
     ModelRequest,
     ModelResponse,
@@ -81,6 +82,7 @@ from turnstate.adapters.contract import (
     Transcript,
     Usage,
     UsageSeen,
+    input_parts,
     never_raising,
     no_compaction_call,
     reported_cost,
@@ -88,8 +90,9 @@ from turnstate.adapters.contract import (
     token_count,
     with_extra_body,
 )
+from turnstate.adapters.image_costs import OPENAI_IMAGE_DETAIL, OPENAI_IMAGE_LIMITS, ImageLimits
 from turnstate.adapters.json_bytes import json_bytes
-from turnstate.adapters.tokens import estimate_messages_tokens
+from turnstate.adapters.tokens import estimate_messages_tokens, readable_content
 
 COMPLETIONS_PATH = "/chat/completions"
 _FINISH_ERRORS = {"length": ErrorKind.TRUNCATED, "content_filter": ErrorKind.REFUSAL}
@@ -178,8 +181,19 @@ class ChatMessages:
     holding every input since the last reply (joined by blank lines), then the assistant's reply (with
     its `tool_calls` as returned, if it made any, and their tool messages)."""
 
-    def user_items(self, inputs: Sequence[str]) -> list[Item]:
-        return [{"role": "user", "content": "\n\n".join(inputs)}]
+    def user_items(self, inputs: Sequence[Input]) -> list[Item]:
+        """One user message: its text as `content`, or with images a list of `text` parts and
+        `image_url` parts {url: a PNG data URL, detail: high} (the SDK's ChatCompletionContentPart*Param)."""
+        parts = input_parts(inputs)
+        if len(parts) == 1 and isinstance(parts[0], str):
+            return [{"role": "user", "content": parts[0]}]
+        content = [
+            {"type": "text", "text": part}
+            if isinstance(part, str)
+            else {"type": "image_url", "image_url": {"url": part.data_url, "detail": OPENAI_IMAGE_DETAIL}}
+            for part in parts
+        ]
+        return [{"role": "user", "content": content}]
 
     def reply_items(self, response: ModelResponse) -> list[Item]:
         return [dict(item) for item in response.native_items]
@@ -257,7 +271,7 @@ def _readable_content(message: Item) -> str:
         for call in message.get("tool_calls") or []
         if isinstance(call, Mapping) and isinstance(call.get("function"), Mapping)
     ]
-    return "\n".join(part for part in [str(message.get("content") or ""), *calls] if part)
+    return "\n".join(part for part in [readable_content(message.get("content")), *calls] if part)
 
 
 class ChatCompletionsAdapter:
@@ -281,6 +295,7 @@ class ChatCompletionsAdapter:
     }
     grammar_field: ClassVar[str | None] = "grammar"  # llama.cpp's llama-server
     options_model: ClassVar[type[BaseModel] | None] = None  # Chat Completions takes no request.options
+    image_limits: ClassVar[ImageLimits | None] = OPENAI_IMAGE_LIMITS
 
     def __init__(self, client: openai.OpenAI, settings: RequestSettings) -> None:
         self.client = client

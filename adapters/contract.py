@@ -21,6 +21,9 @@ from typing import Annotated, Any, ClassVar, Literal, NamedTuple, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from turnstate.adapters.image_costs import ImageLimits
+from turnstate.adapters.images import ImagePart
+
 Item = Mapping[str, Any]
 """One native item of an adapter's transcript (a message, a reasoning item, a content block ...):
 JSON-serializable, and possibly holding opaque provider state that must be replayed verbatim."""
@@ -119,6 +122,44 @@ class ToolResult:
     name: str
     content: str
     is_error: bool = False
+
+
+@dataclass(frozen=True)
+class UserInput:
+    """One input that shows images: its text, then its images (checked PNGs, `ImagePart`), in order.
+    A plain string is an input of text alone; a transcript lays either out in its wire's parts."""
+
+    text: str
+    images: tuple[ImagePart, ...] = ()
+
+
+Input = str | UserInput
+"""One input of a turn: text, or text with images (`UserInput`)."""
+
+
+def input_parts(inputs: Sequence[Input]) -> list[str | ImagePart]:
+    """A turn's inputs as the parts of one user message, in order: each input's text, then its images,
+    consecutive texts joined by blank lines. Inputs of text alone are one text, exactly as they were
+    before images (`"\\n\\n".join(inputs)`), so a text run's requests are unchanged."""
+    if all(isinstance(given, str) for given in inputs):
+        return ["\n\n".join(str(given) for given in inputs)]
+    parts: list[str | ImagePart] = []
+    texts: list[str] = []
+    for given in inputs:
+        text, images = (given, ()) if isinstance(given, str) else (given.text, given.images)
+        if text:
+            texts.append(text)
+        if images and texts:
+            parts.append("\n\n".join(texts))
+            texts = []
+        parts.extend(images)
+    if texts:
+        parts.append("\n\n".join(texts))
+    return parts
+
+
+def input_images(inputs: Sequence[Input]) -> list[ImagePart]:
+    return [image for given in inputs if not isinstance(given, str) for image in given.images]
 
 
 @dataclass(frozen=True, slots=True)  # slotted: a request's projection lists every result of the history
@@ -515,8 +556,9 @@ class Transcript(Protocol):
     adapter's items, opaque reasoning included, without knowing their shape.
     """
 
-    def user_items(self, inputs: Sequence[str]) -> list[Item]:
-        """The items that open a turn from its inputs: every input since the last reply, in order."""
+    def user_items(self, inputs: Sequence[Input]) -> list[Item]:
+        """The items that open a turn from its inputs: every input since the last reply, in order
+        (`input_parts`), each image in the wire's own image part."""
         ...
 
     def reply_items(self, response: ModelResponse) -> list[Item]:
@@ -598,6 +640,9 @@ class ProviderAdapter(Protocol):
     # The body field that carries a GBNF grammar on the servers that speak this wire (llama.cpp's
     # `grammar`, `request.action_grammar`), or None where none takes one.
     grammar_field: ClassVar[str | None]
+    # What its provider accepts of an inline image (adapters/image_costs.py), or None where the API
+    # takes no images: a profile that renders images for such an adapter is refused at validation.
+    image_limits: ClassVar[ImageLimits | None]
     # The pydantic model of its `request.options` (None: it takes none), whose fields' descriptions the
     # profile reference in docs/ lists under the adapter's id (turnstate/reports/reference.py).
     options_model: ClassVar[type[BaseModel] | None]

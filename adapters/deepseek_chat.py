@@ -36,6 +36,7 @@ from turnstate.adapters.contract import (
     ToolCall,
     Transcript,
 )
+from turnstate.adapters.image_costs import ImageLimits
 
 LOCAL_PREFIX = "/deepseek/v1"
 NO_REASONING = ""  # what a projected reply says its reasoning was: nothing known
@@ -58,6 +59,7 @@ class DeepSeekChatAdapter(ChatCompletionsAdapter):
     transcript: ClassVar[Transcript] = DeepSeekMessages()
     summary_compaction: ClassVar[SummaryCompaction | None] = SummaryCompaction()
     acts_through_tools: ClassVar[bool] = True
+    image_limits: ClassVar[ImageLimits | None] = None  # DeepSeek's chat models take text only
     reasoning_aliases = ("reasoning_content",)
 
     @classmethod

@@ -65,6 +65,7 @@ from turnstate.adapters.bounded_http import bounded_client
 from turnstate.adapters.contract import (
     Endpoint,
     ErrorKind,
+    Input,
     Item,
     ModelRequest,
     ModelResponse,
@@ -83,6 +84,7 @@ from turnstate.adapters.contract import (
     Transcript,
     Usage,
     UsageSeen,
+    input_parts,
     malformed_reply,
     never_raising,
     no_compaction_call,
@@ -91,7 +93,8 @@ from turnstate.adapters.contract import (
     schema_problems,
     token_count,
 )
-from turnstate.adapters.tokens import MESSAGE_OVERHEAD_TOKENS, estimate_text_tokens
+from turnstate.adapters.image_costs import GEMINI_IMAGE_LIMITS, ImageLimits
+from turnstate.adapters.tokens import MESSAGE_OVERHEAD_TOKENS, content_image_tokens, estimate_text_tokens, image_label
 
 API_VERSION = "v1beta"
 TEMPERATURE_RANGE = (0.0, 2.0)  # what the Interactions service takes (local_provider's SAMPLING_RANGES)
@@ -185,8 +188,16 @@ class InteractionSteps:
     """The Interactions transcript: a turn opens with one user_input step holding its inputs; a reply
     is every step the model generated, replay-ready."""
 
-    def user_items(self, inputs: Sequence[str]) -> list[Item]:
-        return [{"type": "user_input", "content": [{"type": "text", "text": "\n\n".join(inputs)}]}]
+    def user_items(self, inputs: Sequence[Input]) -> list[Item]:
+        """One user_input step of `text` contents and `image` contents {data: base64, mime_type}
+        (google-genai's ImageContentParam; no `resolution`: the service's default, high)."""
+        content = [
+            {"type": "text", "text": part}
+            if isinstance(part, str)
+            else {"type": "image", "data": part.base64, "mime_type": part.media_type}
+            for part in input_parts(inputs)
+        ]
+        return [{"type": "user_input", "content": content}]
 
     def reply_items(self, response: ModelResponse) -> list[Item]:
         return [dict(item) for item in response.native_items]
@@ -244,7 +255,10 @@ class InteractionSteps:
     def estimate_tokens(self, items: Sequence[Item], system: str = "") -> int:
         head = MESSAGE_OVERHEAD_TOKENS + estimate_text_tokens(system) if system else 0
         return head + sum(
-            MESSAGE_OVERHEAD_TOKENS + estimate_text_tokens(_step_text(item, opaque=True)) for item in items
+            MESSAGE_OVERHEAD_TOKENS
+            + estimate_text_tokens(_step_text(item, opaque=True))
+            + content_image_tokens(item.get("content"))
+            for item in items
         )
 
     def readable(self, items: Sequence[Item]) -> list[dict[str, str]]:
@@ -264,9 +278,14 @@ class InteractionSteps:
         return None  # the Interactions API has no compaction steps
 
 
-def _texts(contents: object) -> list[str]:
-    parts = contents if isinstance(contents, list) else []
-    return [str(part.get("text", "")) for part in parts if isinstance(part, Mapping) and part.get("type") == "text"]
+def _texts(contents: object, *, images: bool = False) -> list[str]:
+    """The text contents' texts, in order; with `images`, each image content as its label too."""
+    parts = [part for part in (contents if isinstance(contents, list) else []) if isinstance(part, Mapping)]
+    return [
+        str(part.get("text", "")) if part.get("type") == "text" else image_label(part) or ""
+        for part in parts
+        if part.get("type") == "text" or (images and part.get("type") == "image")
+    ]
 
 
 def _result_text(step: Item) -> str:
@@ -283,7 +302,7 @@ def _step_text(step: Item, *, opaque: bool) -> str:
         return f"{step.get('name')}({json.dumps(step.get('arguments'))})"
     if step.get("type") == "function_result":
         return _result_text(step)
-    texts = _texts(step.get("summary") if step.get("type") == "thought" else step.get("content"))
+    texts = _texts(step.get("summary") if step.get("type") == "thought" else step.get("content"), images=not opaque)
     if opaque and step.get("type") == "thought":
         texts.append(str(step.get("signature") or ""))
     return "\n".join(text for text in texts if text)
@@ -336,6 +355,7 @@ class InteractionsAdapter:
     body_fields: ClassVar[Mapping[str, str] | None] = None  # no server but Google's speaks this wire: no extra fields
     grammar_field: ClassVar[str | None] = None
     options_model: ClassVar[type[BaseModel] | None] = GeminiOptions
+    image_limits: ClassVar[ImageLimits | None] = GEMINI_IMAGE_LIMITS
 
     def __init__(self, client: genai.Client, settings: RequestSettings, timeout_seconds: float | None = None) -> None:
         self.client = client

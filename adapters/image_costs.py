@@ -18,6 +18,9 @@ from turnstate.adapters.images import ImagePart, refuse
 # -- token estimates, one published rule each --------------------------------------------------------------
 
 OpenAIDetail = Literal["low", "high", "auto"]
+OPENAI_IMAGE_DETAIL: OpenAIDetail = (
+    "high"  # what the harness sends: a fixed detail is a fixed cost ("auto" is the model's choice)
+)
 OPENAI_LOW_DETAIL_TOKENS = 85  # also the base of a high-detail image, for GPT-4o-class models
 OPENAI_TILE_TOKENS = 170
 OPENAI_FIT_SIDE, OPENAI_SHORT_SIDE, OPENAI_TILE_SIDE = 2048, 768, 512
@@ -157,7 +160,7 @@ class ImageLimits:
     media_types: frozenset[str]
     max_image_bytes: int
     counts_base64: bool
-    max_images_per_request: int
+    max_images_per_request: int | None
     max_request_image_bytes: int | None  # all the images of one request together
     max_request_bytes: int | None  # the whole request body, images and all
     max_side: int | None  # pixels, either side
@@ -182,7 +185,7 @@ class ImageLimits:
         side = self.side_limit(images_in_request)
         if side is not None and max(part.width, part.height) > side:
             raise refuse(f"{self.provider} takes at most {side} px a side here, got {part.width} x {part.height}", fix)
-        if images_in_request > self.max_images_per_request:
+        if self.max_images_per_request is not None and images_in_request > self.max_images_per_request:
             raise refuse(f"{self.provider} takes at most {self.max_images_per_request} images a request", fix)
 
 
@@ -224,4 +227,17 @@ GEMINI_IMAGE_LIMITS = ImageLimits(
     many_images=None,
     many_images_max_side=None,
     source="https://ai.google.dev/gemini-api/docs/image-understanding (inline image data; 3,600 images a request)",
+)
+XAI_IMAGE_LIMITS = ImageLimits(
+    provider="xAI",
+    media_types=frozenset({"image/jpeg", "image/png"}),
+    max_image_bytes=20 * MIB,
+    counts_base64=False,
+    max_images_per_request=None,  # "no limit" on the number of images
+    max_request_image_bytes=None,
+    max_request_bytes=None,
+    max_side=None,
+    many_images=None,
+    many_images_max_side=None,
+    source="https://docs.x.ai/docs/guides/image-understanding (maximum image size 20MiB; jpg/jpeg or png)",
 )

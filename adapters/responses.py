@@ -71,6 +71,7 @@ from turnstate.adapters import openai_sdk
 from turnstate.adapters.contract import (
     Endpoint,
     ErrorKind,
+    Input,
     Item,
     ModelRequest,
     ModelResponse,
@@ -90,6 +91,7 @@ from turnstate.adapters.contract import (
     Transcript,
     Usage,
     UsageSeen,
+    input_parts,
     malformed_reply,
     never_raising,
     reported_cost,
@@ -97,7 +99,8 @@ from turnstate.adapters.contract import (
     token_count,
     with_extra_body,
 )
-from turnstate.adapters.tokens import content_text, item_text, item_tokens
+from turnstate.adapters.image_costs import OPENAI_IMAGE_DETAIL, OPENAI_IMAGE_LIMITS, ImageLimits
+from turnstate.adapters.tokens import content_text, item_text, item_tokens, readable_content
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 RESPONSE_ONLY_FIELDS = {"reasoning": "status", "compaction": "created_by"}  # item type -> field replay drops
@@ -115,8 +118,20 @@ class ResponsesItems:
     """The Responses transcript: a turn opens with one user message holding its inputs; a reply adds
     every native output item, replay-ready."""
 
-    def user_items(self, inputs: Sequence[str]) -> list[Item]:
-        return [{"role": "user", "content": "\n\n".join(inputs)}]
+    def user_items(self, inputs: Sequence[Input]) -> list[Item]:
+        """One user message: its text as `content`, or with images a list of `input_text` parts and
+        `input_image` parts {image_url: a PNG data URL, detail: high} (the SDK's ResponseInputImageParam,
+        whose `detail` is required)."""
+        parts = input_parts(inputs)
+        if len(parts) == 1 and isinstance(parts[0], str):
+            return [{"role": "user", "content": parts[0]}]
+        content = [
+            {"type": "input_text", "text": part}
+            if isinstance(part, str)
+            else {"type": "input_image", "image_url": part.data_url, "detail": OPENAI_IMAGE_DETAIL}
+            for part in parts
+        ]
+        return [{"role": "user", "content": content}]
 
     def reply_items(self, response: ModelResponse) -> list[Item]:
         return [dict(item) for item in response.native_items]
@@ -187,14 +202,14 @@ class ResponsesItems:
 def _readable(item: Item) -> dict[str, str]:
     kind = str(item.get("type", "message"))
     if kind == "message":
-        return {"role": str(item.get("role", "assistant")), "content": item_text(item)}
+        return {"role": str(item.get("role", "assistant")), "content": readable_content(item.get("content"))}
     if kind == "reasoning":
         summary = " ".join(str(part.get("text", "")) for part in item.get("summary") or [])
         return {"role": "reasoning", "content": summary}
     if kind == "compaction":
         return {"role": "compaction", "content": "[the history before this point, compacted by the provider]"}
     if kind == "function_call_output":
-        return {"role": "tool", "content": item_text(item)}
+        return {"role": "tool", "content": readable_content(item.get("output"))}
     return {"role": kind, "content": item_text(item)}
 
 
@@ -366,6 +381,7 @@ class ResponsesAdapter:
     }
     grammar_field: ClassVar[str | None] = "grammar"  # llama.cpp's llama-server
     options_model: ClassVar[type[BaseModel] | None] = ResponsesOptions
+    image_limits: ClassVar[ImageLimits | None] = OPENAI_IMAGE_LIMITS
 
     def __init__(self, client: openai.OpenAI, settings: RequestSettings) -> None:
         self.client = client

@@ -15,12 +15,14 @@ from __future__ import annotations
 from typing import ClassVar
 
 from turnstate.adapters.contract import NativeCompaction, OptionProblem, SummaryCompaction
+from turnstate.adapters.image_costs import XAI_IMAGE_LIMITS, ImageLimits
 from turnstate.adapters.responses import ResponsesAdapter, ResponsesOptions, state_problems
 
 
 class XaiResponsesAdapter(ResponsesAdapter):
     native_compaction: ClassVar[NativeCompaction | None] = "call"
     summary_compaction: ClassVar[SummaryCompaction | None] = None  # its compaction is native, by /responses/compact
+    image_limits: ClassVar[ImageLimits | None] = XAI_IMAGE_LIMITS
 
     @classmethod
     def option_rules(cls, options: ResponsesOptions, strategy: str, compaction: str) -> list[OptionProblem]:

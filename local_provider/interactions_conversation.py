@@ -79,7 +79,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from turnstate.adapters.tokens import MESSAGE_OVERHEAD_TOKENS, estimate_text_tokens
+from turnstate.adapters.tokens import MESSAGE_OVERHEAD_TOKENS, content_image_tokens, estimate_text_tokens
 from turnstate.local_provider.exchange import Exchange
 from turnstate.local_provider.google_words import InvalidRequest
 from turnstate.local_provider.interactions_request import InteractionRequest, Step, text_of
@@ -200,6 +200,7 @@ def step_tokens(step: Mapping[str, object]) -> int:
         text = str(step.get("name", "")) + json.dumps(step.get("arguments"))
     else:
         text = readable_text(step)
+        return MESSAGE_OVERHEAD_TOKENS + estimate_text_tokens(text) + content_image_tokens(step.get("content"))
     return MESSAGE_OVERHEAD_TOKENS + estimate_text_tokens(text)
 
 

@@ -108,7 +108,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from itertools import groupby
 
-from turnstate.adapters.tokens import MESSAGE_OVERHEAD_TOKENS, estimate_text_tokens
+from turnstate.adapters.tokens import MESSAGE_OVERHEAD_TOKENS, estimate_text_tokens, image_part_tokens
 from turnstate.local_provider.anthropic_words import MAX_BREAKPOINTS, MIN_CACHEABLE_TOKENS, InvalidRequest
 from turnstate.local_provider.exchange import Exchange, unread_input
 from turnstate.local_provider.messages_request import Block, MessagesRequest, cache_ttl, text_of
@@ -346,6 +346,8 @@ def block_tokens(block: Block) -> int:
         text = "".join(str(block.get(key) or "") for key in ("content", "encrypted_content", "signature"))
     elif kind == "tool_use":
         text = f"{block.get('name', '')}{json.dumps(block.get('input'), sort_keys=True)}"
+    elif kind == "image":
+        return image_part_tokens(block)
     else:
         text = text_of([block])
     return estimate_text_tokens(text)
