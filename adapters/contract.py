@@ -22,7 +22,7 @@ from typing import Annotated, Any, ClassVar, Literal, NamedTuple, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from turnstate.adapters.image_costs import ImageLimits
-from turnstate.adapters.images import ImagePart
+from turnstate.adapters.images import ImagePart, refuse
 
 Item = Mapping[str, Any]
 """One native item of an adapter's transcript (a message, a reasoning item, a content block ...):
@@ -132,9 +132,40 @@ class UserInput:
     text: str
     images: tuple[ImagePart, ...] = ()
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str):
+            raise TypeError(f"a UserInput's text is a str, not {type(self.text).__name__}")
+        object.__setattr__(self, "images", tuple(self.images))  # a list given is kept as a tuple
+        for index, image in enumerate(self.images):
+            if not isinstance(image, ImagePart):
+                raise TypeError(
+                    f"a UserInput's images[{index}] is a {type(image).__name__}, not an ImagePart; "
+                    "fix: wrap the PNG bytes as ImagePart(data), which checks them"
+                )
+
 
 Input = str | UserInput
 """One input of a turn: text, or text with images (`UserInput`)."""
+
+
+def taken_input(given: Input, limits: ImageLimits | None, adapter_id: str) -> UserInput:
+    """`given` as a UserInput (a string is its text, with no images) whose images an adapter's API
+    takes (`limits`: its `image_limits`), checked before anything is logged or sent: TypeError for
+    what is no input, ImageError naming the problem and the fix."""
+    if isinstance(given, str):
+        return UserInput(given)
+    if not isinstance(given, UserInput):
+        raise TypeError(f"an input is a str or a UserInput, not {type(given).__name__}")
+    if not given.images:
+        return given
+    if limits is None:
+        raise refuse(
+            f"adapter {adapter_id!r} sends no images (its API takes text only)",
+            "send text, or use an adapter whose API takes images",
+        )
+    for image in given.images:
+        limits.check(image, len(given.images))
+    return given
 
 
 def input_parts(inputs: Sequence[Input]) -> list[str | ImagePart]:

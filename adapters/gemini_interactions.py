@@ -94,7 +94,7 @@ from turnstate.adapters.contract import (
     token_count,
 )
 from turnstate.adapters.image_costs import GEMINI_IMAGE_LIMITS, ImageLimits
-from turnstate.adapters.tokens import MESSAGE_OVERHEAD_TOKENS, content_image_tokens, estimate_text_tokens, image_label
+from turnstate.adapters.tokens import MESSAGE_OVERHEAD_TOKENS, estimate_text_tokens, held_image_tokens, image_label
 
 API_VERSION = "v1beta"
 TEMPERATURE_RANGE = (0.0, 2.0)  # what the Interactions service takes (local_provider's SAMPLING_RANGES)
@@ -255,9 +255,7 @@ class InteractionSteps:
     def estimate_tokens(self, items: Sequence[Item], system: str = "") -> int:
         head = MESSAGE_OVERHEAD_TOKENS + estimate_text_tokens(system) if system else 0
         return head + sum(
-            MESSAGE_OVERHEAD_TOKENS
-            + estimate_text_tokens(_step_text(item, opaque=True))
-            + content_image_tokens(item.get("content"))
+            MESSAGE_OVERHEAD_TOKENS + estimate_text_tokens(_step_text(item, opaque=True)) + held_image_tokens(item)
             for item in items
         )
 

@@ -91,10 +91,17 @@ def content_image_tokens(content: object) -> int:
     return sum(image_part_tokens(part) for part in content if isinstance(part, Mapping))
 
 
+def held_image_tokens(step: Mapping[str, object]) -> int:
+    """The estimate of the images a Gemini Interactions step holds: in its content, or in a
+    function_result's result list (the harness and the local provider count a step alike)."""
+    return content_image_tokens(step.get("content")) + content_image_tokens(step.get("result"))
+
+
 def image_label(part: Mapping[str, object]) -> str | None:
-    """How a readable transcript shows an image part: `[image sha256:<first 16 hex>]`, never its bytes."""
+    """How a readable transcript shows an image part: `[image sha256:<digest>]`, the name of its file in
+    a run folder's input_images/ (durable/images.py), never its bytes."""
     encoded = image_base64(part)
-    return None if encoded is None else f"[image sha256:{digest(decode_base64(encoded))[:16]}]"
+    return None if encoded is None else f"[image sha256:{digest(decode_base64(encoded))}]"
 
 
 TEXT_PART_TYPES = ("text", "input_text", "output_text")

@@ -8,7 +8,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from turnstate.adapters.contract import ErrorKind, ModelRequest, ModelResponse, ProviderError, ToolResult
+from turnstate.adapters.contract import (
+    ErrorKind,
+    Input,
+    ModelRequest,
+    ModelResponse,
+    ProviderError,
+    ToolResult,
+    UserInput,
+)
+from turnstate.adapters.images import ImagePart
 from turnstate.machine.engine import Effect, Event
 from turnstate.strategies.summary import SummaryPass
 
@@ -17,7 +26,18 @@ from turnstate.strategies.summary import SummaryPass
 
 @dataclass(frozen=True)
 class ObservationArrived(Event):
+    """A frame to act on: its text, and the images it shows (checked PNGs), if any."""
+
     text: str
+    images: tuple[ImagePart, ...] = ()
+
+    @property
+    def input(self) -> Input | None:
+        """The turn's input as a transcript takes it; None when the observation is empty (the
+        results of the last reply's calls are then the whole input)."""
+        if self.images:
+            return UserInput(self.text, self.images)
+        return self.text or None
 
 
 @dataclass(frozen=True)
@@ -25,6 +45,11 @@ class InputBuffered(Event):
     """An input that arrived without a model call (GAME_OVER, a reset observation)."""
 
     text: str
+    images: tuple[ImagePart, ...] = ()
+
+    @property
+    def input(self) -> Input:
+        return UserInput(self.text, self.images) if self.images else self.text
 
 
 @dataclass(frozen=True)

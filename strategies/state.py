@@ -10,7 +10,8 @@ recovery and window trimming can unwind whole turns and never half of one.
 counted it, so that a compaction trigger reads the provider's figure rather than an estimate.
 
 Inputs that arrived without a model call (a GAME_OVER frame, a reset observation) wait in `pending`
-and are replayed, in order, ahead of the next observation.
+and are replayed, in order, ahead of the next observation; one that shows images waits as a
+`PendingInput`, its PNGs as base64, so the state stays JSON.
 
 `unanswered` holds the ids of the tool calls the last accepted reply made, until their results join
 that reply's turn: no request may be built while a call is unanswered, since every provider refuses
@@ -30,6 +31,9 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 from pydantic.dataclasses import dataclass
+
+from turnstate.adapters.contract import Input, UserInput
+from turnstate.adapters.images import ImagePart
 
 SCHEMA_VERSION: Final = 1
 PREVIOUS = "previous"  # validation context: the state this one replaces, whose values were checked
@@ -51,6 +55,23 @@ class TurnSpan:
     end: int = Field(gt=0)
 
 
+@dataclass(frozen=True, slots=True, config=ConfigDict(extra="forbid"))
+class PendingInput:
+    """A waiting input that shows images: its text and its PNGs' base64, in order (a `UserInput` as JSON)."""
+
+    text: str
+    images: tuple[str, ...] = Field(min_length=1)
+
+    @classmethod
+    def of(cls, given: Input) -> str | PendingInput:
+        if isinstance(given, str) or not given.images:
+            return given if isinstance(given, str) else given.text
+        return cls(given.text, tuple(image.base64 for image in given.images))
+
+    def as_input(self) -> UserInput:
+        return UserInput(self.text, tuple(ImagePart.from_base64(encoded) for encoded in self.images))
+
+
 class RuntimeState(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -59,7 +80,7 @@ class RuntimeState(BaseModel):
     strategy: str = Field(min_length=1)  # a strategy record's name
     payload: dict[str, Any] = Field(default_factory=dict)
     turns: tuple[TurnSpan, ...] = ()
-    pending: tuple[str, ...] = ()
+    pending: tuple[str | PendingInput, ...] = ()
     unanswered: tuple[str, ...] = ()  # the last accepted reply's tool call ids, until they are answered
     unread_turn: bool = False  # the last turn ends with tool results no reply has read yet
     # The completed context of the last accepted action as the provider reported it: that request's
@@ -125,8 +146,13 @@ class RuntimeState(BaseModel):
         state is checked again: a commit costs what it changed, not the whole history."""
         return type(self).model_validate({**dict(self), **changes}, context={PREVIOUS: self})
 
-    def with_pending(self, text: str) -> RuntimeState:
-        return self.replace(pending=(*self.pending, text))
+    def with_pending(self, given: Input) -> RuntimeState:
+        return self.replace(pending=(*self.pending, PendingInput.of(given)))
+
+    @property
+    def pending_inputs(self) -> list[Input]:
+        """The waiting inputs as a transcript takes them, images decoded again (checked, rule 1 of images.py)."""
+        return [waiting if isinstance(waiting, str) else waiting.as_input() for waiting in self.pending]
 
     def to_json(self) -> str:
         return self.model_dump_json()

@@ -136,7 +136,7 @@ class TurnTaking(StrategyModel):
     # Actions: they change the strategy's own fields and emit effects; never I/O.
 
     def buffer_input(self, event: InputBuffered) -> None:
-        self.accepted = self.accepted.with_pending(event.text)
+        self.accepted = self.accepted.with_pending(event.input)
 
     def answer_tool_calls(self, event: ToolsAnswered) -> None:
         check_answers(self.accepted, event.results)
@@ -145,7 +145,8 @@ class TurnTaking(StrategyModel):
     def open_turn(self, event: ObservationArrived) -> None:
         if self.accepted.unanswered:
             raise RuntimeError(f"{self.strategy}: a turn cannot open while tool calls are unanswered")
-        inputs = [*self.accepted.pending, *([event.text] if event.text else [])]
+        given = event.input
+        inputs = [*self.accepted.pending_inputs, *([given] if given is not None else [])]
         opening = self.transcript.user_items(inputs) if inputs else []
         self.turn = OpenTurn(opening, TurnRetries(self.max_retries, self.backoff))
 

@@ -5,6 +5,7 @@ and leaves text-only turns byte for byte as they were."""
 
 from __future__ import annotations
 
+import json
 import typing
 from collections.abc import Mapping
 
@@ -18,7 +19,7 @@ from openai.types.responses import ResponseInputImageParam, ResponseInputTextPar
 
 from turnstate.adapters.anthropic_messages import MessagesItems
 from turnstate.adapters.chat_completions import ChatMessages
-from turnstate.adapters.contract import UserInput, input_images, input_parts
+from turnstate.adapters.contract import ModelRequest, UserInput, input_images, input_parts
 from turnstate.adapters.gemini_interactions import InteractionSteps
 from turnstate.adapters.image_costs import anthropic_image_tokens, gemini_resolution_tokens, openai_image_tokens
 from turnstate.adapters.images import ImagePart, png_size
@@ -28,6 +29,8 @@ from turnstate.adapters.tokens import estimate_message_tokens, item_tokens
 from turnstate.environments.frame_image import frame_to_png
 from turnstate.local_provider.interactions_conversation import step_tokens
 from turnstate.local_provider.messages_conversation import block_tokens
+from turnstate.strategies.state import RuntimeState, TurnSpan
+from turnstate.strategies.summary import SummaryPass, summary_request
 
 FRAME = ImagePart(frame_to_png([[0, 5, 8], [9, 11, 14]], scale=16))  # 48 x 32 px
 OTHER = ImagePart(frame_to_png([[5, 5, 0, 0]] * 4, scale=32))  # 128 x 128 px
@@ -191,7 +194,7 @@ def test_the_harness_estimates_an_image_turn_as_the_local_provider_counts_it(wir
 def test_a_reader_sees_an_image_by_its_digest_never_its_bytes(wire):
     transcript, _, _ = WIRES[wire]
     [shown] = transcript.readable(transcript.user_items([UserInput("look", (FRAME,))]))
-    assert f"[image sha256:{FRAME.digest[:16]}]" in shown["content"]
+    assert f"[image sha256:{FRAME.digest}]" in shown["content"]
     assert "look" in shown["content"]
     assert FRAME.base64[:40] not in str(shown)
 
@@ -214,3 +217,23 @@ def test_every_adapter_names_what_images_it_takes_and_deepseek_takes_none():
         "google.interactions.v1": "Gemini",
         "open_source.chat_completions.v1": "OpenAI",
     }
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_forked_summary_sends_the_turns_images_and_an_independent_one_names_each_by_digest(wire):
+    """strategies/summary.py: a fork replays the summarized turns' items, images and all; the
+    independent form reads them as text, each image as its label, so no image reaches it."""
+    transcript, _, _ = WIRES[wire]
+    items = transcript.user_items([UserInput("frame 1", (FRAME,))])
+    accepted = RuntimeState(
+        adapter_id="a", strategy="continuous_conversation", payload={"items": items}, turns=(TurnSpan(0, 1),)
+    )
+    latest = ModelRequest("Play.", tuple(items))
+    forked, independent = (
+        summary_request(SummaryPass("trigger", 1, 1, fork), accepted, transcript, latest, 100, "Play.")
+        for fork in (True, False)
+    )
+    assert forked.items[: len(items)] == tuple(items)
+    assert FRAME.base64 in json.dumps(forked.items)
+    assert FRAME.base64 not in json.dumps(independent.items)
+    assert f"[image sha256:{FRAME.digest}]" in json.dumps(independent.items)

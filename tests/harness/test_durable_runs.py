@@ -10,9 +10,9 @@ import stat
 import subprocess
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 
+import orjson
 import yaml
 
 from turnstate.durable.checkpoints import KEY_VARIABLE, OPT_OUT, SQLiteCheckpointStore
@@ -52,7 +52,7 @@ def test_every_accepted_turn_is_a_checkpoint_that_rebuilds_the_sealed_accepted_s
     assert (
         receipts == [f"step {fact['step']}" for fact in accepted if fact["action"]][:-1]
     )  # the last one's is not due yet
-    logged = [asdict(event) for _, event in read_events(result.artifacts / EVENTS).events]
+    logged = [orjson.loads(orjson.dumps(event)) for _, event in read_events(result.artifacts / EVENTS).events]
     # The projection is the log, all but the last checkpoint's own event (which follows its commit):
     assert checkpointed_events(result.artifacts, latest.projection) == logged[:-1]
     assert latest.cursor["usage"]["total_tokens"] <= result.usage.total_tokens

@@ -88,9 +88,12 @@ class Event:
 
 @dataclass(frozen=True, kw_only=True)
 class UserInputEvent(Event):
+    """An input: its text, and the digests of the images it showed (their files: durable/images.py)."""
+
     kind: Literal["user_input"] = "user_input"
     text: str
     source: Source
+    images: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -207,8 +210,11 @@ class EventLog:
             del self._recent[next(iter(self._recent))]
         return event
 
-    def user_input(self, *, turn: int, step: int, text: str, source: Source) -> UserInputEvent:
-        event = UserInputEvent(seq=self.last_seq + 1, turn=turn, step=step, text=self.redact(text), source=source)
+    def user_input(
+        self, *, turn: int, step: int, text: str, source: Source, images: tuple[str, ...] = ()
+    ) -> UserInputEvent:
+        redacted = self.redact(text)
+        event = UserInputEvent(seq=self.last_seq + 1, turn=turn, step=step, text=redacted, source=source, images=images)
         return self._remember(text, self._write(event))
 
     def assistant_message(

@@ -29,6 +29,7 @@ CHECKPOINT_FILE: Final = "checkpoints.sqlite3"  # the checkpoint store (durable/
 FAILED_TURN: Final = "failed_turn.json"  # the attempts of the turn that failed closed, named in run_meta.json
 SUMMARY_INPUT: Final = "summary_input.json"  # the latest harness summary call's input, written before the call
 TOOL_RESULTS: Final = "tool_results"  # offloaded tool results, a file per ref (durable/tool_results.py)
+IMAGES: Final = "input_images"  # the images the run's inputs showed, a file per digest (durable/images.py)
 ENVIRONMENT_RECORDINGS: Final = "environment_recordings"
 """An environment's own record of its plays (RecordingEnvironment: arc_agi3 writes the toolkit's
 JSONL recordings there, <scorecard>/<game>-<play>.jsonl)."""
@@ -48,6 +49,11 @@ def step_name(index: int) -> str:
 def recorded_steps(run_dir: Path) -> list[int]:
     """The steps whose record `run_dir` holds, in order (one listing; OSError if it cannot be read)."""
     return sorted(int(match[1]) for name in os.listdir(run_dir) if (match := STEP_FILE.fullmatch(name)))
+
+
+def image_name(digest: str) -> str:
+    """An image's file in IMAGES: its PNG bytes under their sha256, so each is kept once."""
+    return f"{digest}.png"
 
 
 def compaction_name(number: int) -> str:

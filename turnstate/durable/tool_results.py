@@ -7,7 +7,7 @@ back, a page at a time, by calling `read_tool_result` with the ref its pointer n
 Rules:
 1. A ref is a name of the form REF_PATTERN and nothing else, never a path: the store refuses any other
    before it touches a file, so no argument can reach outside `<folder>/tool_results/`.
-2. A ref's text is written once: a temporary file in the same folder, fsynced, then renamed to
+2. A ref's text is written once (writer.write_once): a temporary file in the same folder, fsynced, then renamed to
    `<ref>.txt`; an existing file is never rewritten (its ref is its content's digest, so it already
    holds the text). A store without a folder keeps the texts in memory, for a run without artifacts.
 3. A page is up to PAGE_CHARS characters from `offset`, then one last line saying where it ends and
@@ -18,13 +18,13 @@ Rules:
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
 
 from turnstate.adapters.contract import ToolCall, ToolResult, ToolSpec
 from turnstate.durable.layout import TOOL_RESULTS
+from turnstate.durable.writer import write_once
 from turnstate.environments.protocol import ToolRefused
 from turnstate.strategies.offload import READ_TOOL_RESULT, REF_PATTERN, ref_of
 
@@ -70,7 +70,7 @@ class ToolResultStore:
         if self.folder is None:
             self._texts[ref] = text
         else:
-            self._write_once(self.folder / f"{ref}.txt", text.encode("utf-8"))
+            write_once(self.folder / f"{ref}.txt", text.encode("utf-8"))
         self._written.add(ref)
 
     def answer(self, call: ToolCall) -> ToolResult:
@@ -104,18 +104,6 @@ class ToolResultStore:
             except FileNotFoundError:
                 pass
         raise ToolRefused(f"no offloaded tool result has the ref {ref!r}; use the ref a placeholder names")
-
-    def _write_once(self, target: Path, content: bytes) -> None:
-        """Rule 2: whole or not at all, and never over an existing file."""
-        if target.exists():
-            return
-        target.parent.mkdir(parents=True, exist_ok=True)
-        temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        with open(temporary, "wb") as file:
-            file.write(content)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, target)
 
 
 def _checked(arguments: Mapping[str, object]) -> tuple[str, int]:

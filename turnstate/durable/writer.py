@@ -161,6 +161,21 @@ def _overwritten_in_place(target: Path, content: bytes) -> bool:
     return True
 
 
+def write_once(target: Path, content: bytes) -> None:
+    """A content-addressed file (a tool result's, an image's): a temporary file in the same folder,
+    fsynced, then renamed to `target`; an existing `target` is never rewritten, since its name is its
+    content's digest and it already holds these bytes."""
+    if target.exists():
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    with open(temporary, "wb") as file:
+        file.write(content)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(temporary, target)
+
+
 def _fsync_directory(path: Path) -> None:
     descriptor = os.open(path, os.O_RDONLY)
     try:

@@ -19,7 +19,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from turnstate.adapters.contract import ToolSpec
+from turnstate.adapters.contract import Input, ToolSpec, UserInput
+from turnstate.adapters.images import ImagePart
 
 __all__ = [
     "RESET",
@@ -47,12 +48,20 @@ that frame for the model), so an environment whose frames can be GAME_OVER accep
 
 @dataclass(frozen=True)
 class Frame:
-    """What the agent is shown after reset or a step; `text` is all a model ever sees of it."""
+    """What the agent is shown after reset or a step: `text`, and the `images` it shows (checked
+    PNGs, drawn with their legend in the text: environments/frame_image.py), which is all a model
+    ever sees of it."""
 
     text: str
     state: GameState
     level: int  # 1-based: the level being played, or the last one once WIN
     levels: int  # total levels: the runner reports progress as levels won
+    images: tuple[ImagePart, ...] = ()
+
+    @property
+    def input(self) -> Input:
+        """The frame as a model input: its text, or a UserInput when it shows images."""
+        return UserInput(self.text, self.images) if self.images else self.text
 
 
 @dataclass(frozen=True)

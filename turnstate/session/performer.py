@@ -24,7 +24,9 @@ from turnstate.adapters.contract import (
     ToolResult,
     ToolSpec,
     Usage,
+    UserInput,
 )
+from turnstate.adapters.images import ImagePart
 from turnstate.durable.accounting import Ledger, UsageJournal
 from turnstate.durable.artifacts import (
     Attempt,
@@ -37,6 +39,7 @@ from turnstate.durable.artifacts import (
 )
 from turnstate.durable.cursor import RunCounts
 from turnstate.durable.events import EventLog, Status
+from turnstate.durable.images import ImageFiles
 from turnstate.durable.layout import FAILED_TURN, SUMMARY_INPUT, compaction_name
 from turnstate.durable.redaction import Redactor
 from turnstate.durable.tool_results import ToolResultStore
@@ -116,6 +119,7 @@ class RunFiles:
     writer: ArtifactWriter | None = None
     events: EventLog | None = None
     usage: UsageJournal | None = None
+    images: ImageFiles | None = None
 
 
 class Performer:
@@ -321,20 +325,25 @@ class Performer:
 
     # The records.
 
-    def log_inputs(self, results: Sequence[ToolResult], observation: str) -> None:
-        """The open turn's inputs in events.jsonl: the results of the last reply's calls, then the observation."""
+    def log_inputs(self, results: Sequence[ToolResult], observation: UserInput) -> None:
+        """The open turn's inputs in events.jsonl: the results of the last reply's calls, then the
+        observation, its images kept in input_images/ and named by digest."""
         events, turn, step = self.files.events, self.counts.turn, self.counts.step + 1
         if events is not None:
             for result in results:
                 events.tool_result(turn=turn, step=step, result=result)
-            if observation:
-                events.user_input(turn=turn, step=step, text=observation, source="observation")
+            if observation.text or observation.images:
+                images = self._kept(observation.images)
+                events.user_input(turn=turn, step=step, text=observation.text, source="observation", images=images)
 
-    def log_buffered(self, text: str) -> None:
+    def log_buffered(self, given: UserInput) -> None:
         """A buffered input in events.jsonl, as the next turn's, which it opens."""
         if self.files.events is not None:
-            turn, step = self.counts.turn + 1, self.counts.step + 1
-            self.files.events.user_input(turn=turn, step=step, text=text, source="buffered")
+            turn, step, images = self.counts.turn + 1, self.counts.step + 1, self._kept(given.images)
+            self.files.events.user_input(turn=turn, step=step, text=given.text, source="buffered", images=images)
+
+    def _kept(self, images: Sequence[ImagePart]) -> tuple[str, ...]:
+        return self.files.images.keep(images) if self.files.images is not None else ()
 
     def log_reply(self, held: Turn, status: Status, **verdict: str | None) -> None:
         """The held reply, with its verdict, and the calls it made, in events.jsonl: an accepted one

@@ -33,7 +33,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from turnstate.adapters.contract import Endpoint, ProviderAdapter, ToolCall, ToolResult, ToolSpec
+from turnstate.adapters.contract import Endpoint, Input, ProviderAdapter, ToolCall, ToolResult, ToolSpec, UserInput
 from turnstate.adapters.registry import descriptor_for
 from turnstate.durable.cursor import AcceptedReply
 from turnstate.durable.layout import ENVIRONMENT_RECORDINGS, JOURNAL, RUN_ID, RUN_META, recorded_steps
@@ -155,7 +155,7 @@ class Runner:
         first carries out the reply its last checkpoint accepted (the kill may have come before its action)."""
         self.level_budget = LevelBudget.of(self.environment, self.profile.agent.max_actions_baseline_multiplier)
         self.level_budget.restore(frame.level, session.facts)
-        observation, results = frame.text, list[ToolResult]()
+        observation, results = frame.input, list[ToolResult]()
         if session.resumed_reply is not None:
             carried = self._carry_out(session, world, session.resumed_reply)
             if isinstance(carried, Ending):
@@ -174,10 +174,11 @@ class Runner:
 
     def _carry_out(
         self, session: Session, world: JournaledEnvironment, accepted: AcceptedReply
-    ) -> tuple[str, list[ToolResult]] | Ending:
+    ) -> tuple[Input, list[ToolResult]] | Ending:
         """Perform what an accepted reply asks, each side effect exactly once (under its step's key),
         and answer its calls, in order: the next observation and results, or how the run ended."""
-        observation, results = "", list[ToolResult]()
+        observation: Input = ""
+        results: list[ToolResult] = []
         frame: Frame | None = None
         for call in accepted.tool_calls:  # in the reply's order; the action's is stepped in its place
             if call.name == READ_TOOL_RESULT:
@@ -192,7 +193,7 @@ class Runner:
             return observation, results  # a tool round: the model reads the results and is asked again
         if accepted.action_call is None:
             frame, refusal = _stepped(session, world, accepted)
-            observation = frame.text if refusal is None else f"{refusal}\n\n{frame.text}"
+            observation = frame.input if refusal is None else UserInput(f"{refusal}\n\n{frame.text}", frame.images)
         assert frame is not None
         if self.on_step:
             shown = session.redactor.text(accepted.action)
@@ -206,9 +207,9 @@ class Runner:
             return Ending("level_budget")
         if frame.state is GameState.GAME_OVER:
             if accepted.action_call is None:  # else the GAME_OVER frame is the action call's result
-                session.buffer(frame.text)
+                session.buffer(frame.input)
             frame = _performed(session, world, reset_key(accepted.step), RESET)
-            observation = frame.text
+            observation = frame.input
         return observation, results
 
 
@@ -258,7 +259,7 @@ class LevelBudget:
 LEVEL_ACTIONS = "level_actions"  # the checkpoint fact of what the current level has spent
 
 
-def _accepted_turn(session: Session, observation: str, results: list[ToolResult]) -> AcceptedReply:
+def _accepted_turn(session: Session, observation: Input, results: list[ToolResult]) -> AcceptedReply:
     """One turn: the session's replies, rejected until one acts or is a tool round, which is accepted."""
     turn = session.observe(observation, results)
     while turn.problem is not None:

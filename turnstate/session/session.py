@@ -48,11 +48,21 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, get_args
 
-from turnstate.adapters.contract import Endpoint, ProviderAdapter, ToolCall, ToolResult, ToolSpec, Usage
+from turnstate.adapters.contract import (
+    Endpoint,
+    Input,
+    ProviderAdapter,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    Usage,
+    taken_input,
+)
 from turnstate.adapters.registry import descriptor_for
 from turnstate.durable.accounting import Ledger
 from turnstate.durable.checkpoints import CheckpointStore
 from turnstate.durable.cursor import AcceptedReply, Cursor, RunCounts
+from turnstate.durable.images import ImageFiles
 from turnstate.durable.layout import new_run_id, step_name
 from turnstate.durable.redaction import Redactor
 from turnstate.durable.resume import run_id_of, torn_files
@@ -222,6 +232,7 @@ class Session:
                 self._stack.callback(writer.close)
                 self.run_dir = writer.path
             self.tool_results = ToolResultStore(self.run_dir)
+            self.files.images = ImageFiles(self.run_dir) if self.run_dir is not None else None
             system = self._system_prompt or scaffold.system_prompt(self.actions, self.action_mode, self.tools)
             offered = (*(self.actions if self.action_mode == "tools" else ()), *self.tools)
             settings = self.profile.strategy_settings(system, offered)
@@ -307,25 +318,26 @@ class Session:
 
     # The caller's loop.
 
-    def observe(self, observation: str = "", results: Sequence[ToolResult] = ()) -> Turn:
-        """Open a turn on `observation` (with any inputs buffered before it), after the `results` of
-        the last accepted reply's tool calls (one per call, in the calls' order; an action's carries
-        the next frame, so the observation may then be empty); return the reply held for the
-        caller's verdict. Raises FailedClosed if the turn cannot get one."""
+    def observe(self, observation: Input = "", results: Sequence[ToolResult] = ()) -> Turn:
+        """Open a turn on `observation` (text, or a `UserInput` with images; with any inputs buffered
+        before it), after the `results` of the last accepted reply's tool calls (one per call, in the
+        calls' order; an action's carries the next frame, so the observation may then be empty);
+        return the reply held for the caller's verdict. Raises FailedClosed if the turn cannot get one."""
         if self._turn is not None:
             raise RuntimeError("a turn is open: accept or reject its reply before the next observation")
+        given = taken_input(observation, self.adapter.image_limits, self.descriptor.adapter_id)
         logged = tuple(results)
         results, as_input = self.performer.answers(logged)  # before anything fires or is counted
-        if not observation and not logged:
+        if not given.text and not given.images and not logged:
             raise ValueError("nothing to observe: pass an observation, or the results of the last reply's calls")
         self.counts.turn += 1
-        self.performer.log_inputs(logged, observation)
-        observation = "\n\n".join([*as_input, *([observation] if observation else [])])
+        self.performer.log_inputs(logged, given)
+        text = "\n\n".join([*as_input, *([given.text] if given.text else [])])
         if results:
             self.performer.fire(ToolsAnswered(results))
         self.machine.take_fired()  # between turns (a buffered input): in the transition log, not in a step
         self._turn = OpenTurn(self.accepted_state.item_count)
-        return self._drive(ObservationArrived(observation))
+        return self._drive(ObservationArrived(text, given.images))
 
     def accept(self, action: str | None = None) -> AcceptedReply:
         """Commit the held reply with `action` (default: the action parsed from it), or as a tool
@@ -371,13 +383,14 @@ class Session:
         results): a page of the offloaded result its ref names, or an error result saying why not."""
         return self.tool_results.answer(call)
 
-    def buffer(self, text: str) -> None:
-        """An input that arrives without a model call (a GAME_OVER frame): it waits in the accepted
-        state and opens the next turn, ahead of its observation."""
+    def buffer(self, given: Input) -> None:
+        """An input that arrives without a model call (a GAME_OVER frame; text, or a `UserInput` with
+        images): it waits in the accepted state and opens the next turn, ahead of its observation."""
         if self._turn is not None:
             raise RuntimeError("a turn is open: accept or reject its reply before buffering an input")
-        self.performer.log_buffered(text)
-        self.performer.fire(InputBuffered(text))
+        waiting = taken_input(given, self.adapter.image_limits, self.descriptor.adapter_id)
+        self.performer.log_buffered(waiting)
+        self.performer.fire(InputBuffered(waiting.text, waiting.images))
 
     def point(self, point: Point) -> None:
         """A named point of the caller's (after_side_effect), reported to the session's `on_point`."""
