@@ -60,6 +60,7 @@ from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from turnstate.adapters.image_costs import OPENAI_IMAGE_LIMITS, ImageLimits
 from turnstate.adapters.tokens import estimate_message_tokens, estimate_text_tokens
 from turnstate.local_provider.chat_completions_request import SYSTEM_ROLES, ChatRequest, InvalidParam, parse_request
 from turnstate.local_provider.chat_reasoning import (
@@ -111,6 +112,7 @@ class ChatWire:
     indexes_calls: bool = False
     cache_rule: CacheRule = PROMPT_CACHING
     splits_cache_hits: bool = False
+    image_limits: ImageLimits | None = OPENAI_IMAGE_LIMITS  # None: the server takes no image (DeepSeek)
 
     def error_reply(self, kind: SharedError, detail: str = "") -> tuple[int, dict[str, object]]:
         return error_reply(kind, detail)
@@ -122,7 +124,9 @@ class ChatWire:
         shared = exchange.prefix_cache.match(cache_key, _as_list(exchange.body.get("messages")))
         known = shared.note if isinstance(shared.note, ReadMessages) else ReadMessages((), (), (), ())
         try:
-            request = parse_request(exchange.body, self.reasoning_fields, known.messages[: shared.messages])
+            request = parse_request(
+                exchange.body, self.reasoning_fields, known.messages[: shared.messages], self.image_limits
+            )
             system_at, messages = read_roles(request.messages, known, shared.messages)
             system = "\n".join(str(request.messages[index]["content"]) for index in system_at)
             read = read_conversation(messages, self.replay) if self.reasoning_fields else None
@@ -131,7 +135,7 @@ class ChatWire:
             return
         message_tokens = (
             *known.tokens[: shared.messages],
-            *map(estimate_message_tokens, request.messages[shared.messages :]),
+            *map(estimate_message_tokens, request.sent_messages[shared.messages :]),  # images as sent
         )
         prompt_tokens = sum(message_tokens)
         completion_budget = request.max_tokens or 0
@@ -227,6 +231,7 @@ DEEPSEEK = ChatWire(
     indexes_calls=True,
     cache_rule=DEEPSEEK_CACHING,
     splits_cache_hits=True,
+    image_limits=None,
 )
 
 

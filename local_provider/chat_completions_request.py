@@ -13,9 +13,11 @@ inconsistencies: most errors name `messages[1].content`, a few name `messages.[1
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from turnstate.adapters.image_costs import OPENAI_IMAGE_LIMITS, ImageLimits
+from turnstate.adapters.images import ImageError, ImagePart
 from turnstate.local_provider.openai_words import (
     InvalidParam,
     check_decimal,
@@ -27,6 +29,7 @@ from turnstate.local_provider.openai_words import (
     optional_bool,
     optional_int,
 )
+from turnstate.local_provider.vision import seen_text, url_image
 
 # Every top-level field of the real Chat Completions create request (openai SDK 3.57); any other
 # field is "Unrecognized request argument supplied". A test compares this with the installed SDK.
@@ -92,6 +95,11 @@ PART_TYPES: Mapping[str, tuple[str, ...]] = {
     "user": ("text", "image_url", "input_audio", "file"),
     "assistant": ("text", "refusal"),
 }
+OPENAI_DETAILS = (
+    "auto",
+    "low",
+    "high",
+)  # an image_url part's detail ("original", newer models' own, is not modelled here)
 TEXT_PARTS = ("text",)  # system, developer and tool content
 STRING_PARTS = frozenset({"text", "refusal"})  # parts whose payload is a string, not an object
 
@@ -128,7 +136,10 @@ class ChatRequest:
 
 
 def parse_request(
-    body: Mapping[str, object], reasoning_fields: Sequence[str] = (), known: Sequence[dict[str, object]] = ()
+    body: Mapping[str, object],
+    reasoning_fields: Sequence[str] = (),
+    known: Sequence[dict[str, object]] = (),
+    image_limits: ImageLimits | None = OPENAI_IMAGE_LIMITS,
 ) -> ChatRequest:
     """Validate `body` in the module's order; the first offending field raises InvalidParam. An
     open-weight server also takes an assistant message's reasoning under `reasoning_fields`.
@@ -139,6 +150,7 @@ def parse_request(
     _check_known_params(body)
     model = _model(body)
     sent_messages = _messages(body, reasoning_fields, len(known))
+    images = _images(sent_messages, len(known), image_limits)
     stream = optional_bool(body, "stream") or False
     for name, (low, high) in DECIMAL_RANGES.items():
         check_decimal(body, name, low, high)
@@ -149,7 +161,7 @@ def parse_request(
     return ChatRequest(
         model=model,
         sent_messages=sent_messages,
-        messages=(*known, *(_flattened(message) for message in sent_messages[len(known) :])),
+        messages=(*known, *(_flattened(message, images.get(index)) for index, message in _new(sent_messages, known))),
         max_tokens=max_tokens,
         choices=choices,
         stream=stream,
@@ -360,14 +372,57 @@ def _check_content(param: str, content: object, part_types: Sequence[str]) -> No
             raise missing_or_invalid_type(f"{part_param}.image_url.url", "a string", payload.get("url"))
 
 
-def _flattened(message: Mapping[str, object]) -> dict[str, object]:
-    """The message with its text parts joined into one content string; other parts and fields kept out
-    of the text (a text model reads no image), null content read as empty."""
+def _new(
+    messages: Sequence[Mapping[str, object]], known: Sequence[object]
+) -> Iterator[tuple[int, Mapping[str, object]]]:
+    return ((index, messages[index]) for index in range(len(known), len(messages)))
+
+
+def _images(
+    messages: Sequence[Mapping[str, object]], checked: int, limits: ImageLimits | None
+) -> dict[int, dict[int, ImagePart]]:
+    """The images of the messages after the first `checked`, by message and part, each taken as the
+    server takes it (vision.py rule 1); a server that takes no image (DeepSeek) refuses the part's
+    type. The count a limit reads is the whole request's."""
+    places = [
+        (index, at, part)
+        for index, message in enumerate(messages)
+        if message.get("role") == "user" and isinstance(content := message.get("content"), list)
+        for at, part in enumerate(content)
+        if part["type"] == "image_url"
+    ]
+    found: dict[int, dict[int, ImagePart]] = {}
+    for index, at, part in places:
+        if index < checked:
+            continue
+        param = f"messages[{index}].content[{at}]"
+        if limits is None:
+            raise invalid_value(f"{param}.type", "image_url", ("text",))
+        payload = part["image_url"]
+        detail = payload.get("detail", "auto")
+        if detail not in OPENAI_DETAILS:
+            raise invalid_value(f"{param}.image_url.detail", detail, OPENAI_DETAILS)
+        try:
+            found.setdefault(index, {})[at] = url_image(payload["url"], limits, len(places))
+        except ImageError as error:
+            raise InvalidParam(f"{param}.image_url.url", f"Invalid image: {error}", code="invalid_image") from None
+    return found
+
+
+def _flattened(message: Mapping[str, object], images: Mapping[int, ImagePart] | None = None) -> dict[str, object]:
+    """The message with its text parts joined into one content string, each image read as the model
+    sees it (vision.seen_text); other parts and fields kept out of the text, null content read as empty."""
     content = message.get("content")
     if isinstance(content, str) and content and isinstance(message, dict):
         return message  # already text: the same message, not a copy of it
     if isinstance(content, list):
-        content = "".join(str(part["text"]) for part in content if part["type"] == "text")
+        images = images or {}
+        parts = [
+            images[at] if at in images else str(part["text"])
+            for at, part in enumerate(content)
+            if at in images or part["type"] == "text"
+        ]
+        content = seen_text(parts)
     return {**message, "content": content or ""}
 
 

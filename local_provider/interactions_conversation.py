@@ -79,7 +79,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from turnstate.adapters.tokens import MESSAGE_OVERHEAD_TOKENS, content_image_tokens, estimate_text_tokens
+from turnstate.adapters.tokens import MESSAGE_OVERHEAD_TOKENS, estimate_text_tokens, held_image_tokens
 from turnstate.local_provider.exchange import Exchange
 from turnstate.local_provider.google_words import InvalidRequest
 from turnstate.local_provider.interactions_request import InteractionRequest, Step, text_of
@@ -161,7 +161,7 @@ def read_conversation(state: StoredState, request: InteractionRequest) -> Conver
     steps = (*stored, *request.steps)
     thoughts, link = _check_steps(state.sealer, steps, len(stored), request)
     last = max((index for index, step in enumerate(steps) if step["type"] in MODEL_STEPS), default=-1)
-    earlier = [text_of(step.get("content")) for step in steps[: last + 1] if step["type"] == "user_input"]
+    earlier = [text_of(step.get("content"), images=False) for step in steps[: last + 1] if step["type"] == "user_input"]
     current = tuple(
         {"role": "tool" if step["type"] == "function_result" else "user", "content": readable_text(step)}
         for step in steps[last + 1 :]
@@ -179,14 +179,15 @@ def read_conversation(state: StoredState, request: InteractionRequest) -> Conver
     )
 
 
-def readable_text(step: Mapping[str, object]) -> str:
-    """A user_input's or function_result's text as the model reads it (and the estimate counts it)."""
+def readable_text(step: Mapping[str, object], *, images: bool = True) -> str:
+    """A user_input's or function_result's text as the model reads it, with `images` read (vision.py);
+    without, the text the estimate counts (its images are counted as images)."""
     if step.get("type") != "function_result":
-        return text_of(step.get("content"))
+        return text_of(step.get("content"), images=images)
     result = step.get("result")
     if isinstance(result, str):
         return result
-    return text_of(result) if isinstance(result, list) else json.dumps(result)
+    return text_of(result, images=images) if isinstance(result, list) else json.dumps(result)
 
 
 def step_tokens(step: Mapping[str, object]) -> int:
@@ -199,8 +200,8 @@ def step_tokens(step: Mapping[str, object]) -> int:
     elif kind == "function_call":
         text = str(step.get("name", "")) + json.dumps(step.get("arguments"))
     else:
-        text = readable_text(step)
-        return MESSAGE_OVERHEAD_TOKENS + estimate_text_tokens(text) + content_image_tokens(step.get("content"))
+        text = readable_text(step, images=False)
+        return MESSAGE_OVERHEAD_TOKENS + estimate_text_tokens(text) + held_image_tokens(step)
     return MESSAGE_OVERHEAD_TOKENS + estimate_text_tokens(text)
 
 

@@ -26,6 +26,13 @@ content by content), system_instruction, generation_config, tools. Rules:
   annotations}, image, document, audio and video, each with only its SDK keys; a thought's summary
   holds text and image contents. How function steps pair up and what they may name is checked with
   the conversation (interactions_conversation.py).
+- An `image` content (ImageContentParam: data, mime_type, resolution, uri), wherever it is (a
+  step's content, a thought's summary, a function_result's result list), is taken as the Gemini API
+  takes inline data (local_provider/vision.py, rule 1, with GEMINI_IMAGE_LIMITS): `data` and
+  `mime_type` required, a `uri` refused (this provider fetches nothing and holds no uploaded file),
+  `resolution` one of the SDK's MediaResolution values (low, medium, high, ultra_high), `data`
+  canonical base64 of a whole PNG within the published limits, the count the whole input's images.
+  A refusal is a 400 naming the content's path, the reason and the fix.
 - `system_instruction` is a string.
 - `generation_config` holds only the SDK's keys: max_output_tokens an integer >= 1 (it bounds
   thought and output together), temperature in [0, 2], top_p in [0, 1], seed an integer,
@@ -44,7 +51,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from turnstate.adapters.image_costs import GEMINI_IMAGE_LIMITS, GEMINI_RESOLUTION_TOKENS
+from turnstate.adapters.images import ImageError, ImagePart, refuse
 from turnstate.local_provider.google_words import InvalidRequest, field_required, invalid_value, unknown_field
+from turnstate.local_provider.vision import INLINE_FIX, inline_image, seen_text
 
 Step = Mapping[str, object]
 
@@ -163,17 +173,26 @@ def parse_request(body: Mapping[str, object]) -> InteractionRequest:
     previous = _previous_interaction(body, store=store)
     stream = _boolean(body, "stream", default=False)
     steps = _input(body.get("input"))
+    _check_images(steps)
     system = _string(body, "system_instruction") or ""
     max_output_tokens, show_summary = _generation_config(body.get("generation_config"))
     functions = _function_tools(body.get("tools"))
     return InteractionRequest(model, steps, system, stream, max_output_tokens, show_summary, store, previous, functions)
 
 
-def text_of(content: object, separator: str = "\n") -> str:
-    """The readable text of a content list: its text contents, one per line (other media read as nothing)."""
+def text_of(content: object, separator: str = "\n", *, images: bool = True) -> str:
+    """What the model reads of a content list: its text contents, one per line, and with `images` each
+    image read by the legend line before it (vision.seen_text; the image was checked when it was sent);
+    other media read as nothing. Without images, exactly its texts joined by `separator`."""
     if not isinstance(content, list):
         return ""
-    return separator.join(str(part.get("text", "")) for part in content if part.get("type") == "text")
+    kinds = ("text", "image") if images else ("text",)
+    parts: list[str | ImagePart] = [
+        ImagePart.from_base64(str(part["data"])) if part.get("type") == "image" else str(part.get("text", ""))
+        for part in content
+        if part.get("type") in kinds
+    ]
+    return seen_text(parts, separator)
 
 
 # --- the fields ------------------------------------------------------------------------------------
@@ -312,6 +331,47 @@ def _check_content(path: str, content: object, types: Mapping[str, frozenset[str
     content = _typed(path, content, types, f"one of {', '.join(types)}")
     if content["type"] == "text" and not isinstance(content.get("text"), str):
         raise field_required(f"{path}.text")
+    if content["type"] == "image":
+        _check_image_fields(path, content)
+
+
+def _check_image_fields(path: str, content: Mapping[str, object]) -> None:
+    """An image content's fields (the module's rules), before its data is decoded."""
+    if content.get("uri") is not None:
+        raise InvalidRequest(
+            f"Invalid value at '{path}.uri': {refuse('the local provider fetches no image URI', INLINE_FIX)}"
+        )
+    for key in ("data", "mime_type"):
+        if content.get(key) is None:
+            raise field_required(f"{path}.{key}")
+        _optional(content, path, key, str, "TYPE_STRING" if key == "mime_type" else "TYPE_BYTES")
+    resolution = content.get("resolution")
+    if resolution is not None and resolution not in GEMINI_RESOLUTION_TOKENS:
+        raise invalid_value(
+            f"{path}.resolution", f"TYPE_ENUM: one of {', '.join(GEMINI_RESOLUTION_TOKENS)}", resolution
+        )
+
+
+def image_contents(steps: Sequence[Step]) -> list[tuple[str, Mapping[str, object]]]:
+    """Every image content of the input's steps, with its path (`input[i]...`)."""
+    places: list[tuple[str, Mapping[str, object]]] = []
+    for index, step in enumerate(steps):
+        for key in ("content", "summary", "result"):
+            held = step.get(key)
+            for at, content in enumerate(held if isinstance(held, list) else []):
+                if isinstance(content, dict) and content.get("type") == "image":
+                    places.append((f"input[{index}].{key}[{at}]", content))
+    return places
+
+
+def _check_images(steps: Sequence[Step]) -> None:
+    """Each image's data taken as Gemini takes inline data; the count is the whole input's."""
+    found = image_contents(steps)
+    for path, content in found:
+        try:
+            inline_image(str(content["data"]), str(content["mime_type"]), GEMINI_IMAGE_LIMITS, len(found))
+        except ImageError as error:
+            raise InvalidRequest(f"Invalid value at '{path}.data': {error}") from None
 
 
 def _typed(path: str, value: object, shapes: Mapping[str, frozenset[str]], expected: str) -> Mapping[str, object]:

@@ -62,9 +62,11 @@ Rules, checked from the latest compaction on (turns before it are tolerated and 
 What the model reads: the system prompt, the current turn (the user turn after the last assistant
 turn: each tool_result block as a message `{"role": "tool", "content": <its text>}`, its string
 content or the text of its text blocks, and each run of other blocks as one user message of their
-text, in the order sent; a turn of tool results alone is a turn too; when the last assistant turn
-is the latest compaction's and holds that block alone, nothing written after it, the unread input
-the compaction carries comes first, then the turn after it, if any), and its memory: the latest
+text, in the order sent, each image in either read as vision.py reads it (a legend line followed by
+the rows of the image it reads; an image no legend reads shows nothing); a turn of tool results
+alone is a turn too; when the last assistant turn is the latest compaction's and holds that block
+alone, nothing written after it, the unread input the compaction carries comes first, then the turn
+after it, if any), and its memory: the latest
 compaction's summary, then the thought of every thinking block after it, in order. Never the text
 of older user turns, but one case: a history another model wrote. An assistant turn this service's
 model did not write after the user turn before it (its `ReplyLog`, service.py, keeps a digest of each
@@ -78,8 +80,10 @@ frames show and does not note it again), and a compaction's summary keeps what t
 Token estimate: the system prompt counts as one message; every turn costs the per-message overhead
 plus the estimate of its blocks' text, where a thinking block's text is its `thinking` and its
 signature, a compaction's its content and signature (opaque state weighs what it is long), a
-tool_use's its name and input JSON, a document's its readable text (a PDF or URL source, like an
-image, weighs nothing here). Every turn is counted, those before a compaction included.
+tool_use's its name and input JSON, a document's its readable text (a PDF or URL source weighs
+nothing here); an image, in a message or held in a tool result or a document, weighs Anthropic's
+published estimate of its size as the harness counts it (adapters/tokens.py, image_part_tokens).
+Every turn is counted, those before a compaction included.
 
 Prompt caching (`PromptCache`, Anthropic's documented rules, simplified): the prompt is a list of
 blocks (system blocks, then each turn's blocks). A breakpoint is a block with `cache_control`, or,
@@ -108,10 +112,11 @@ from dataclasses import dataclass, replace
 from functools import partial
 from itertools import groupby
 
+from turnstate.adapters.images import ImagePart
 from turnstate.adapters.tokens import MESSAGE_OVERHEAD_TOKENS, estimate_text_tokens, image_part_tokens
 from turnstate.local_provider.anthropic_words import MAX_BREAKPOINTS, MIN_CACHEABLE_TOKENS, InvalidRequest
 from turnstate.local_provider.exchange import Exchange, unread_input
-from turnstate.local_provider.messages_request import Block, MessagesRequest, cache_ttl, text_of
+from turnstate.local_provider.messages_request import Block, MessagesRequest, cache_ttl, image_blocks, text_of
 from turnstate.local_provider.sealed import Sealer, digest
 from turnstate.local_provider.service import ReplyLog, Service
 
@@ -252,6 +257,7 @@ def written_digest(asked: str | None, reply: Sequence[Block]) -> str:
 def read_conversation(state: MessagesState, request: MessagesRequest) -> Conversation:
     """Hold the request's turns to the module's rules; the conversation as the model reads it."""
     sealer = state.sealer
+    images = request.images
     turns = turns_of(request.messages)
     _check_tool_pairing(turns)
     start = _latest_compaction(turns)
@@ -275,7 +281,7 @@ def read_conversation(state: MessagesState, request: MessagesRequest) -> Convers
         first = _check_order(turn)
         if first == len(turn.blocks):
             continue  # a compaction alone: it was read above, or it is an earlier one, not read
-        if index > 0 and written_digest(_asked(turns[index - 1]), turn.blocks) not in state.written:
+        if index > 0 and written_digest(_asked(turns[index - 1], images), turn.blocks) not in state.written:
             handed_over = index
         if turn.blocks[first].get("type") in THINKING_TYPES:
             payload = _opened(sealer, turn, first, THINKING_KIND)
@@ -297,15 +303,15 @@ def read_conversation(state: MessagesState, request: MessagesRequest) -> Convers
             )
     return Conversation(
         system="\n".join(str(block.get("text", "")) for block in request.system),
-        current=(*unread, *_current_turn(turns)),
+        current=(*unread, *_current_turn(turns, images)),
         memory=tuple(memory),
         context=tuple(
             message
             for turn in turns[start or 0 : handed_over]
             if turn.role == "user"
-            for message in _read_messages(turn)
+            for message in _read_messages(turn, images)
         ),
-        asked=_asked(turns[-1]) if turns else None,
+        asked=_asked(turns[-1], images) if turns else None,
         last_link=link,
         depth=depth,
         units=prompt_units(request, turns),
@@ -337,6 +343,7 @@ def prompt_units(request: MessagesRequest, turns: Sequence[Turn]) -> tuple[Promp
 
 
 def block_tokens(block: Block) -> int:
+    """A block's estimate: its text's, as the module says, and the images it is or holds."""
     kind = block.get("type")
     if kind == "thinking":
         text = f"{block.get('thinking', '')}{block.get('signature', '')}"
@@ -346,11 +353,9 @@ def block_tokens(block: Block) -> int:
         text = "".join(str(block.get(key) or "") for key in ("content", "encrypted_content", "signature"))
     elif kind == "tool_use":
         text = f"{block.get('name', '')}{json.dumps(block.get('input'), sort_keys=True)}"
-    elif kind == "image":
-        return image_part_tokens(block)
     else:
-        text = text_of([block])
-    return estimate_text_tokens(text)
+        text = text_of([block])  # an image's is none: it weighs its own estimate
+    return estimate_text_tokens(text) + sum(image_part_tokens(image) for _, image in image_blocks("", block))
 
 
 # --- the rules -------------------------------------------------------------------------------------
@@ -466,28 +471,28 @@ def _opened(sealer: Sealer, turn: Turn, position: int, kind: str) -> dict[str, o
     return payload
 
 
-def _current_turn(turns: Sequence[Turn]) -> tuple[Mapping[str, object], ...]:
+def _current_turn(turns: Sequence[Turn], images: Mapping[str, ImagePart]) -> tuple[Mapping[str, object], ...]:
     """The user turn after the last assistant turn as the model reads it (none when the request ends
     with an assistant turn)."""
     if not turns or turns[-1].role != "user":
         return ()
-    return _read_messages(turns[-1])
+    return _read_messages(turns[-1], images)
 
 
-def _asked(turn: Turn) -> str | None:
+def _asked(turn: Turn, images: Mapping[str, ImagePart]) -> str | None:
     """The digest of a user turn as the model reads it, None for an assistant turn."""
-    return digest([dict(message) for message in _read_messages(turn)]) if turn.role == "user" else None
+    return digest([dict(message) for message in _read_messages(turn, images)]) if turn.role == "user" else None
 
 
-def _read_messages(turn: Turn) -> tuple[Mapping[str, object], ...]:
+def _read_messages(turn: Turn, images: Mapping[str, ImagePart]) -> tuple[Mapping[str, object], ...]:
     """A user turn as the model reads it: a tool message per tool result, a user message per run of
-    other blocks, in order."""
+    other blocks, in order; `images` (the request's) seen as text_of sees them."""
     messages: list[Mapping[str, object]] = []
     for results, blocks in groupby(turn.blocks, key=_is_tool_result):
         if results:
-            messages += [{"role": "tool", "content": text_of([block])} for block in blocks]
+            messages += [{"role": "tool", "content": text_of([block], images)} for block in blocks]
         else:
-            messages.append({"role": "user", "content": text_of(list(blocks))})
+            messages.append({"role": "user", "content": text_of(list(blocks), images)})
     return tuple(messages)
 
 

@@ -9,10 +9,26 @@ beta-only fields, the rest. Rules:
 - `model` (a non-empty string) and `max_tokens` (an integer >= 1) are required.
 - `messages` is a non-empty list of {role, content}; role is user or assistant; content is a
   non-empty string or a non-empty list of blocks, each with only its type's keys. Thinking,
-  redacted_thinking, compaction and tool_use blocks are assistant-only, tool_result user-only. A
-  tool_use needs a string `id` and `name` and an object `input`, a tool_result a string
-  `tool_use_id` and a boolean `is_error` if any (the SDK's ToolUseBlockParam, ToolResultBlockParam);
-  how calls and results pair is messages_conversation.py's rule 5.
+  redacted_thinking, compaction and tool_use blocks are assistant-only, tool_result and image
+  user-only (an image in an assistant turn, or in `system`, which holds text blocks only, is refused
+  saying where images go: a user turn or a tool result's content). A tool_use needs a string `id`
+  and `name` and an object `input`, a tool_result a string `tool_use_id`, a boolean `is_error` if
+  any, and a `content` that is a string or a list of TOOL_RESULT_BLOCKS, the text, image and
+  document ones checked as a user turn's (the SDK's ToolUseBlockParam, ToolResultBlockParam); how
+  calls and results pair is messages_conversation.py's rule 5.
+- An `image` block's source is one of the SDK's three (ImageBlockParam.Source), each with only its
+  own keys. Only `base64` {media_type, data} is taken (local_provider/vision.py, rule 1): `url` is
+  refused, as this provider fetches nothing, and `file`, as it keeps no files. The media type is one
+  Anthropic accepts (ANTHROPIC_IMAGE_LIMITS), else the validator's `Input should be ...`. Then every
+  image of the request (in a message, a tool result's content or a document's content source) is
+  taken as Anthropic takes it: canonical base64 of a whole PNG (the only format this model reads: a
+  JPEG, GIF or WebP is refused by name), within the published limits (5 MB of base64 an image, 8000
+  px a side, 2000 px above 20 images, 100 images), the count being the whole request's; a refusal
+  names the image's `...image.source.base64.data` and the fix. The service's own words for two, as
+  its 400s are quoted in public issue threads: `messages.0.content.1.image.source.base64: image
+  exceeds 5 MB maximum: N bytes > 5242880 bytes` and `messages.N.content.M.image.source.base64.data:
+  At least one of the image dimensions exceed max allowed size: 8000 pixels`. The request keeps
+  each image it took, decoded, by its base64 data, for the model to read (`text_of`).
 - A compaction block is known only with the compact-2026-09-04 beta: every request that replays one
   sends the beta, as the request that asked for it did.
 - The conversation starts with user. One exception: it may start with an assistant message whose
@@ -23,10 +39,10 @@ beta-only fields, the rest. Rules:
   `assistant` turns in your request will be combined into a single turn."
 - A `document` block's source is one of the SDK's five (DocumentBlockParam.Source), each with only
   its own keys: `text` (media_type "text/plain", data) and `content` (a string, or text and image
-  blocks) are read as text; `base64` (media_type "application/pdf") and `url` are accepted and not
-  read (this model reads text only, as it does not see images); `file` is refused, because this
-  provider keeps no files for a `file_id` to name. `citations` is {enabled?: bool}; `title` and
-  `context` are strings.
+  blocks) are read as text (its images as a message's are); `base64` (media_type "application/pdf")
+  and `url` are accepted and not read (this model reads no PDF and fetches nothing); `file` is
+  refused, because this provider keeps no files for a `file_id` to name. `citations` is
+  {enabled?: bool}; `title` and `context` are strings.
 - `metadata` is {user_id?: string or null}; `tools` is a list of tools: a custom tool (`type`
   absent, null or "custom") needs `name` (a string) and `input_schema` (an object) and has only
   BetaToolParam's keys; a server tool is known by its `type` (the SDK's BetaToolUnionParam) and is
@@ -42,12 +58,15 @@ beta-only fields, the rest. Rules:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from email.message import Message
 
 from turnstate.adapters.anthropic_models import ENABLED_THINKING_REFUSED, takes_enabled_thinking
+from turnstate.adapters.image_costs import ANTHROPIC_IMAGE_LIMITS, ImageLimits
+from turnstate.adapters.images import ImageError, ImagePart, refuse
 from turnstate.local_provider.anthropic_words import InvalidRequest, extra_input, field_required, wrong_type
+from turnstate.local_provider.vision import INLINE_FIX, inline_image, seen_text
 
 Block = Mapping[str, object]
 
@@ -109,7 +128,8 @@ REQUIRED_STRINGS: Mapping[str, tuple[str, ...]] = {
 }
 BETA_BLOCKS: Mapping[str, str] = {"compaction": COMPACTION_BETA}  # block types only their beta knows
 ASSISTANT_ONLY = frozenset({"thinking", "redacted_thinking", "compaction", "tool_use"})
-USER_ONLY = frozenset({"tool_result"})
+USER_ONLY = frozenset({"tool_result", "image"})
+IMAGE_PLACES = "send images in `user` messages or in a `tool_result`'s content"
 THINKING_TYPES = ("adaptive", "disabled", "enabled")
 DISPLAYS = ("summarized", "omitted")
 CACHE_TTLS = ("5m", "1h")
@@ -124,6 +144,15 @@ DOCUMENT_SOURCES: Mapping[str, frozenset[str]] = {
 }
 SOURCE_MEDIA_TYPES: Mapping[str, str] = {"base64": "application/pdf", "text": "text/plain"}
 SOURCE_CONTENT_BLOCKS = ("text", "image")  # what a `content` source may hold
+# What a tool result's content list may hold (anthropic SDK 2.15: ToolResultBlockParam.Content); the
+# kinds BLOCK_KEYS knows are checked as a user turn's blocks, the others are accepted unchecked.
+TOOL_RESULT_BLOCKS = ("text", "image", "search_result", "document", "tool_reference", "browser_state")
+# An image's sources (anthropic SDK 2.15: ImageBlockParam.Source), each with its keys.
+IMAGE_SOURCES: Mapping[str, frozenset[str]] = {
+    "base64": frozenset({"type", "media_type", "data"}),
+    "url": frozenset({"type", "url"}),
+    "file": frozenset({"type", "file_id"}),
+}
 # A custom tool's keys (BetaToolParam), and the server tools known by their `type` (BetaToolUnionParam).
 CUSTOM_TOOL_KEYS = frozenset(
     {
@@ -183,7 +212,8 @@ TOOL_CHOICE_KEYS: Mapping[str, frozenset[str]] = {
 @dataclass(frozen=True)
 class MessagesRequest:
     """An accepted request; `messages` have list content (a string content is one text block);
-    `automatic_cache` is the ttl of automatic caching, None when it is off."""
+    `automatic_cache` is the ttl of automatic caching, None when it is off; `images` are the request's
+    images as taken, decoded, by their base64 data."""
 
     model: str
     max_tokens: int
@@ -196,6 +226,7 @@ class MessagesRequest:
     automatic_cache: str | None
     betas: frozenset[str]
     tools: tuple[Mapping[str, object], ...] = ()  # the custom tools offered, as sent
+    images: Mapping[str, ImagePart] = field(default_factory=dict)
 
 
 def betas_of(headers: Message) -> frozenset[str]:
@@ -218,6 +249,7 @@ def parse_request(body: Mapping[str, object], headers: Message) -> MessagesReque
         raise wrong_type("model", "a valid string")
     max_tokens = _max_tokens(body.get("max_tokens"))
     messages = _messages(body.get("messages"), betas)
+    images = _images(messages, ANTHROPIC_IMAGE_LIMITS)
     system = _system(body.get("system"))
     thinking, show = _thinking(body.get("thinking"), max_tokens, model)
     compaction = _compaction(body, betas)
@@ -232,7 +264,7 @@ def parse_request(body: Mapping[str, object], headers: Message) -> MessagesReque
     if stops is not None and not (isinstance(stops, list) and all(isinstance(stop, str) for stop in stops)):
         raise wrong_type("stop_sequences", "a valid list of strings")
     return MessagesRequest(
-        model, max_tokens, messages, system, thinking, show, stream, compaction, automatic, betas, tools
+        model, max_tokens, messages, system, thinking, show, stream, compaction, automatic, betas, tools, images
     )
 
 
@@ -294,7 +326,7 @@ def _check_block(path: str, block: object, role: str, betas: frozenset[str] = fr
     assert isinstance(block, dict)
     _only_keys(f"{path}.{kind}", block, BLOCK_KEYS[kind])
     if (kind in ASSISTANT_ONLY and role != "assistant") or (kind in USER_ONLY and role != "user"):
-        raise InvalidRequest(f"{path}.type: `{kind}` blocks are not allowed in `{role}` messages")
+        raise InvalidRequest(f"{path}.type: `{kind}` blocks are not allowed in `{role}` messages{_placement(kind)}")
     for key in REQUIRED_STRINGS.get(kind, ()):
         _required_string(f"{path}.{kind}", block, key)
     if kind == "tool_use" and "input" not in block:
@@ -303,29 +335,40 @@ def _check_block(path: str, block: object, role: str, betas: frozenset[str] = fr
         raise wrong_type(f"{path}.tool_use.input", "a valid dictionary")
     if kind == "tool_result" and not isinstance(block.get("is_error", False), bool):
         raise wrong_type(f"{path}.tool_result.is_error", "a valid boolean")
+    if kind == "tool_result" and block.get("content") is not None:
+        _check_held(f"{path}.tool_result.content", block["content"], TOOL_RESULT_BLOCKS)
     if kind == "compaction" and "content" in block and block["content"] is not None:
         if not isinstance(block["content"], str) or not block["content"]:
             raise InvalidRequest(f"{path}.compaction.content: must be a non-empty string or null")
     if kind == "document":
         _check_document(f"{path}.document", block)
+    if kind == "image":
+        _check_image(f"{path}.image", block)
     if "cache_control" in block:
         _cache_control(f"{path}.{kind}.cache_control", block["cache_control"])
 
 
-def _check_document(path: str, block: Block) -> None:
-    """A document's source (one of DOCUMENT_SOURCES, with only its keys), citations, title, context."""
+def _source(path: str, block: Block, sources: Mapping[str, frozenset[str]]) -> tuple[str, Block]:
+    """A block's (source type, source): one of `sources`, with only its keys, each a string but `type`
+    and a `content` source's content."""
     if "source" not in block:
         raise field_required(f"{path}.source")
     source = block["source"]
-    kind = _tag_of(f"{path}.source", source, list(DOCUMENT_SOURCES))
+    kind = _tag_of(f"{path}.source", source, list(sources))
     assert isinstance(source, dict)
     where = f"{path}.source.{kind}"
-    _only_keys(where, source, DOCUMENT_SOURCES[kind])
+    _only_keys(where, source, sources[kind])
+    for key in sorted(sources[kind] - {"type", "content"}):
+        _required_string(where, source, key)
+    return kind, source
+
+
+def _check_document(path: str, block: Block) -> None:
+    """A document's source (one of DOCUMENT_SOURCES, with only its keys), citations, title, context."""
+    kind, source = _source(path, block, DOCUMENT_SOURCES)
+    where = f"{path}.source.{kind}"
     if kind == "content":
-        _check_source_content(f"{where}.content", source.get("content"))
-    else:
-        for key in sorted(DOCUMENT_SOURCES[kind] - {"type"}):
-            _required_string(where, source, key)
+        _check_held(f"{where}.content", source.get("content"), SOURCE_CONTENT_BLOCKS)
     media_type = SOURCE_MEDIA_TYPES.get(kind)
     if media_type is not None and source["media_type"] != media_type:
         raise wrong_type(f"{where}.media_type", f"'{media_type}'")
@@ -343,8 +386,9 @@ def _check_document(path: str, block: Block) -> None:
             raise wrong_type(f"{path}.{key}", "a valid string")
 
 
-def _check_source_content(path: str, content: object) -> None:
-    """A `content` source: a string, or a list of text and image blocks."""
+def _check_held(path: str, content: object, kinds: Sequence[str]) -> None:
+    """The content a block holds (a `content` source's, a tool result's): a string, or a list of blocks
+    of `kinds`, those BLOCK_KEYS knows checked as a user turn's."""
     if content is None:
         raise field_required(path)
     if isinstance(content, str):
@@ -352,8 +396,83 @@ def _check_source_content(path: str, content: object) -> None:
     if not isinstance(content, list):
         raise wrong_type(path, "a valid string or a valid list")
     for index, block in enumerate(content):
-        _tag_of(f"{path}.{index}", block, SOURCE_CONTENT_BLOCKS)
-        _check_block(f"{path}.{index}", block, "user")
+        if _tag_of(f"{path}.{index}", block, kinds) in BLOCK_KEYS:
+            _check_block(f"{path}.{index}", block, "user")
+
+
+def _check_image(path: str, block: Block) -> None:
+    """An image's source (one of IMAGE_SOURCES, with only its keys): base64 of a media type Anthropic
+    accepts; a URL or a file is refused, as this provider fetches nothing and keeps no file."""
+    kind, source = _source(path, block, IMAGE_SOURCES)
+    where = f"{path}.source.{kind}"
+    if kind == "url":
+        raise InvalidRequest(f"{where}.url: {refuse('the local provider fetches no image URL', INLINE_FIX)}")
+    if kind == "file":
+        missing = refuse(f"no file `{source['file_id']}`: this provider keeps no files", INLINE_FIX)
+        raise InvalidRequest(f"{where}.file_id: {missing}")
+    if source["media_type"] not in ANTHROPIC_IMAGE_LIMITS.media_types:
+        raise wrong_type(f"{where}.media_type", _literals(sorted(ANTHROPIC_IMAGE_LIMITS.media_types)))
+
+
+def _images(messages: Sequence[Mapping[str, object]], limits: ImageLimits) -> dict[str, ImagePart]:
+    """Every image of the request taken as `limits`' provider takes it (vision.py rule 1), by its base64
+    data (the same data is the same image, taken once); the count a limit reads is the whole request's."""
+    found = [
+        place
+        for index, message in enumerate(messages)
+        for position, block in enumerate(_listed(message["content"]))
+        for place in image_blocks(f"messages.{index}.content.{position}", block)
+    ]
+    images: dict[str, ImagePart] = {}
+    for path, block in found:
+        source = block["source"]
+        assert isinstance(source, dict)  # _check_image took it
+        data = str(source["data"])
+        if data in images:
+            continue
+        try:
+            images[data] = inline_image(data, str(source["media_type"]), limits, len(found))
+        except ImageError as error:
+            raise InvalidRequest(f"{path}.image.source.base64.data: {error}") from None
+    return images
+
+
+def image_blocks(path: str, block: Block) -> Iterator[tuple[str, Block]]:
+    """The image blocks a block is or holds (in its held content, at any depth), each with its path."""
+    if block.get("type") == "image":
+        yield path, block
+    held = _held(block)
+    if held is not None:
+        where, content = held
+        for position, inner in enumerate(_listed(content)):
+            yield from image_blocks(f"{path}.{where}.{position}", inner)
+
+
+def _held(block: Block) -> tuple[str, object] | None:
+    """The content a tool result or a `content`-source document holds (a string or blocks), and the
+    path of its blocks under the block's own; None for a block that holds none."""
+    source = block.get("source")
+    if block.get("type") == "tool_result":
+        return "tool_result.content", block.get("content")
+    if block.get("type") == "document" and isinstance(source, dict) and source.get("type") == "content":
+        return "document.source.content.content", source.get("content")
+    return None
+
+
+def _listed(content: object) -> list[Block]:
+    """The blocks of a content list (a string or absent content has none)."""
+    return [block for block in content if isinstance(block, dict)] if isinstance(content, list) else []
+
+
+def _placement(kind: object) -> str:
+    """The fix a block in the wrong place is refused with: where images go; nothing for other blocks."""
+    return f"; fix: {IMAGE_PLACES}" if kind == "image" else ""
+
+
+def _literals(names: Sequence[str]) -> str:
+    """The validator's list of the values a field may take: 'a', 'b' or 'c'."""
+    quoted = [f"'{name}'" for name in names]
+    return " or ".join([", ".join(quoted[:-1]), quoted[-1]]) if len(quoted) > 1 else quoted[0]
 
 
 def _tag_of(path: str, value: object, tags: Sequence[str]) -> str:
@@ -399,7 +518,8 @@ def _system(value: object) -> tuple[Block, ...]:
     for index, block in enumerate(value):
         path = f"system.{index}"
         if not isinstance(block, dict) or block.get("type") != "text":
-            raise InvalidRequest(f"{path}.type: Input should be 'text'")
+            kind = block.get("type") if isinstance(block, dict) else None
+            raise InvalidRequest(f"{path}.type: Input should be 'text'{_placement(kind)}")
         _check_block(path, block, "system")
     return tuple(value)
 
@@ -523,28 +643,26 @@ def _tool_choice(value: object) -> None:
         raise wrong_type(f"{where}.disable_parallel_tool_use", "a valid boolean")
 
 
-def text_of(blocks: Sequence[Block]) -> str:
-    """The readable text of content blocks, joined by newlines: text blocks, tool results' text, and
-    documents with a `text` or `content` source."""
-    texts = []
+def text_of(blocks: Sequence[Block], images: Mapping[str, ImagePart] | None = None) -> str:
+    """The readable text of content blocks, joined by newlines: text blocks, tool results' content,
+    documents with a `text` or `content` source; and each of `images` (a request's, by base64 data)
+    as the model sees it (vision.seen_text: a legend line followed by the rows of the image it reads).
+    Without images, the text alone."""
+    return seen_text(_read_parts(blocks, images or {}), "\n")
+
+
+def _read_parts(blocks: Sequence[Block], images: Mapping[str, ImagePart]) -> list[str | ImagePart]:
+    parts: list[str | ImagePart] = []
     for block in blocks:
-        kind = block.get("type")
-        source = block.get("source")
+        kind, source, held = block.get("type"), block.get("source"), _held(block)
+        data = source.get("data") if isinstance(source, dict) else None
         if kind == "text":
-            texts.append(str(block.get("text", "")))
-        elif kind == "tool_result":
-            texts.append(_content_text(block.get("content")))
+            parts.append(str(block.get("text", "")))
+        elif kind == "image" and isinstance(data, str) and data in images:
+            parts.append(images[data])
+        elif held is not None:
+            content = held[1]
+            parts += [content] if isinstance(content, str) else _read_parts(_listed(content), images) or [""]
         elif kind == "document" and isinstance(source, dict) and source.get("type") == "text":
-            texts.append(str(source.get("data", "")))
-        elif kind == "document" and isinstance(source, dict) and source.get("type") == "content":
-            texts.append(_content_text(source.get("content")))
-    return "\n".join(texts)
-
-
-def _content_text(content: object) -> str:
-    """The text of a string-or-blocks content (a tool result's, a content source's)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return text_of([part for part in content if isinstance(part, dict)])
-    return ""
+            parts.append(str(data or ""))
+    return parts

@@ -75,7 +75,10 @@ is that last item; an output as `{"role": "tool", "content": <its text>}`, so a 
 alone is a turn too) as messages, in order, and its memory (the compaction summary,
 then the thought of every replayed reasoning item, in order); the text of the other user messages
 after the latest compaction is handed to it too, from which it takes only notes (a harness's
-summary), never an old frame's beacon.
+summary), never an old frame's beacon. A message's or an output's text is what it shows the model
+(vision.seen_text): its text parts, each image read by the legend line before it (an image was
+checked when it was sent, responses_request.py); the earlier user messages hand over their text
+parts only. A message without images reads as its text parts joined, as before images.
 
 Token estimate (billing and the context window): every item the model was sent, those before the
 latest compaction included, costs the per-message overhead plus its text at one token per four
@@ -89,15 +92,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from turnstate.adapters.images import ImagePart
 from turnstate.adapters.tokens import (
     content_text,
     item_text,
     item_tokens,
 )
 from turnstate.local_provider.exchange import Exchange, unread_input
-from turnstate.local_provider.responses_request import SYSTEM_ROLES, is_assistant_output
+from turnstate.local_provider.responses_request import IMAGE_PART, SYSTEM_ROLES, is_assistant_output
 from turnstate.local_provider.sealed import Sealer, digest
 from turnstate.local_provider.stored import ChainStore, StoredState, stored_state
+from turnstate.local_provider.vision import seen_text
 
 Item = Mapping[str, object]
 
@@ -414,8 +419,27 @@ def _system_prompt(instructions: str | None, items: Sequence[Item]) -> str:
     parts = [] if instructions is None else [instructions]
     for item in items:
         if item.get("type", "message") == "message" and item.get("role") in SYSTEM_ROLES:
-            parts.append(content_text(item.get("content")))
+            parts.append(seen_content(item.get("content")))
     return "\n".join(parts)
+
+
+def seen_content(content: object) -> str:
+    """What the model reads of a content string or list: its text parts (as `content_text` reads
+    them) and its images, in order (vision.seen_text); without images, exactly `content_text`."""
+    if not isinstance(content, list):
+        return content_text(content)
+    parts: list[str | ImagePart] = [
+        ImagePart.from_data_url(str(part["image_url"]))
+        if isinstance(part, dict) and part.get("type") == IMAGE_PART
+        else content_text([part])
+        for part in content
+    ]
+    return seen_text([part for part in parts if part != ""])  # a part that is no text shows nothing
+
+
+def seen_item(item: Item) -> str:
+    """What the model reads of a user message or a function_call_output."""
+    return seen_content(item.get("output" if item.get("type") == "function_call_output" else "content"))
 
 
 def kept_digest(item: Item) -> str:
@@ -432,7 +456,7 @@ def _kept_messages(before: Sequence[Item], sealed: object) -> tuple[Mapping[str,
     """The user messages before the compaction that it sealed as kept, as the model reads them."""
     digests = set(sealed) if isinstance(sealed, list) else set()
     return tuple(
-        {"role": "user", "content": item_text(item)}
+        {"role": "user", "content": seen_item(item)}
         for item in before
         if is_user_message(item) and kept_digest(item) in digests
     )
@@ -453,7 +477,7 @@ def _current_turn(
     for item in items[last_output + 1 :]:
         kind = item.get("type", "message")
         if kind == "message" and item.get("role") == "user":
-            current.append({"role": "user", "content": item_text(item)})
+            current.append({"role": "user", "content": seen_item(item)})
         elif kind == "function_call_output":
-            current.append({"role": "tool", "content": item_text(item)})
+            current.append({"role": "tool", "content": seen_item(item)})
     return tuple(current)

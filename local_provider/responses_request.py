@@ -24,13 +24,23 @@ those sources need weighing, each with its evidence:
   OpenAI's openai-agents compaction session replays those messages unchanged (its issue #2727: only
   assistant ids that had lost their reasoning were refused). So a client may keep or drop them;
 - an assistant message's text parts are `output_text` (with `annotations`, which may be empty) or
-  `refusal`, never `input_text`; a user, system or developer message takes input parts only;
+  `refusal`, never `input_text` nor `input_image`; a user, system or developer message takes input
+  parts only (the spec's `InputMessageContentList`, images included);
+- an `input_image` part, in a message or in a function_call_output's `output` list (the SDK's
+  ResponseFunctionCallOutputItemListParam; that list's image parts have a message's keys and checks,
+  its other parts are read as before), is taken as api.openai.com takes it (local_provider/vision.py,
+  rule 1, with OPENAI_IMAGE_LIMITS, for the xAI service on this wire too): `image_url` a base64 data
+  URL of a whole PNG (a web URL is refused, as this provider fetches nothing), no `file_id` (this
+  provider stores no file: send `image_url` as a data URL), `detail` low, high or auto (absent reads
+  as auto, as the vision guide's examples send it; newer models' "original" is not modelled: else
+  invalid_value), the count the whole input's image parts. An image or file refused is 400
+  invalid_image naming the part's `...image_url` (or `...file_id`), the reason and its fix;
 - `service_tier`, `tools[].type`, a function tool's `name`, `tool_choice`, `text.format.type`,
   `text.verbosity` and `metadata` (at most 16 string values, keys up to 64 and values up to 512
   characters) take the spec's values, in the service's words (invalid_value, missing, invalid_type,
   object_above_max_properties, string_above_max_length). A test compares each list with the SDK's.
 
-Only the item types this text-only model can read are accepted: messages (the short form, the input
+Only the item types this model can read are accepted: messages (the short form, the input
 form and the output form with an id), reasoning, compaction, function_call, function_call_output and
 item_reference. Anything else is an invalid `type`.
 
@@ -46,6 +56,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from turnstate.adapters.image_costs import OPENAI_IMAGE_LIMITS
+from turnstate.adapters.images import ImageError, refuse
+from turnstate.local_provider.chat_completions_request import OPENAI_DETAILS
 from turnstate.local_provider.openai_words import (
     InvalidParam,
     check_decimal,
@@ -57,6 +70,7 @@ from turnstate.local_provider.openai_words import (
     optional_int,
     unknown,
 )
+from turnstate.local_provider.vision import url_image
 
 # Every top-level field of the real create request (openai SDK 3.57, ResponseCreateParams); any other
 # field is "Unknown parameter". A test compares this with the installed SDK.
@@ -211,6 +225,8 @@ CACHE_RETENTION_VALUES = ("in_memory", "24h")
 DECIMAL_RANGES: Mapping[str, tuple[int, int]] = {"temperature": (0, 2), "top_p": (0, 1)}
 MIN_OUTPUT_TOKENS = 16  # the service's floor for max_output_tokens
 MAX_TOP_LOGPROBS = 20
+IMAGE_PART = "input_image"
+FILE_ID_FIX = "send `image_url` as a data URL, data:image/png;base64,<the PNG's base64>"
 
 
 @dataclass(frozen=True)
@@ -360,6 +376,9 @@ def _input(body: Mapping[str, object]) -> tuple[Mapping[str, object], ...]:
         raise invalid_type("input", "one of a string or array of input items", value)
     for index, item in enumerate(value):
         _check_item(f"input[{index}]", item)
+    images = _image_parts(value)
+    for param, part in images:
+        _check_image(param, part, len(images))
     return tuple(value)
 
 
@@ -581,6 +600,8 @@ def _check_item(param: str, item: object) -> None:
         output = item.get("output")
         if not isinstance(output, (str, list)):
             raise missing_or_invalid_type(f"{param}.output", "one of a string or array", output)
+        for at, part in _held_images(output):
+            _check_part(f"{param}.output[{at}]", part, INPUT_PART_TYPES)
     else:  # item_reference
         _check_keys(param, item, ITEM_KEYS["item_reference"])
         _required_str(param, item, "id")
@@ -620,6 +641,40 @@ def _check_part(param: str, part: object, part_types: Sequence[str]) -> None:
         raise missing_or_invalid_type(f"{param}.annotations", "an array", part.get("annotations"))
     if kind == "refusal":
         _required_str(param, part, "refusal")
+
+
+def _held_images(held: object) -> list[tuple[int, Mapping[str, object]]]:
+    """The image parts of a content or output list, by their place in it."""
+    parts = held if isinstance(held, list) else []
+    return [(at, part) for at, part in enumerate(parts) if isinstance(part, dict) and part.get("type") == IMAGE_PART]
+
+
+def _image_parts(items: Sequence[Mapping[str, object]]) -> list[tuple[str, Mapping[str, object]]]:
+    """Every image part of the input, with its path: in a message's content (an assistant's holds
+    none, _check_part saw to that) or in a function_call_output's output list."""
+    places = []
+    for index, item in enumerate(items):
+        kind = item.get("type", "message")
+        field = "content" if kind == "message" else "output" if kind == "function_call_output" else None
+        if field is not None:
+            places += [(f"input[{index}].{field}[{at}]", part) for at, part in _held_images(item.get(field))]
+    return places
+
+
+def _check_image(param: str, part: Mapping[str, object], images_in_request: int) -> None:
+    """An image part taken as the service takes it (the docstring); the first offending field raises."""
+    file_id = part.get("file_id")
+    if file_id is not None:
+        problem = refuse(f"no file {file_id!r}: the local provider stores no file", FILE_ID_FIX)
+        raise InvalidParam(f"{param}.file_id", f"Invalid image: {problem}", code="invalid_image")
+    detail = part.get("detail", "auto")
+    if detail not in OPENAI_DETAILS:
+        raise invalid_value(f"{param}.detail", detail, OPENAI_DETAILS)
+    url = _required_str(param, part, "image_url")
+    try:
+        url_image(url, OPENAI_IMAGE_LIMITS, images_in_request)
+    except ImageError as error:
+        raise InvalidParam(f"{param}.image_url", f"Invalid image: {error}", code="invalid_image") from None
 
 
 def _check_reasoning(param: str, item: Mapping[str, object]) -> None:

@@ -15,7 +15,9 @@ import openai
 import pytest
 from openai.types.chat import completion_create_params
 
+from turnstate.adapters.images import data_url
 from turnstate.adapters.tokens import estimate_messages_tokens, estimate_text_tokens
+from turnstate.environments.frame_image import frame_to_png
 from turnstate.local_provider.chat_completions_request import KNOWN_PARAMS
 from turnstate.local_provider.server import LocalProvider
 
@@ -316,17 +318,15 @@ def test_developer_messages_instruct_the_model_like_system_messages() -> None:
     assert seen == [("rule one\nrule two\nrule three", [{"role": "user", "content": "go"}])]
 
 
-def test_image_parts_are_accepted_and_the_text_model_reads_only_the_text(client: openai.OpenAI) -> None:
-    content = [
-        {"type": "text", "text": "what is "},
-        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo=", "detail": "low"}},
-        {"type": "text", "text": "this?"},
-    ]
+def test_an_image_part_is_accepted_read_as_no_text_without_a_legend_and_counted(client: openai.OpenAI) -> None:
+    image = {"type": "image_url", "image_url": {"url": data_url(frame_to_png([[0, 5], [5, 0]])), "detail": "low"}}
+    content = [{"type": "text", "text": "what is "}, image, {"type": "text", "text": "this?"}]
     response = client.chat.completions.create(model="local-model", messages=[{"role": "user", "content": content}])
 
-    assert response.choices[0].message.content == "echo: what is this?"
+    assert response.choices[0].message.content == "echo: what is \nthis?"  # the image ends a line, and shows nothing
     assert response.usage is not None
-    assert response.usage.prompt_tokens == estimate_messages_tokens([{"role": "user", "content": "what is this?"}])
+    assert response.usage.prompt_tokens == estimate_messages_tokens([{"role": "user", "content": content}])
+    assert response.usage.prompt_tokens > estimate_messages_tokens([{"role": "user", "content": "what is this?"}])
 
 
 @pytest.mark.parametrize("content", [{"content": None}, {}], ids=["content-null", "content-absent"])
