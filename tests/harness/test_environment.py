@@ -282,7 +282,7 @@ def test_invalid_option_raises_naming_it(options, named):
 
 
 def test_unknown_option_message_lists_the_allowed_ones():
-    with pytest.raises(EnvironmentConfigError, match="allowed options: height, levels, width"):
+    with pytest.raises(EnvironmentConfigError, match="allowed options: height, levels, render, scale, width"):
         make_environment("beacon_grid", 1, {"colour": "red"})
 
 

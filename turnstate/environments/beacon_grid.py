@@ -18,6 +18,10 @@ Rules it keeps:
 - An action the state does not allow raises ValueError and changes nothing. Every applied action
   leaves a Receipt saying what it changed; `observe()` returns the current frame again, so it never
   spends a beacon. (levels.py keeps these lifecycle rules for both built-in games.)
+- `render` says how a frame shows its grid: `text` (rows of symbols), `image` (the grid drawn as a
+  PNG, `scale` px a cell, in the ARC-AGI-3 palette: GRID_COLOURS; in the text, the image's legend line
+  where the rows were) or `both` (the rows, then the legend line, and the image). Everything else
+  in the frame is text either way.
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from turnstate.environments.levels import IntOption, LevelGame, validate_options
+from turnstate.adapters.images import ImagePart
+from turnstate.environments.frame_image import DEFAULT_SCALE, MAX_SCALE, MIN_SCALE, ImageLegend
+from turnstate.environments.levels import RENDER, ChoiceOption, IntOption, LevelGame, validate_options
 from turnstate.environments.protocol import RESET, GameState
 
 Cell = tuple[int, int]  # (row, column)
@@ -65,11 +71,15 @@ ACTIONS_LINE = (
 )
 
 
-OPTIONS: dict[str, IntOption] = {
+OPTIONS: dict[str, IntOption | ChoiceOption] = {
     "levels": IntOption(default=3, low=1, high=1000),  # up to 1000 levels: runs of thousands of turns
     "width": IntOption(default=9, low=7, high=15),
     "height": IntOption(default=7, low=5, high=11),
+    "render": RENDER,
+    "scale": IntOption(default=DEFAULT_SCALE, low=MIN_SCALE, high=MAX_SCALE),
 }
+GRID_COLOURS: dict[int, str] = {0: FLOOR, 5: WALL, 9: PLAYER, 8: "A", 14: "B", 11: "C"}
+"""A drawn grid's palette colour for each symbol: white floor, black walls, blue you, doors red A, green B, yellow C."""
 
 
 @dataclass(frozen=True)
@@ -136,11 +146,15 @@ class BeaconGrid(LevelGame[None]):
     _player: Cell
     _wrong_door: str | None
 
-    def __init__(self, seed: int, levels: int, width: int, height: int) -> None:
+    def __init__(
+        self, seed: int, levels: int, width: int, height: int, render: str = "text", scale: int = DEFAULT_SCALE
+    ) -> None:
         self.seed = seed
         self.levels = levels
         self.width = width
         self.height = height
+        self.render = render
+        self.legend = ImageLegend(width, height, scale, GRID_COLOURS)
 
     @classmethod
     def from_options(cls, seed: int, options: Mapping[str, object]) -> BeaconGrid:
@@ -192,13 +206,22 @@ class BeaconGrid(LevelGame[None]):
         lines = [
             f"LEVEL {self._level}/{self.levels} | STATE {self._state.value}",
             f"BEACON (level {self._level}): {beacon}",
-            *self._grid_rows(),
+            *self._grid_view(),
             f"STANDING ON: {'floor' if door is None else f'door {door}'}",
         ]
         if self._wrong_door is not None:
             lines.append(f"YOU ENTERED DOOR {self._wrong_door}: WRONG DOOR")
         lines += [LEGEND_LINE, ACTIONS_LINE]
         return "\n".join(lines)
+
+    def _rendered(self, first_frame_of_level: bool) -> tuple[str, tuple[ImagePart, ...]]:
+        images = (self.legend.draw(self._grid_rows()),) if self.render != "text" else ()
+        return self._render(first_frame_of_level), images
+
+    def _grid_view(self) -> list[str]:
+        """The grid as the frame's text shows it: its rows, the image's legend line, or both (`render`)."""
+        rows = self._grid_rows() if self.render != "image" else []
+        return rows if self.render == "text" else [*rows, self.legend.line()]
 
     def _grid_rows(self) -> list[str]:
         rows = []

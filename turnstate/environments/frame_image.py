@@ -19,14 +19,21 @@ Rules it keeps:
 4. Reading back is strict, because the local provider answers from what it reads: the picture must be
    a whole number of square cells, each cell one colour and that colour one of the palette's. Anything
    else is refused with the pixel or cell that breaks the rule, never guessed at.
+5. A frame shown as an image comes with its legend, one line of the frame's text (`ImageLegend.line`):
+   the grid's size, the cell's size, and what each colour it uses stands for, by the colour's name and
+   the symbol the text rendering draws it with. A vision model reads the picture by it; the local
+   provider's model, which reads text, reads the picture back into those symbols by it
+   (local_provider/vision.py), so it plays an image frame exactly as it plays the text one.
 """
 
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
-from turnstate.adapters.images import RGB, ImageError, Pixel, decode_png, encode_indexed_png, refuse
+from turnstate.adapters.images import RGB, ImageError, ImagePart, Pixel, decode_png, encode_indexed_png, refuse
 
 PALETTE: tuple[RGB, ...] = (
     (0xFF, 0xFF, 0xFF),  # 0 white
@@ -45,6 +52,24 @@ PALETTE: tuple[RGB, ...] = (
     (0x92, 0x12, 0x31),  # 13 maroon
     (0x4F, 0xCC, 0x30),  # 14 green
     (0xA3, 0x56, 0xD6),  # 15 purple
+)
+COLOUR_NAMES: tuple[str, ...] = (  # PALETTE's colours, one word each, for a legend line
+    "white",
+    "off-white",
+    "light-grey",
+    "grey",
+    "off-black",
+    "black",
+    "magenta",
+    "light-magenta",
+    "red",
+    "blue",
+    "light-blue",
+    "yellow",
+    "orange",
+    "maroon",
+    "green",
+    "purple",
 )
 DEFAULT_SCALE = 8
 MIN_SCALE, MAX_SCALE = 1, 32
@@ -135,3 +160,62 @@ def not_a_frame(problem: str) -> ImageError:
 
 def hex_colour(pixel: Pixel) -> str:
     return "#" + "".join(f"{sample:02X}" for sample in pixel)
+
+
+@dataclass(frozen=True)
+class ImageLegend:
+    """How a frame image reads as the text grid it stands for (rule 5): `columns` x `rows` cells of
+    `scale` px, and the symbol (one character) each colour it uses draws in the text rendering."""
+
+    columns: int
+    rows: int
+    scale: int
+    symbols: Mapping[int, str]
+
+    LINE = re.compile(r"^IMAGE: (\d+) x (\d+) cells of (\d+) px; colours: (.+)$", re.MULTILINE)
+    ENTRY = re.compile(r"^([a-z-]+) \((\d+)\) (\S)$")
+
+    def line(self) -> str:
+        colours = ", ".join(
+            f"{COLOUR_NAMES[colour]} ({colour}) {self.symbols[colour]}" for colour in sorted(self.symbols)
+        )
+        return f"IMAGE: {self.columns} x {self.rows} cells of {self.scale} px; colours: {colours}"
+
+    @classmethod
+    def parse(cls, line: str) -> ImageLegend | None:
+        """The legend `line` states, or None for a line that is not one (or names a colour wrongly)."""
+        found = cls.LINE.fullmatch(line)
+        if found is None:
+            return None
+        symbols: dict[int, str] = {}
+        for entry in found[4].split(", "):
+            named = cls.ENTRY.fullmatch(entry)
+            colour = int(named[2]) if named else len(PALETTE)
+            if named is None or colour >= len(PALETTE) or COLOUR_NAMES[colour] != named[1]:
+                return None
+            symbols[colour] = named[3]
+        return cls(int(found[1]), int(found[2]), int(found[3]), symbols)
+
+    def draw(self, rows: Sequence[str]) -> ImagePart:
+        """The text grid `rows` (a symbol per cell) as its frame image; ValueError for a grid of
+        another size or a symbol the legend does not name."""
+        colour_of = {symbol: colour for colour, symbol in self.symbols.items()}
+        if len(rows) != self.rows or any(len(row) != self.columns for row in rows):
+            raise ValueError(f"the legend is of a {self.columns} x {self.rows} grid")
+        unknown = sorted({symbol for row in rows for symbol in row} - colour_of.keys())
+        if unknown:
+            raise ValueError(f"the legend names no colour for {', '.join(map(repr, unknown))}")
+        return ImagePart(frame_to_png([[colour_of[symbol] for symbol in row] for row in rows], self.scale))
+
+    def read(self, image: ImagePart) -> list[str]:
+        """The image's grid as text rows, strictly (rule 4): ImageError for a picture that is not this
+        legend's grid, or shows a colour the legend does not name."""
+        grid = frame_from_png(image.data, grid_size=(self.columns, self.rows))
+        if grid and (len(grid[0]), len(grid)) != (self.columns, self.rows):
+            raise not_a_frame(f"it is {len(grid[0])} x {len(grid)} cells, not {self.columns} x {self.rows}")
+        unnamed = sorted({colour for row in grid for colour in row} - self.symbols.keys())
+        if unnamed:
+            raise not_a_frame(
+                f"it shows {', '.join(COLOUR_NAMES[colour] for colour in unnamed)}, which the legend does not name"
+            )
+        return ["".join(self.symbols[colour] for colour in row) for row in grid]

@@ -18,8 +18,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
+from turnstate.adapters.images import ImagePart
 from turnstate.environments.protocol import RESET, EnvironmentConfigError, Frame, GameState, Receipt
 
 Argument = TypeVar("Argument")
@@ -32,9 +33,30 @@ class IntOption:
     low: int
     high: int
 
+    def problem(self, value: object) -> str | None:
+        if not isinstance(value, int) or isinstance(value, bool) or not self.low <= value <= self.high:
+            return f"must be an integer from {self.low} to {self.high}"
+        return None
 
-def validate_options(options: Mapping[str, object], game: str, specs: Mapping[str, IntOption]) -> dict[str, int]:
-    """Every option with its default filled in; a bad one is named before any play starts."""
+
+@dataclass(frozen=True)
+class ChoiceOption:
+    default: str
+    choices: tuple[str, ...]
+
+    def problem(self, value: object) -> str | None:
+        return None if value in self.choices else f"must be one of {', '.join(self.choices)}"
+
+
+RENDER = ChoiceOption(default="text", choices=("text", "image", "both"))
+"""How a game shows its frames: as text, as an image (the grid drawn, its legend in the text), or both."""
+
+
+def validate_options(
+    options: Mapping[str, object], game: str, specs: Mapping[str, IntOption | ChoiceOption]
+) -> dict[str, Any]:
+    """Every option with its default filled in (each checked by its spec, so of its type); a bad one
+    is named before any play starts."""
     unknown = sorted(set(options) - set(specs))
     if unknown:
         allowed = ", ".join(sorted(specs))
@@ -42,10 +64,9 @@ def validate_options(options: Mapping[str, object], game: str, specs: Mapping[st
     values = {}
     for name, spec in specs.items():
         value = options.get(name, spec.default)
-        if not isinstance(value, int) or isinstance(value, bool) or not spec.low <= value <= spec.high:
-            raise EnvironmentConfigError(
-                f"{game} option {name!r} must be an integer from {spec.low} to {spec.high}, got {value!r}"
-            )
+        problem = spec.problem(value)
+        if problem is not None:
+            raise EnvironmentConfigError(f"{game} option {name!r} {problem}, got {value!r}")
         values[name] = value
     return values
 
@@ -129,9 +150,14 @@ class LevelGame(Played, ABC, Generic[Argument]):
         self._state = GameState.NOT_FINISHED
 
     def _show(self) -> Frame:
-        self._current = Frame(self._render(self._first_frame_of_level), self._state, self._level, self.levels)
+        text, images = self._rendered(self._first_frame_of_level)
+        self._current = Frame(text, self._state, self._level, self.levels, images)
         self._first_frame_of_level = False
         return self._current
+
+    def _rendered(self, first_frame_of_level: bool) -> tuple[str, tuple[ImagePart, ...]]:
+        """The frame's text and images: the text `_render` gives, by default, and no image."""
+        return self._render(first_frame_of_level), ()
 
     @abstractmethod
     def _parse(self, action: str) -> tuple[str, Argument]:

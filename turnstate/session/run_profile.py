@@ -31,13 +31,17 @@ def switched_profile(run: Profile, profile: Profile) -> tuple[Profile, str | Non
     """`profile` for a switch of the run started with `run` (run_profile): a switch changes the
     adapter, model or strategy, never the game, so the profile plays the run's environment, whatever
     its own section says (a shipped profile has one); and a note saying so when they differ (None
-    when they are the same)."""
+    when they are the same). A profile that cannot play the run's game so (the game's frames are
+    images, and its adapter's API takes none) is a ResumeError naming the key and the fix."""
     environment = run.environment
     if profile.environment == environment:
         return profile, None
     data = {**profile.model_dump(mode="json"), "environment": environment.model_dump(mode="json")}
     note = f"the switch plays the run's game ({_game(environment)}), not the profile's ({_game(profile.environment)})"
-    return Profile.model_validate(data), note
+    try:
+        return parse_profile(json.dumps(data), source=f"profile {profile.id!r} playing the run's game"), note
+    except ProfileError as error:
+        raise ResumeError(f"cannot switch: {error}") from None
 
 
 def _game(environment: EnvironmentConfig) -> str:
