@@ -18,6 +18,13 @@ instructions, the independent form hands those instructions to the summarizer as
 (seed 003's instruction files): quoted for it to keep what matters, never instructions to it. A fork
 already carries them as its system prompt.
 
+Images (frames drawn as images, issue 34): a fork sends the summarized turns' images as they were
+sent, since it replays those very items (a provider's prompt cache may still hold them). The
+independent form sends none: it reads the turns as text, and each image is named there by its label,
+`[image sha256:<digest>]` (the name of its file in the run folder's input_images/), so the summary keeps
+what the frames' text and the replies said of them, not the pictures. An image re-sent to the
+summarizer would cost its full price again for a reader that is asked only for text.
+
 The instruction names the summary's budget: the request's output cap, in tokens, so a model can keep
 to it instead of being cut off at it. A summary that was cut off anyway is never asked for again
 as it was (harness_summary.py, rule 2): each retry after a cut names half the budget the cut request
