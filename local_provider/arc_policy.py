@@ -2,7 +2,8 @@
 plays beacon_grid and catalog_policy.py catalog_hunt.
 
 An ARC frame (`ARC LEVEL n/m | STATE ...`, turnstate/environments/arc_agi3.py) is a grid of hex digits,
-one per cell (its colour), under a `GRID ...` line. What the model has learnt of the shipped games
+one per cell (its colour), under a `GRID ...` line (or a frame image's legend line there, followed by
+the rows the model sees of the image: local_provider/vision.py). What the model has learnt of the shipped games
 (arc_games/move and arc_games/cued), and acts on:
 - the player is the block of colour 9; a goal is a block of colour 3, c or e; the background is the
   grid's most common colour; ACTION1-4 move the player one block up, down, left and right;
@@ -35,6 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from turnstate.adapters.tokens import estimate_text_tokens
+from turnstate.environments.frame_image import ImageLegend
 from turnstate.local_provider.recall import recall_thought
 
 # Every game's frame header: beacon_grid's, catalog_hunt's and this game's (the policies route by it).
@@ -201,11 +203,16 @@ def arc_frame(texts: Sequence[str]) -> ArcFrame | None:
 
 
 def parse_frame(text: str, header: re.Match[str]) -> ArcFrame:
-    """The frame whose header is `header`: its grid is the run of hex rows after its GRID line."""
+    """The frame whose header is `header`: its grid is the run of hex rows after its GRID line (after
+    the image's legend line there too, when the frame shows the grid as an image: the rows the model
+    sees of that image follow its legend, local_provider/vision.py)."""
     grid = GRID_HEADER.search(text, header.end())
     rows: list[str] = []
     if grid is not None:
-        for line in text[grid.end() :].splitlines()[1:]:
+        lines = text[grid.end() :].splitlines()[1:]
+        if lines and ImageLegend.LINE.fullmatch(lines[0]):
+            del lines[0]
+        for line in lines:
             if GRID_ROW.fullmatch(line) is None:
                 break
             rows.append(line)

@@ -14,17 +14,21 @@ from collections.abc import Callable
 
 import pytest
 
-from turnstate.durable.layout import JOURNAL
+from turnstate.adapters.images import decode_png
+from turnstate.durable.layout import EVENTS, IMAGES, JOURNAL, image_name
 from turnstate.environments import EnvironmentConfigError, GameState, make_environment
 from turnstate.environments.arc_agi3 import SHIPPED_GAMES, ArcAgi3
+from turnstate.environments.frame_image import PALETTE, ImageLegend
 from turnstate.environments.protocol import Frame, ToolEnvironment
 from turnstate.local_provider.arc_policy import arc_reply, arc_summary, next_action
 from turnstate.local_provider.policy import reply, summarize, think
+from turnstate.local_provider.vision import seen_text
 from turnstate.session.profile import PROFILES_DIR, load_profile, parse_profile
 from turnstate.session.runner import Runner
 from turnstate.session.settings_file import ProfileError
 
 from ..arc_extra import TOOLKIT
+from ..harness.test_image_runs import IMAGE_PROFILES
 from ..harness.test_run import read_steps, with_changes
 
 toolkit = pytest.mark.skipif(
@@ -100,6 +104,8 @@ def test_without_the_toolkit_a_profile_naming_arc_agi3_is_refused_naming_python_
         ({}, "options.game_id", "must be an ARC-AGI-3 game id"),
         ({"game_id": "move", "mode": "remote"}, "options.mode", "must be offline, online or competition"),
         ({"game_id": "move", "colour": "red"}, "options", "has no option 'colour'"),
+        ({"game_id": "move", "render": "pixels"}, "options.render", "must be one of text, image, both, got 'pixels'"),
+        ({"game_id": "move", "render": "image", "scale": 33}, "options.scale", "must be an integer from 1 to 32"),
     ],
 )
 def test_a_bad_option_is_named_with_its_key_before_the_toolkit_is_touched(options, key, named):
@@ -370,3 +376,39 @@ def test_reasoning_goes_to_the_toolkit_cut_to_its_byte_bound_and_marked_cut():
     assert kept is not None and kept["text"].endswith(" [cut]") and kept["text"].count("[cut]") == 1
     assert 12000 < len(json.dumps(kept, separators=(",", ":")).encode()) <= 16384
     assert readable_reasoning("  \n ") is None
+
+
+# -- frames as images (issue 34) --------------------------------------------------------------------
+# Every adapter whose API takes images (tests/harness/test_image_runs.py), Chat Completions as the ARC
+# profile ships it (the default profile's 800-token window holds no 64 x 64 frame, image or text).
+ARC_IMAGE_PROFILES = ["local-arc.yaml", *(name for name in IMAGE_PROFILES if name != "local-manual-rolling.yaml")]
+
+
+@toolkit
+@pytest.mark.parametrize("render", ["image", "both"])
+def test_a_frame_drawn_as_an_image_is_the_grid_its_legend_line_reads_back_in_the_toolkits_palette(render):
+    text_frame = game("cued").reset()
+    frame = make_environment("arc_agi3", 0, {"game_id": "cued", "render": render, "scale": 4}).reset()
+    (image,) = frame.images
+    (legend_line,) = [line for line in frame.text.splitlines() if line.startswith("IMAGE: ")]
+    legend = ImageLegend.parse(legend_line)
+    assert legend is not None and (legend.columns, legend.rows, legend.scale) == (64, 64, 4)
+    assert legend.read(image) == rows_of(text_frame)  # the picture is the grid, cell for cell
+    assert decode_png(image.data).rows[0][0] == PALETTE[int(rows_of(text_frame)[0][0], 16)]
+    assert (rows_of(frame) == rows_of(text_frame)) is (render == "both")  # the rows stay beside the image
+    grid = "\n".join(rows_of(text_frame))  # the local provider's model sees it once per rendering
+    assert seen_text([frame.text, image]).count(grid) == (2 if render == "both" else 1)
+
+
+@toolkit
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "not-streamed"])
+@pytest.mark.parametrize("name", ARC_IMAGE_PROFILES)
+def test_every_adapter_that_takes_images_wins_the_memory_game_from_image_frames(tmp_path, name, stream):
+    arc = load_profile(ARC_PROFILE).environment.model_dump(mode="json")
+    environment = {**arc, "options": {**arc["options"], "render": "image"}}
+    profile = with_changes(load_profile(PROFILES_DIR / name), environment=environment, request={"stream": stream})
+    result = Runner(profile, tmp_path).run()
+    assert (result.outcome, result.levels_won) == ("win", 2), result.failure
+    events = [json.loads(line) for line in (result.artifacts / EVENTS).read_text().splitlines()]
+    shown = {digest for event in events if event["kind"] == "user_input" for digest in event["images"]}
+    assert {path.name for path in (result.artifacts / IMAGES).iterdir()} == {image_name(d) for d in shown}

@@ -102,6 +102,20 @@ def test_every_variant_wins_both_games_through_turnstate_run_with_the_recordings
         assert f"per level, actions/baseline: {per_level}" in page
 
 
+@pytest.mark.parametrize("variant", WINNING)
+def test_every_variant_wins_ft09_from_its_frames_drawn_as_images(variant, tmp_path):
+    """The real game's frames as PNGs (issue 34): each variant replays, trims and compacts the image
+    turns and keeps its place. A frame is 400-500 estimated tokens as an image against 1,150 as text,
+    so the image run compacts less often."""
+    data = arc_profile(variant, "ft09").model_dump(mode="json")
+    data["environment"]["options"]["render"] = "image"
+    result = Runner(parse_profile(yaml.safe_dump(data), source="ft09-image.yaml"), tmp_path).run()
+    assert (result.outcome, result.levels_won, result.accepted_actions) == ("win", 6, RECORDED_ACTIONS["ft09"])
+    assert result.failed_attempts == 0
+    if variant in COMPACTING:
+        assert result.compactions >= 1, "the place survived no compaction"
+
+
 def test_continuous_conversation_without_compaction_fails_closed_when_the_game_outgrows_the_window(tmp_path):
     result = Runner(arc_profile("continuous.none.responses", "ft09"), tmp_path).run()
     assert result.outcome == "failed_closed" and result.failure is not None and "context overflow" in result.failure

@@ -10,7 +10,11 @@ Rules it keeps:
   `ls20-1234abcd`: the toolkit plays the latest version of a bare id); `environments_dir`, the
   folder the toolkit scans for each game's `metadata.json` and game file (default: the two games
   this package ships, arc_games/); `mode`, `offline` (default) or `online`; `animation_frames`, how
-  many of an action's animation frames the frame text shows (1, the default: the state alone; up to 16).
+  many of an action's animation frames the frame text shows (1, the default: the state alone; up to 16);
+  `render`, how a frame shows its grid: `text` (the default: the hex rows below), `image` (the grid
+  drawn as a PNG, `scale` px a cell, default 8: 512 x 512 px, in the toolkit's own palette, with the
+  image's legend line where the rows were: environments/frame_image.py) or `both` (the rows, then the
+  legend line and the image); each animation frame shown is drawn the same way.
 - Offline is the toolkit's `OperationMode.OFFLINE`: no network at all. A game file is Python the
   toolkit executes, so `environments_dir` must be a local folder that exists: a URL is refused, and
   nothing is ever downloaded. Profile validation builds the game once, so a game id the folder does
@@ -65,10 +69,12 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from turnstate.adapters.images import ImagePart
 from turnstate.environments.catalog_hunt import integer_property, tool_schema
-from turnstate.environments.levels import Played
+from turnstate.environments.frame_image import DEFAULT_SCALE, MAX_SCALE, MIN_SCALE, ImageLegend
+from turnstate.environments.levels import RENDER, IntOption, Played
 from turnstate.environments.protocol import CUT as REASONING_CUT
 from turnstate.environments.protocol import (
     RESET,
@@ -101,13 +107,19 @@ MODES = ("offline", "online", "competition")
 ONLINE_MODES = ("online", "competition")  # played on the ARC-AGI-3 server
 # What the scorecard keeps of each play (the toolkit's EnvironmentScore... run fields).
 PLAY_KEYS = ("state", "levels_completed", "actions", "resets", "score", "level_actions", "level_baseline_actions")
-OPTIONS = ("game_id", "environments_dir", "mode", "animation_frames")
+OPTIONS = ("game_id", "environments_dir", "mode", "animation_frames", "render", "scale")
+SCALE = IntOption(default=DEFAULT_SCALE, low=MIN_SCALE, high=MAX_SCALE)
 MAX_ANIMATION_FRAMES = 16  # the most animation frames a frame text may show (the ARC harness shows up to 7)
 GAME_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 COORDINATE = re.compile(r"[0-9]+")
 API_KEY = "ARC_API_KEY"
 INSTALL = "pip install -e '.[arc]' in turnstate's checkout"
 TOOLKIT_LOGGER = "turnstate.arc_agi3.toolkit"
+GRID_SHOWN = {  # what the GRID line says of the grid under it, by `render`
+    "text": "one hex digit per cell, its colour 0-f",
+    "image": "drawn in the image the IMAGE line describes, a square of each cell's colour 0-f",
+    "both": "one hex digit per cell, its colour 0-f, then drawn in the image the IMAGE line describes",
+}
 
 
 @dataclass(frozen=True)
@@ -165,6 +177,8 @@ class ArcOptions:
     environments_dir: Path | None  # None online (ONLINE_MODES)
     mode: str
     animation_frames: int = 1  # of an action's animation frames, how many the frame text shows (the last ones)
+    render: str = RENDER.default  # text | image | both: how a frame shows its grid
+    scale: int = DEFAULT_SCALE  # px a cell of a drawn grid
 
 
 def parse_options(options: Mapping[str, object]) -> ArcOptions:
@@ -200,8 +214,29 @@ def parse_options(options: Mapping[str, object]) -> ArcOptions:
                 "options.mode",
                 f"export {API_KEY}=<your key>, or use mode: offline",
             )
-        return ArcOptions(game_id, None, str(mode), animation_frames(options))
-    return ArcOptions(game_id, local_folder(options.get("environments_dir")), "offline", animation_frames(options))
+        return ArcOptions(game_id, None, str(mode), *shown(options))
+    return ArcOptions(game_id, local_folder(options.get("environments_dir")), "offline", *shown(options))
+
+
+def shown(options: Mapping[str, object]) -> tuple[int, str, int]:
+    """How a frame is shown: (animation_frames, render, scale), each checked, its key and fix named."""
+    render, scale = options.get("render", RENDER.default), options.get("scale", SCALE.default)
+    problem = RENDER.problem(render)
+    if problem is not None:
+        raise EnvironmentConfigError(
+            f"arc_agi3 option 'render' {problem}, got {render!r}",
+            "options.render",
+            "use text (hex rows), image (the grid drawn as a PNG) or both",
+        )
+    problem = SCALE.problem(scale)
+    if problem is not None:
+        raise EnvironmentConfigError(
+            f"arc_agi3 option 'scale' {problem}, got {scale!r}",
+            "options.scale",
+            f"draw a cell {DEFAULT_SCALE} px a side (the default: a 64 x 64 frame at 512 x 512 px), or from "
+            f"{MIN_SCALE} to {MAX_SCALE}",
+        )
+    return animation_frames(options), str(render), cast(int, scale)  # checked above
 
 
 def animation_frames(options: Mapping[str, object]) -> int:
@@ -322,6 +357,8 @@ class ArcAgi3(Played):
         self.game_id = options.game_id
         self.mode = options.mode
         self.animation_frames = options.animation_frames
+        self.render = options.render
+        self.scale = options.scale
         self.environments_dir = options.environments_dir
         # competition resets levels only (the toolkit's ONLY_RESET_LEVELS), so RESET never restarts the game
         self.convention = CONVENTION | ({RESET: "restart the level"} if self.mode == "competition" else {})
@@ -524,6 +561,7 @@ class ArcAgi3(Played):
         levels = max(int(data.win_levels), 1)
         level = levels if state is GameState.WIN else min(int(data.levels_completed) + 1, levels)
         rows = grid_rows(self._grid)
+        images: list[ImagePart] = []
         available = [name for name in ACTIONS if name in self._allowed_after(state, data)]
         shown = ", ".join(f"{name} x y" if name == CLICK else name for name in available) or "none"
         # Of the animation, the frames before the last that the option shows, oldest first, ahead of
@@ -534,22 +572,36 @@ class ArcAgi3(Played):
             *(
                 line
                 for number, grid in enumerate(earlier, first)
-                for line in (f"ANIMATION FRAME {number}/{len(data.frame)} (before the state below)", *grid_rows(grid))
+                for line in (
+                    f"ANIMATION FRAME {number}/{len(data.frame)} (before the state below)",
+                    *self._grid_view(grid_rows(grid), images),
+                )
             ),
             f"ARC LEVEL {level}/{levels} | STATE {state.value}",
             f"GAME {self.game_id} | LEVELS COMPLETED {data.levels_completed}/{data.win_levels} | "
             f"FRAMES {len(data.frame)} (an action's animation; "
             + (f"frames {first}-{len(data.frame) - 1} above, the last below)" if earlier else "the last is shown)"),
-            f"GRID {len(rows[0]) if rows else 0}x{len(rows)}: one hex digit per cell, its colour 0-f; "
+            f"GRID {len(rows[0]) if rows else 0}x{len(rows)}: {GRID_SHOWN[self.render]}; "
             "x is the column from the left, y the row from the top, both from 0",
-            *rows,
+            *self._grid_view(rows, images),
             f"ACTIONS {shown}",
             "(by convention "
             + "; ".join(f"{name} {self.convention[name]}" for name in available)
             + "; each game decides)",
         ]
-        self._current = Frame("\n".join(lines), state, level, levels)
+        self._current = Frame("\n".join(lines), state, level, levels, tuple(images))
         return self._current
+
+    def _grid_view(self, rows: list[str], images: list[ImagePart]) -> list[str]:
+        """A grid's lines in the frame text as `render` shows it (the module docstring); a drawn grid's
+        image is appended to `images`, in the order of its legend line in the text."""
+        if self.render == "text":
+            return rows
+        legend = ImageLegend(
+            len(rows[0]), len(rows), self.scale, {HEX.index(digit): digit for digit in set("".join(rows))}
+        )
+        images.append(legend.draw(rows))
+        return [*rows, legend.line()] if self.render == "both" else [legend.line()]
 
     def _allowed_after(self, state: GameState, data: Any) -> frozenset[str]:
         """The actions a frame in `state` allows: the game's available ones and RESET while playing."""
