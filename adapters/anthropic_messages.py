@@ -113,7 +113,14 @@ from turnstate.adapters.contract import (
     with_extra_body,
 )
 from turnstate.adapters.image_costs import ANTHROPIC_IMAGE_LIMITS, ImageLimits
-from turnstate.adapters.tokens import MESSAGE_OVERHEAD_TOKENS, content_image_tokens, estimate_text_tokens, image_label
+from turnstate.adapters.images import ImagePart
+from turnstate.adapters.tokens import (
+    MESSAGE_OVERHEAD_TOKENS,
+    content_image_tokens,
+    estimate_text_tokens,
+    image_label,
+    readable_content,
+)
 
 COMPACTION_BETA = "compact-2026-09-04"
 OLD_COMPACTION_BETA = "compact-2026-01-12"  # threshold compaction (context_management edits): refused
@@ -206,13 +213,7 @@ class MessagesItems:
     def user_items(self, inputs: Sequence[Input]) -> list[Item]:
         """One user message of `text` blocks and `image` blocks with a base64 source {type: base64,
         media_type, data} (the SDK's ImageBlockParam and Base64ImageSourceParam)."""
-        blocks = [
-            {"type": "text", "text": part}
-            if isinstance(part, str)
-            else {"type": "image", "source": {"type": "base64", "media_type": part.media_type, "data": part.base64}}
-            for part in input_parts(inputs)
-        ]
-        return [{"role": "user", "content": blocks}]
+        return [{"role": "user", "content": _content_blocks(input_parts(inputs))}]
 
     def reply_items(self, response: ModelResponse) -> list[Item]:
         return [dict(item) for item in response.native_items]
@@ -232,12 +233,16 @@ class MessagesItems:
         `is_error: true` on a failed call's: the message right after the reply that made the calls,
         its results first ("tool_result blocks must come FIRST in the content array", the tool-use
         docs; recorded: test_anthropic_tool_with_thinking answers a call so). The next turn's inputs
-        follow as a user message of their own, which the service reads as the same turn."""
+        follow as a user message of their own, which the service reads as the same turn. A result that
+        shows images holds a text block (none for an empty text: the service refuses one) and its
+        image blocks as its content (the SDK's ToolResultBlockParam content list)."""
         blocks = [
             {
                 "type": "tool_result",
                 "tool_use_id": result.call_id,
-                "content": result.content,
+                "content": _content_blocks([*([result.content] if result.content else []), *result.images])
+                if result.images
+                else result.content,
                 **({"is_error": True} if result.is_error else {}),
             }
             for result in results
@@ -278,6 +283,11 @@ class MessagesItems:
             MESSAGE_OVERHEAD_TOKENS
             + estimate_text_tokens(_block_text(item, opaque=True))
             + content_image_tokens(item.get("content"))
+            + sum(
+                content_image_tokens(block.get("content"))
+                for block in _blocks(item)
+                if block.get("type") == "tool_result"
+            )
             for item in items
         )
 
@@ -287,6 +297,17 @@ class MessagesItems:
     def latest_compaction(self, items: Sequence[Item]) -> int | None:
         found = [index for index, item in enumerate(items) if _first_block_type(item) == "compaction"]
         return found[-1] if found else None
+
+
+def _content_blocks(parts: Sequence[str | ImagePart]) -> list[dict[str, Any]]:
+    """Input parts as Messages lays them out: `text` blocks and `image` blocks with a base64 source
+    {type: base64, media_type, data} (the SDK's ImageBlockParam and Base64ImageSourceParam)."""
+    return [
+        {"type": "text", "text": part}
+        if isinstance(part, str)
+        else {"type": "image", "source": {"type": "base64", "media_type": part.media_type, "data": part.base64}}
+        for part in parts
+    ]
 
 
 def _blocks(message: Item) -> list[Mapping[str, Any]]:
@@ -322,7 +343,9 @@ def _block_text(message: Item, *, opaque: bool) -> str:
             parts.append(f"[call {block.get('name')} {json.dumps(block.get('input'), sort_keys=True)}]")
         elif kind == "tool_result":
             failed = " (error)" if block.get("is_error") else ""
-            parts.append(f"[result{failed}] {block.get('content')}")
+            held = block.get("content")
+            shown = readable_content(held) if not opaque else text_content(held)
+            parts.append(f"[result{failed}] {shown}")
         elif kind == "image" and not opaque:
             parts.append(image_label(block) or "")
         if opaque:

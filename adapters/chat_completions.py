@@ -91,6 +91,7 @@ from turnstate.adapters.contract import (
     with_extra_body,
 )
 from turnstate.adapters.image_costs import OPENAI_IMAGE_DETAIL, OPENAI_IMAGE_LIMITS, ImageLimits
+from turnstate.adapters.images import ImagePart
 from turnstate.adapters.json_bytes import json_bytes
 from turnstate.adapters.tokens import estimate_messages_tokens, readable_content
 
@@ -176,6 +177,20 @@ _REASONING: TypeAdapter[str | None] = TypeAdapter(str | None, config=ConfigDict(
 ERROR_RESULT_PREFIX = "Error: "
 
 
+IMAGES_FOLLOW = "The result shows {count} image(s): its text and its images follow in the next user message."
+
+
+def _content_parts(parts: Sequence[str | ImagePart]) -> list[dict[str, Any]]:
+    """Input parts as Chat Completions lays them out: `text` parts and `image_url` parts {url: a PNG
+    data URL, detail: high} (the SDK's ChatCompletionContentPart*Param)."""
+    return [
+        {"type": "text", "text": part}
+        if isinstance(part, str)
+        else {"type": "image_url", "image_url": {"url": part.data_url, "detail": OPENAI_IMAGE_DETAIL}}
+        for part in parts
+    ]
+
+
 class ChatMessages:
     """The Chat Completions transcript: plain {role, content} messages. A turn is one user message
     holding every input since the last reply (joined by blank lines), then the assistant's reply (with
@@ -187,13 +202,7 @@ class ChatMessages:
         parts = input_parts(inputs)
         if len(parts) == 1 and isinstance(parts[0], str):
             return [{"role": "user", "content": parts[0]}]
-        content = [
-            {"type": "text", "text": part}
-            if isinstance(part, str)
-            else {"type": "image_url", "image_url": {"url": part.data_url, "detail": OPENAI_IMAGE_DETAIL}}
-            for part in parts
-        ]
-        return [{"role": "user", "content": content}]
+        return [{"role": "user", "content": _content_parts(parts)}]
 
     def reply_items(self, response: ModelResponse) -> list[Item]:
         return [dict(item) for item in response.native_items]
@@ -220,15 +229,23 @@ class ChatMessages:
         call's text is sent behind ERROR_RESULT_PREFIX. Evidence: the SDK's
         ChatCompletionToolMessageParam (role, content, tool_call_id: nothing else), and OpenAI's 400
         for an assistant message with `tool_calls` not "followed by tool messages responding to each
-        'tool_call_id'" (local_provider/chat_completions_request.py quotes it)."""
-        return [
-            {
-                "role": "tool",
-                "tool_call_id": result.call_id,
-                "content": f"{ERROR_RESULT_PREFIX}{result.content}" if result.is_error else result.content,
-            }
-            for result in results
-        ]
+        'tool_call_id'" (local_provider/chat_completions_request.py quotes it).
+
+        A tool message takes text only (ChatCompletionToolMessageParam's content: a string or text
+        parts), so a result that shows images is shown, text and images together, by one user message
+        after the tool messages: its tool message says so (IMAGES_FOLLOW), and the user message holds,
+        for each such result in order, a text part naming its call with the result's text, then its
+        image parts (the layout pydantic-ai's OpenAI chat model gives a tool's images)."""
+        messages: list[Item] = []
+        shown: list[str | ImagePart] = []
+        for result in results:
+            text = result.content
+            if result.images:
+                shown += [f"The result of call {result.call_id}:\n{text}", *result.images]
+                text = IMAGES_FOLLOW.format(count=len(result.images))
+            content = f"{ERROR_RESULT_PREFIX}{text}" if result.is_error else text
+            messages.append({"role": "tool", "tool_call_id": result.call_id, "content": content})
+        return [*messages, *([{"role": "user", "content": _content_parts(shown)}] if shown else [])]
 
     def tool_results(self, items: Sequence[Item]) -> list[ToolResultAt]:
         """Each tool message, named by the `tool_calls[].function.name` of the assistant message that

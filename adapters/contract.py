@@ -115,13 +115,18 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class ToolResult:
-    """The answer to one ToolCall, paired with it by `call_id`: the text the model reads, and whether
-    the call failed (Anthropic's `is_error`; the other wires carry it in the text)."""
+    """The answer to one ToolCall, paired with it by `call_id`: the text the model reads, the images it
+    shows after that text (checked PNGs, `ImagePart`: an action's next frame drawn as an image), and
+    whether the call failed (Anthropic's `is_error`; the other wires carry it in the text)."""
 
     call_id: str
     name: str
     content: str
     is_error: bool = False
+    images: tuple[ImagePart, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "images", checked_images("ToolResult", self.images))
 
 
 @dataclass(frozen=True)
@@ -135,13 +140,20 @@ class UserInput:
     def __post_init__(self) -> None:
         if not isinstance(self.text, str):
             raise TypeError(f"a UserInput's text is a str, not {type(self.text).__name__}")
-        object.__setattr__(self, "images", tuple(self.images))  # a list given is kept as a tuple
-        for index, image in enumerate(self.images):
-            if not isinstance(image, ImagePart):
-                raise TypeError(
-                    f"a UserInput's images[{index}] is a {type(image).__name__}, not an ImagePart; "
-                    "fix: wrap the PNG bytes as ImagePart(data), which checks them"
-                )
+        object.__setattr__(self, "images", checked_images("UserInput", self.images))
+
+
+def checked_images(owner: str, images: Sequence[ImagePart]) -> tuple[ImagePart, ...]:
+    """`images` as a tuple (a list given is kept as one), each an ImagePart, else a TypeError naming
+    the place and the fix."""
+    kept = tuple(images)
+    for index, image in enumerate(kept):
+        if not isinstance(image, ImagePart):
+            raise TypeError(
+                f"a {owner}'s images[{index}] is a {type(image).__name__}, not an ImagePart; "
+                "fix: wrap the PNG bytes as ImagePart(data), which checks them"
+            )
+    return kept
 
 
 Input = str | UserInput
@@ -166,6 +178,22 @@ def taken_input(given: Input, limits: ImageLimits | None, adapter_id: str) -> Us
     for image in given.images:
         limits.check(image, len(given.images))
     return given
+
+
+def taken_results(results: Sequence[ToolResult], limits: ImageLimits | None, adapter_id: str) -> tuple[ToolResult, ...]:
+    """Tool results whose images an adapter's API takes, checked as `taken_input` checks an input's
+    (the count is the images of all the results together, as they go in one request)."""
+    shown = sum(len(result.images) for result in results)
+    if shown and limits is None:
+        raise refuse(
+            f"adapter {adapter_id!r} sends no images (its API takes text only), and a tool result shows {shown}",
+            "answer with text, or use an adapter whose API takes images",
+        )
+    for result in results:
+        for image in result.images:
+            assert limits is not None
+            limits.check(image, shown)
+    return tuple(results)
 
 
 def input_parts(inputs: Sequence[Input]) -> list[str | ImagePart]:

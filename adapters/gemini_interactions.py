@@ -94,6 +94,7 @@ from turnstate.adapters.contract import (
     token_count,
 )
 from turnstate.adapters.image_costs import GEMINI_IMAGE_LIMITS, ImageLimits
+from turnstate.adapters.images import ImagePart
 from turnstate.adapters.tokens import MESSAGE_OVERHEAD_TOKENS, estimate_text_tokens, held_image_tokens, image_label
 
 API_VERSION = "v1beta"
@@ -191,13 +192,7 @@ class InteractionSteps:
     def user_items(self, inputs: Sequence[Input]) -> list[Item]:
         """One user_input step of `text` contents and `image` contents {data: base64, mime_type}
         (google-genai's ImageContentParam; no `resolution`: the service's default, high)."""
-        content = [
-            {"type": "text", "text": part}
-            if isinstance(part, str)
-            else {"type": "image", "data": part.base64, "mime_type": part.media_type}
-            for part in input_parts(inputs)
-        ]
-        return [{"type": "user_input", "content": content}]
+        return [{"type": "user_input", "content": _contents(input_parts(inputs))}]
 
     def reply_items(self, response: ModelResponse) -> list[Item]:
         return [dict(item) for item in response.native_items]
@@ -215,7 +210,8 @@ class InteractionSteps:
 
     def tool_result_items(self, results: Sequence[ToolResult]) -> list[Item]:
         """One function_result step per result, in the calls' order, right after the reply's calls:
-        {type, call_id, name, result} with the content as the result string (google-genai 3.6
+        {type, call_id, name, result} with the content as the result string, or for a result that
+        shows images a list of its text and image contents (google-genai 3.6
         FunctionResultStepParam: call_id is the "ID to match the ID from the function call block",
         result a string, an object or contents), and `is_error: true` for a failed call, the step's
         own field ("Whether the tool call resulted in an error"), absent otherwise. The service refuses
@@ -226,7 +222,9 @@ class InteractionSteps:
                 "type": "function_result",
                 "call_id": result.call_id,
                 "name": result.name,
-                "result": result.content,
+                "result": _contents([*([result.content] if result.content else []), *result.images])
+                if result.images
+                else result.content,
                 **({"is_error": True} if result.is_error else {}),
             }
             for result in results
@@ -276,6 +274,17 @@ class InteractionSteps:
         return None  # the Interactions API has no compaction steps
 
 
+def _contents(parts: Sequence[str | ImagePart]) -> list[dict[str, str]]:
+    """Input parts as Interactions lays them out: `text` contents and `image` contents {data: base64,
+    mime_type} (google-genai's ImageContentParam; no `resolution`: the service's default, high)."""
+    return [
+        {"type": "text", "text": part}
+        if isinstance(part, str)
+        else {"type": "image", "data": part.base64, "mime_type": part.media_type}
+        for part in parts
+    ]
+
+
 def _texts(contents: object, *, images: bool = False) -> list[str]:
     """The text contents' texts, in order; with `images`, each image content as its label too."""
     parts = [part for part in (contents if isinstance(contents, list) else []) if isinstance(part, Mapping)]
@@ -286,11 +295,12 @@ def _texts(contents: object, *, images: bool = False) -> list[str]:
     ]
 
 
-def _result_text(step: Item) -> str:
-    """A function_result's text as the model reads it: the result string, its text contents, or the
-    result object as JSON (FunctionResultStepParam takes any of the three)."""
+def _result_text(step: Item, *, images: bool = False) -> str:
+    """A function_result's text as the model reads it: the result string, its text contents (with
+    `images`, each image content's label too), or the result object as JSON (FunctionResultStepParam
+    takes any of the three)."""
     result = step.get("result")
-    return result if isinstance(result, str) else "\n".join(_texts(result)) or json.dumps(result)
+    return result if isinstance(result, str) else "\n".join(_texts(result, images=images)) or json.dumps(result)
 
 
 def _step_text(step: Item, *, opaque: bool) -> str:
@@ -299,7 +309,7 @@ def _step_text(step: Item, *, opaque: bool) -> str:
     if step.get("type") == "function_call":
         return f"{step.get('name')}({json.dumps(step.get('arguments'))})"
     if step.get("type") == "function_result":
-        return _result_text(step)
+        return _result_text(step, images=not opaque)
     texts = _texts(step.get("summary") if step.get("type") == "thought" else step.get("content"), images=not opaque)
     if opaque and step.get("type") == "thought":
         texts.append(str(step.get("signature") or ""))

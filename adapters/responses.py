@@ -100,6 +100,7 @@ from turnstate.adapters.contract import (
     with_extra_body,
 )
 from turnstate.adapters.image_costs import OPENAI_IMAGE_DETAIL, OPENAI_IMAGE_LIMITS, ImageLimits
+from turnstate.adapters.images import ImagePart
 from turnstate.adapters.tokens import content_text, item_text, item_tokens, readable_content
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
@@ -125,13 +126,7 @@ class ResponsesItems:
         parts = input_parts(inputs)
         if len(parts) == 1 and isinstance(parts[0], str):
             return [{"role": "user", "content": parts[0]}]
-        content = [
-            {"type": "input_text", "text": part}
-            if isinstance(part, str)
-            else {"type": "input_image", "image_url": part.data_url, "detail": OPENAI_IMAGE_DETAIL}
-            for part in parts
-        ]
-        return [{"role": "user", "content": content}]
+        return [{"role": "user", "content": _input_content(parts)}]
 
     def reply_items(self, response: ModelResponse) -> list[Item]:
         return [dict(item) for item in response.native_items]
@@ -155,16 +150,18 @@ class ResponsesItems:
     def tool_result_items(self, results: Sequence[ToolResult]) -> list[Item]:
         """One `function_call_output` item {type, call_id, output} per result, in the calls' order,
         to follow the reply's items (the recorded thinking_with_tool_calls second request; the spec's
-        FunctionCallOutputItemParam, whose output is a string). The item has no error flag, so a
-        failed call's output is its text behind ERROR_PREFIX, which the model reads."""
-        return [
-            {
-                "type": "function_call_output",
-                "call_id": result.call_id,
-                "output": ERROR_PREFIX + result.content if result.is_error else result.content,
-            }
-            for result in results
-        ]
+        FunctionCallOutputItemParam). Its output is the text, or, for a result that shows images, an
+        `input_text` part and the `input_image` parts a user message holds (the SDK's
+        ResponseFunctionCallOutputItemListParam). The item has no error flag, so a failed call's text
+        is behind ERROR_PREFIX, which the model reads."""
+        items: list[Item] = []
+        for result in results:
+            text = ERROR_PREFIX + result.content if result.is_error else result.content
+            output: str | list[dict[str, str]] = (
+                _input_content([*([text] if text else []), *result.images]) if result.images else text
+            )
+            items.append({"type": "function_call_output", "call_id": result.call_id, "output": output})
+        return items
 
     def tool_results(self, items: Sequence[Item]) -> list[ToolResultAt]:
         """Each function_call_output item, named by the function_call item with its call_id; its
@@ -197,6 +194,17 @@ class ResponsesItems:
     def latest_compaction(self, items: Sequence[Item]) -> int | None:
         found = [index for index, item in enumerate(items) if item.get("type") == "compaction"]
         return found[-1] if found else None
+
+
+def _input_content(parts: Sequence[str | ImagePart]) -> list[dict[str, str]]:
+    """Input parts as Responses lays them out: `input_text` {text} and `input_image` {image_url: a PNG
+    data URL, detail: high} (the SDK's ResponseInputImageParam, whose `detail` is required)."""
+    return [
+        {"type": "input_text", "text": part}
+        if isinstance(part, str)
+        else {"type": "input_image", "image_url": part.data_url, "detail": OPENAI_IMAGE_DETAIL}
+        for part in parts
+    ]
 
 
 def _readable(item: Item) -> dict[str, str]:

@@ -412,3 +412,26 @@ def test_every_adapter_that_takes_images_wins_the_memory_game_from_image_frames(
     events = [json.loads(line) for line in (result.artifacts / EVENTS).read_text().splitlines()]
     shown = {digest for event in events if event["kind"] == "user_input" for digest in event["images"]}
     assert {path.name for path in (result.artifacts / IMAGES).iterdir()} == {image_name(d) for d in shown}
+
+
+@toolkit
+@pytest.mark.parametrize(
+    "name",
+    [
+        "local-open-source-continuous.yaml",  # Chat Completions: the image in a user message after the tool message
+        "local-openai-previous-response-id.yaml",  # Responses: function_call_output parts
+        "local-anthropic-continuous.yaml",  # Messages: the tool_result block's content
+        "local-gemini-harness-summary.yaml",  # Interactions: the function_result's contents
+    ],
+)
+def test_each_wire_wins_the_memory_game_when_each_image_frame_is_the_action_tools_result(tmp_path, name):
+    arc = load_profile(ARC_PROFILE).environment.model_dump(mode="json")
+    environment = {**arc, "options": {**arc["options"], "render": "image"}}
+    profile = with_changes(load_profile(PROFILES_DIR / name), environment=environment, agent={"action_mode": "tools"})
+    result = Runner(profile, tmp_path).run()
+    assert (result.outcome, result.levels_won) == ("win", 2), result.failure
+    events = [json.loads(line) for line in (result.artifacts / EVENTS).read_text().splitlines()]
+    results = [event["images"] for event in events if event["kind"] == "tool_result"]
+    assert results and all(len(images) == 1 for images in results)  # every action's result showed its frame
+    shown = {digest for event in events if event["kind"] in ("user_input", "tool_result") for digest in event["images"]}
+    assert {path.name for path in (result.artifacts / IMAGES).iterdir()} == {image_name(d) for d in shown}

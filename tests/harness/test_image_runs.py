@@ -122,6 +122,33 @@ def test_every_adapter_that_takes_images_wins_beacon_grid_from_image_frames(tmp_
     assert images and all(ImagePart(path.read_bytes()).digest + ".png" == path.name for path in images)
 
 
+# With agent.action_mode tools every reply is a function call, which the Responses service never compacts
+# inline (local_provider/responses.py, openai/openai-python#3075): the chain grows until a window of
+# 16000 tokens holds all three levels' image turns.
+TOOLS_IMAGE_WINDOWS = {**IMAGE_WINDOWS, "local-openai-continuous.yaml": 16000}
+
+
+@pytest.mark.parametrize("name", IMAGE_PROFILES)
+def test_every_adapter_that_takes_images_wins_beacon_grid_when_each_frame_is_the_action_tools_result(tmp_path, name):
+    """In tools mode the next frame is the action call's ToolResult, its image in the wire's tool-result
+    shape (Chat Completions, whose tool messages take text only: in a user message after them); the
+    tool_result events name the image by digest, and no record outside input_images/ holds its bytes."""
+    changes = {"environment": IMAGE_FRAMES, "agent": {"action_mode": "tools"}}
+    if name in TOOLS_IMAGE_WINDOWS:
+        window = TOOLS_IMAGE_WINDOWS[name]
+        changes["agent"]["max_context_length"] = window
+        changes["client"] = {"local": {"context_window": max(window, 8192)}}
+    result = Runner(with_changes(load_profile(PROFILES_DIR / name), **changes), tmp_path).run()
+    assert (result.outcome, result.levels_won) == ("win", 3), result.failure
+    events = [json.loads(line) for line in (result.artifacts / EVENTS).read_text().splitlines()]
+    shown = [event["images"] for event in events if event["kind"] == "tool_result"]
+    kept = {path.name for path in (result.artifacts / IMAGES).iterdir()}
+    assert shown and all(len(images) == 1 and image_name(images[0]) in kept for images in shown)
+    for path in result.artifacts.rglob("*"):
+        if path.is_file() and path.parent.name != IMAGES and path.suffix != ".sqlite3":
+            assert PNG_HEAD not in path.read_text(errors="replace"), path.name
+
+
 def test_an_image_run_killed_after_a_commit_resumes_to_the_uninterrupted_runs_ending(tmp_path, monkeypatch):
     monkeypatch.delenv("TURNSTATE_CHECKPOINT_KEY", raising=False)
     profile = with_changes(

@@ -179,9 +179,9 @@ PROVIDER_LIMITS = [
     ("local-openai-continuous", {"request__options__context_management": [{"type": "compaction", "compact_threshold": 7900}]}, "request.options.context_management.0.compact_threshold", "7900 + request.max_output_tokens 256 = 8156 exceeds agent.max_context_length 8000, so a request just below it would not fit; fix: set it at most 7744"),
     # the offload projects a request history the harness sends, which previous_response_id has not
     ("local-openai-previous-response-id", {"runtime__tool_result_offload": {}}, "runtime.tool_result_offload", "previous_response_id keeps the conversation on the provider's server: there is no request history to project; fix: remove it, or use manual_rolling or continuous_conversation"),
-    # frames drawn as images need an API that takes images, and frames that arrive as user input
+    # frames drawn as images need an API that takes images, as user input or in an action's tool result
     ("local-deepseek-continuous", {"environment__options": {"render": "image"}}, "environment.options.render", "render 'image' sends frames as images, and the API of adapter 'deepseek.chat_completions.v1' takes none; fix: use render: text, or an adapter whose API takes images"),
-    ("local-manual-rolling", {"environment__options": {"render": "both"}, "agent__action_mode": "tools"}, "environment.options.render", "render 'both' sends frames as images, and with agent.action_mode tools a frame is a tool result, which carries text only here; fix: use render: text, or agent.action_mode: text"),
+    ("local-deepseek-continuous", {"environment__options": {"render": "both"}, "agent__action_mode": "tools"}, "environment.options.render", "render 'both' sends frames as images, and the API of adapter 'deepseek.chat_completions.v1' takes none"),
     ("local-manual-rolling", {"environment__options": {"render": "pixels"}}, "environment.options", "beacon_grid option 'render' must be one of text, image, both, got 'pixels'"),
     ("local-manual-rolling", {"environment__options": {"render": "image", "scale": 0}}, "environment.options", "beacon_grid option 'scale'"),
     # DeepSeek acts through the action tools; a profile must say so, and the modes are named

@@ -134,10 +134,13 @@ class ToolCallEvent(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class ToolResultEvent(Event):
+    """A call's result: its text, and the digests of the images it showed (as a user_input's)."""
+
     kind: Literal["tool_result"] = "tool_result"
     call_id: str
     content: str
     is_error: bool = False
+    images: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -259,7 +262,7 @@ class EventLog:
             )
         )
 
-    def tool_result(self, *, turn: int, step: int, result: ToolResult) -> ToolResultEvent:
+    def tool_result(self, *, turn: int, step: int, result: ToolResult, images: tuple[str, ...] = ()) -> ToolResultEvent:
         event = self._write(
             ToolResultEvent(
                 seq=self.last_seq + 1,
@@ -268,6 +271,7 @@ class EventLog:
                 call_id=result.call_id,
                 content=self.redact(result.content),
                 is_error=result.is_error,
+                images=images,
             )
         )
         return self._remember(result.content, event)

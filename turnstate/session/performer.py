@@ -306,14 +306,14 @@ class Performer:
         self._sleep(effect.seconds)
         return BackoffElapsed()
 
-    def answers(self, results: tuple[ToolResult, ...]) -> tuple[tuple[ToolResult, ...], list[str]]:
+    def answers(self, results: tuple[ToolResult, ...]) -> tuple[tuple[ToolResult, ...], tuple[ToolResult, ...]]:
         """The results that answer the accepted state's calls (checked: one per call, in order), and
-        the texts of those that come as input instead: a resume without the continuation wrote the
-        last reply's calls into it as text (resume.with_calls_as_text), so their results are read as
-        the next input, in order, ahead of the observation."""
+        those that come as input instead: a resume without the continuation wrote the last reply's
+        calls into it as text (resume.with_calls_as_text), so their results (texts and images) are
+        read as the next input, in order, ahead of the observation."""
         if not self.results_as_input:
             check_answers(self.machine.model.accepted, results)
-            return results, []
+            return results, ()
         given = tuple(result.call_id for result in results)
         if given != self.results_as_input:
             raise ValueError(
@@ -321,17 +321,17 @@ class Performer:
                 f"pass one result for each, in that order (got {', '.join(given) or 'none'})"
             )
         self.results_as_input = ()
-        return (), [result.content for result in results]
+        return (), results
 
     # The records.
 
     def log_inputs(self, results: Sequence[ToolResult], observation: UserInput) -> None:
         """The open turn's inputs in events.jsonl: the results of the last reply's calls, then the
-        observation, its images kept in input_images/ and named by digest."""
+        observation, the images of each kept in input_images/ and named by digest."""
         events, turn, step = self.files.events, self.counts.turn, self.counts.step + 1
         if events is not None:
             for result in results:
-                events.tool_result(turn=turn, step=step, result=result)
+                events.tool_result(turn=turn, step=step, result=result, images=self._kept(result.images))
             if observation.text or observation.images:
                 images = self._kept(observation.images)
                 events.user_input(turn=turn, step=step, text=observation.text, source="observation", images=images)

@@ -118,7 +118,7 @@ class Profile(Section):
             adapter.grammar_field,
             descriptor.adapter_id,
         )
-        check_images(self.environment, adapter.image_limits is not None, self.agent.action_mode, descriptor.adapter_id)
+        check_images(self.environment, adapter.image_limits is not None, descriptor.adapter_id)
         option_problems = adapter.check_options(
             self.request.options, record.name, self.runtime.compaction.strategy, self.request.model
         )

@@ -59,24 +59,15 @@ def check_action_grammar(
         )
 
 
-def check_images(environment: EnvironmentSection, takes_images: bool, action_mode: str, adapter_id: str) -> None:
+def check_images(environment: EnvironmentSection, takes_images: bool, adapter_id: str) -> None:
     """Frames drawn as images (environment.options.render image or both) need an adapter whose API
-    takes images, and frames that reach the model as user input (a tool result carries text only)."""
+    takes images, as a user input or, with agent.action_mode tools, in the action's tool result."""
     render = environment.options.get("render", "text")
-    if render == "text":
-        return
-    if not takes_images:
+    if render != "text" and not takes_images:
         raise Contradiction(
             "environment.options.render",
             f"render {render!r} sends frames as images, and the API of adapter {adapter_id!r} takes none",
             "use render: text, or an adapter whose API takes images (OpenAI, Anthropic, Gemini, xAI)",
-        )
-    if action_mode == "tools":
-        raise Contradiction(
-            "environment.options.render",
-            f"render {render!r} sends frames as images, and with agent.action_mode tools a frame is a tool "
-            "result, which carries text only here",
-            "use render: text, or agent.action_mode: text",
         )
 
 

@@ -63,8 +63,8 @@ class EnvironmentConfig(Section):
         description="the environment's own, checked by its factory; `beacon_grid`: `levels` (1-1000, default 3; a "
         "level takes about 7 turns), `width` (7-15, default 9), `height` (5-11, default 7), `render` (`text`, "
         "`image` or `both`, default `text`: `image` sends the grid as a PNG in the ARC-AGI-3 palette, its legend line "
-        "in the text, which needs an adapter whose API takes images and `agent.action_mode: text`), `scale` (1-32 px "
-        "a cell, default 8); `catalog_hunt`: `levels` "
+        "in the text, which needs an adapter whose API takes images; with `agent.action_mode: tools` the image "
+        "comes in the action's tool result), `scale` (1-32 px a cell, default 8); `catalog_hunt`: `levels` "
         "(1-1000, default 3; a level takes 2 turns when played well), `pages` (5-500, default 40); `arc_agi3`: "
         "docs/arc-agi-3.md. A third-party environment's are checked by its factory, and its error is named with its id",
     )

@@ -188,7 +188,8 @@ class Runner:
                 results.append(_answered(world.environment, call))
                 continue
             frame, refusal = _stepped(session, world, accepted)
-            results.append(ToolResult(call.id, call.name, refusal or frame.text, is_error=refusal is not None))
+            images = () if refusal is not None else frame.images
+            results.append(ToolResult(call.id, call.name, refusal or frame.text, refusal is not None, images))
         if accepted.action is None:
             return observation, results  # a tool round: the model reads the results and is asked again
         if accepted.action_call is None:

@@ -57,6 +57,7 @@ from turnstate.adapters.contract import (
     ToolSpec,
     Usage,
     taken_input,
+    taken_results,
 )
 from turnstate.adapters.registry import descriptor_for
 from turnstate.durable.accounting import Ledger
@@ -326,18 +327,19 @@ class Session:
         if self._turn is not None:
             raise RuntimeError("a turn is open: accept or reject its reply before the next observation")
         given = taken_input(observation, self.adapter.image_limits, self.descriptor.adapter_id)
-        logged = tuple(results)
+        logged = taken_results(results, self.adapter.image_limits, self.descriptor.adapter_id)
         results, as_input = self.performer.answers(logged)  # before anything fires or is counted
         if not given.text and not given.images and not logged:
             raise ValueError("nothing to observe: pass an observation, or the results of the last reply's calls")
         self.counts.turn += 1
         self.performer.log_inputs(logged, given)
-        text = "\n\n".join([*as_input, *([given.text] if given.text else [])])
+        text = "\n\n".join([*(result.content for result in as_input), *([given.text] if given.text else [])])
+        images = (*(image for result in as_input for image in result.images), *given.images)
         if results:
             self.performer.fire(ToolsAnswered(results))
         self.machine.take_fired()  # between turns (a buffered input): in the transition log, not in a step
         self._turn = OpenTurn(self.accepted_state.item_count)
-        return self._drive(ObservationArrived(text, given.images))
+        return self._drive(ObservationArrived(text, images))
 
     def accept(self, action: str | None = None) -> AcceptedReply:
         """Commit the held reply with `action` (default: the action parsed from it), or as a tool
