@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from turnstate.adapters.contract import ToolCall, ToolResult, ToolSpec, Transcript
+from turnstate.adapters.contract import Input, ToolCall, ToolResult, ToolSpec, Transcript
 from turnstate.machine.engine import LiveMachine, MachineModel, MachineSpec
 from turnstate.strategies.compaction import Compaction, Kind, NoCompaction
 from turnstate.strategies.offload import Offload
@@ -50,7 +50,7 @@ class StrategyModel(MachineModel):
 class ProjectedTurn:
     """One accepted turn as the projection holds it."""
 
-    inputs: tuple[str, ...]  # its user inputs, in order (buffered ones first)
+    inputs: tuple[Input, ...]  # its user inputs, in order (buffered ones first), with the images they showed
     text: str  # the accepted reply's text
     tool_calls: tuple[ToolCall, ...] = ()
     results: tuple[ToolResult, ...] = ()  # the results of its calls, in the calls' order, once answered

@@ -13,6 +13,8 @@ import pytest
 from turnstate import DEFAULT_PROFILE, RuntimeState, Session, load_profile
 from turnstate.adapters.contract import UserInput
 from turnstate.adapters.images import ImageError, ImagePart
+from turnstate.durable.artifacts import sent_messages
+from turnstate.durable.checkpoints import KEY_VARIABLE, OPT_OUT
 from turnstate.durable.checkpoints.codec import snapshot_of
 from turnstate.durable.layout import EVENTS, IMAGES, image_name
 from turnstate.environments import make_environment
@@ -174,3 +176,50 @@ def test_a_switch_of_an_image_run_to_an_adapter_whose_api_takes_no_images_is_ref
         "fix: use render: text, or an adapter whose API takes images (OpenAI, Anthropic, Gemini, xAI)"
     )
     assert Runner(run_profile(run_dir), run_dir.parent).resume(run_dir).outcome == "win"  # nothing was lost
+
+
+def test_a_keyless_resume_of_an_image_run_rebuilds_its_past_turns_with_their_images(tmp_path, monkeypatch):
+    """Without the continuation the state is rebuilt from the projection, whose events name each image
+    by digest: every past frame goes back with its picture, read from input_images/, not as a legend
+    line pointing at nothing."""
+    monkeypatch.setenv(KEY_VARIABLE, OPT_OUT)
+    profile = with_changes(
+        PROFILE, environment=IMAGE_FRAMES, agent={"max_context_length": IMAGE_WINDOWS[DEFAULT_PROFILE.name]}
+    )
+    run_dir = killed_run(profile, tmp_path / "runs", "after_commit", 4)
+    resumed = invoke("resume", str(run_dir))
+    assert resumed.exit_code == 0, resumed.output
+    (resume,) = json.loads((run_dir / "run_meta.json").read_text())["resumes"]
+    assert resume["continuation"] == "rebuilt from the projection"
+    _, *history = sent_messages(run_dir, resume["step"] + 1)
+    frames = [message["content"] for message in history if "IMAGE: " in message["content"]]
+    assert len(frames) >= 2  # a past turn's frame, and the frame the resumed turn opens on
+    assert all("[image sha256:" in frame for frame in frames), frames
+    assert json.loads((run_dir / "run_meta.json").read_text())["outcome"] == "win"
+
+
+def test_a_keyless_resume_whose_past_image_is_lost_exits_1_naming_the_file_and_then_goes_on_once_it_is_back(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv(KEY_VARIABLE, OPT_OUT)
+    profile = with_changes(
+        PROFILE, environment=IMAGE_FRAMES, agent={"max_context_length": IMAGE_WINDOWS[DEFAULT_PROFILE.name]}
+    )
+    run_dir = killed_run(profile, tmp_path / "runs", "after_commit", 4)
+    first = next(event for event in journaled_events(run_dir) if event.get("images"))["images"][0]
+    kept = run_dir / IMAGES / image_name(first)
+    saved = kept.read_bytes()
+    kept.unlink()
+    refused = invoke("resume", str(run_dir))
+    assert refused.exit_code == 1 and "Traceback" not in refused.output
+    assert f"an image a past turn showed is lost: {kept}" in refused.stderr
+    assert f"fix: restore {IMAGES}/ from a copy of the run folder" in refused.stderr
+    kept.write_bytes(saved[:-8])  # back, but cut: not the image its name says
+    assert invoke("resume", str(run_dir)).exit_code == 1
+    kept.write_bytes(saved)
+    assert invoke("resume", str(run_dir)).exit_code == 0
+    assert json.loads((run_dir / "run_meta.json").read_text())["outcome"] == "win"
+
+
+def journaled_events(run_dir):
+    return [json.loads(line) for line in (run_dir / EVENTS).read_text().splitlines()]

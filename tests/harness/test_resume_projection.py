@@ -7,9 +7,14 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
-from turnstate.adapters.contract import ToolCall, ToolResult
+import pytest
+
+from turnstate.adapters.contract import ToolCall, ToolResult, UserInput
+from turnstate.adapters.images import ImagePart
 from turnstate.durable.events import EventLog, read_events
+from turnstate.durable.images import ImageFiles, MissingImage
 from turnstate.durable.resume import cut_events, projected_turns
+from turnstate.environments.frame_image import frame_to_png
 
 MARK = ToolCall("call_a", "MARK", {"x": 3, "y": 5})
 LOOK = ToolCall("call_b", "read_catalog", {"page": 1})
@@ -69,3 +74,25 @@ def test_with_no_checkpoint_the_whole_log_is_cut(tmp_path):
     path = tmp_path / "events.jsonl"
     written_log(path)
     assert cut_events(path, 0) == 12 and path.read_bytes() == b""
+
+
+def test_the_projection_shows_each_input_and_result_its_images_again_read_back_by_digest(tmp_path):
+    frame, other = (ImagePart(frame_to_png(rows, scale=4)) for rows in ([[0, 5]], [[8, 9]]))
+    files = ImageFiles(tmp_path)
+    with EventLog(tmp_path / "events.jsonl", redact=str) as log:
+        log.user_input(turn=1, step=1, text="frame 1", source="observation", images=files.keep([frame]))
+        accepted = log.assistant_message(turn=1, step=1, text="marking", status="accepted", attempt=1, action="MARK")
+        log.tool_call(accepted, MARK)
+        log.tool_result(turn=2, step=2, result=ToolResult("call_a", "MARK", "frame 2"), images=files.keep([other]))
+        log.user_input(turn=2, step=2, text="go on", source="observation")
+        log.assistant_message(turn=2, step=2, text="ACTION: UP", status="accepted", attempt=1, action="UP")
+    events = [asdict(event) for _, event in read_events(tmp_path / "events.jsonl").events]
+    (first, second) = projected_turns(events, read_image=ImageFiles(tmp_path).read)
+    assert first.inputs == (UserInput("frame 1", (frame,)),)
+    assert first.results == (ToolResult("call_a", "MARK", "frame 2", images=(other,)),)
+    assert second.inputs == ("go on",)
+    with pytest.raises(ValueError, match="shows images, and no run folder was given"):
+        projected_turns(events)
+    files.path(other.digest).unlink()
+    with pytest.raises(MissingImage, match=other.digest):
+        projected_turns(events, read_image=ImageFiles(tmp_path).read)

@@ -40,3 +40,20 @@ class ImageFiles:
 
     def path(self, digest: str) -> Path:
         return self.folder / image_name(digest)
+
+    def read(self, digest: str) -> ImagePart:
+        """The image kept under `digest`, for a rebuild from the projection (rule 2); MissingImage
+        naming the file when it is gone, unreadable, or not the PNG its name says."""
+        path = self.path(digest)
+        try:
+            image = ImagePart(path.read_bytes())
+        except (OSError, ValueError) as error:
+            raise MissingImage(f"{path}: {error}") from None
+        if image.digest != digest:
+            raise MissingImage(f"{path}: its bytes are not the image its name says (sha256 {image.digest})")
+        self._kept.add(digest)
+        return image
+
+
+class MissingImage(Exception):
+    """An image the records name cannot be read back from input_images/."""

@@ -34,7 +34,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +42,8 @@ from typing import Any
 
 import orjson
 
-from turnstate.adapters.contract import ToolCall, ToolResult, Usage
+from turnstate.adapters.contract import Input, ToolCall, ToolResult, Usage, UserInput
+from turnstate.adapters.images import ImagePart
 from turnstate.durable.accounting import UsageJournal
 from turnstate.durable.artifacts import is_count
 from turnstate.durable.checkpoints import CheckpointError, ProjectionMark, open_run_store
@@ -88,26 +89,40 @@ def run_meta(run_dir: Path) -> dict[str, Any]:
     return meta if isinstance(meta, dict) else {}
 
 
-def projected_turns(events: Iterable[Mapping[str, Any]], offered: Collection[str] | None = None) -> list[ProjectedTurn]:
+def projected_turns(
+    events: Iterable[Mapping[str, Any]],
+    offered: Collection[str] | None = None,
+    read_image: Callable[[str], ImagePart] | None = None,
+) -> list[ProjectedTurn]:
     """The accepted turns the events hold, in order: each with the inputs before it, its reply's text
     and calls, and the results that answered them (logged ahead of the next turn's inputs). Rejected,
-    refused and failed replies, and their calls, are not turns.
+    refused and failed replies, and their calls, are not turns. An input or a result that showed
+    images shows them again, each read by its digest with `read_image` (the run folder's
+    input_images/: ImageFiles.read); an event that names images needs it (ValueError without).
 
     With `offered` (a switch: the new session's tool names), a call of a tool the new session does not
     offer (the old adapter acted through a tool, the new one acts through text) is written into its
     reply as text (`ACTION: <action>`, the text action channel), and its result becomes an input of the
     next turn: a request must not hold a call of a tool it does not offer."""
+
+    def shown(event: Mapping[str, Any]) -> tuple[ImagePart, ...]:
+        digests = event.get("images") or ()
+        if digests and read_image is None:
+            raise ValueError(f"event {event['seq']} shows images, and no run folder was given to read them from")
+        return tuple(read_image(digest) for digest in digests) if read_image is not None else ()
+
     turns: list[ProjectedTurn] = []
-    inputs: list[str] = []
+    inputs: list[Input] = []
     calls: dict[int, list[ToolCall]] = {}  # by the accepted message's sequence number
     results: dict[int, list[ToolResult]] = {}
-    accepted: list[tuple[int, str, str | None, tuple[str, ...]]] = []  # (seq, text, action, inputs)
+    accepted: list[tuple[int, str, str | None, tuple[Input, ...]]] = []  # (seq, text, action, inputs)
     as_text: dict[int, list[str]] = {}  # by message: the calls written into it as text
     answered_as_input: set[str] = set()  # their ids: their results are the next turn's inputs
     for event in events:
         kind = event["kind"]
         if kind == "user_input":
-            inputs.append(event["text"])
+            images = shown(event)
+            inputs.append(UserInput(event["text"], images) if images else event["text"])
         elif kind == "assistant_message" and event["status"] == "accepted":
             accepted.append((event["seq"], event["text"], event["action"], tuple(inputs)))
             calls[event["seq"]], results[event["seq"]], as_text[event["seq"]] = [], [], []
@@ -120,11 +135,13 @@ def projected_turns(events: Iterable[Mapping[str, Any]], offered: Collection[str
                 as_text[event["message"]].append(call_line(call, accepted[-1][2]))  # an action tool's
                 answered_as_input.add(call.id)
         elif kind == "tool_result" and event["call_id"] in answered_as_input:
-            inputs.append(event["content"])
+            images = shown(event)
+            inputs.append(UserInput(event["content"], images) if images else event["content"])
         elif kind == "tool_result" and accepted:  # answers the last accepted reply's calls
             message = accepted[-1][0]
             name = next((call.name for call in calls[message] if call.id == event["call_id"]), "")
-            results[message].append(ToolResult(event["call_id"], name, event["content"], is_error=event["is_error"]))
+            answer = ToolResult(event["call_id"], name, event["content"], event["is_error"], shown(event))
+            results[message].append(answer)
     for seq, text, _, opening in accepted:
         reply = "\n".join([text, *as_text[seq]]) if as_text[seq] else text
         turns.append(ProjectedTurn(opening, reply, tuple(calls[seq]), tuple(results[seq])))

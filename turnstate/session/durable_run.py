@@ -34,7 +34,8 @@ from turnstate.durable.checkpoints import (
 )
 from turnstate.durable.cursor import AcceptedReply, Cursor, CursorError, RunCounts
 from turnstate.durable.events import EventLog
-from turnstate.durable.layout import CALLS, EVENTS, step_name
+from turnstate.durable.images import ImageFiles, MissingImage
+from turnstate.durable.layout import CALLS, EVENTS, IMAGES, step_name
 from turnstate.durable.redaction import Redactor
 from turnstate.durable.resume import (
     RecordsPosition,
@@ -297,7 +298,13 @@ class DurableRun:
           strategy can (strategies/projection.py): a native compaction's summary was opaque, in the
           continuation, so the projection stands for it.
         After a switch, a past call of a tool the session does not offer is text (resume.projected_turns)."""
-        turns = projected_turns(events, offered if switched else None)
+        try:
+            turns = projected_turns(events, offered if switched else None, ImageFiles(self.run_dir).read)
+        except MissingImage as lost:
+            raise ResumeError(
+                f"cannot rebuild the accepted state from the records: an image a past turn showed is lost: {lost}; "
+                f"fix: restore {IMAGES}/ from a copy of the run folder"
+            ) from None
         counts = cursor.counts
         if cursor.window_turns and not switched and counts.compactions == 0:
             return turns[-cursor.window_turns :], None
