@@ -223,3 +223,20 @@ def test_a_keyless_resume_whose_past_image_is_lost_exits_1_naming_the_file_and_t
 
 def journaled_events(run_dir):
     return [json.loads(line) for line in (run_dir / EVENTS).read_text().splitlines()]
+
+
+def test_a_switch_of_an_image_run_to_another_api_that_takes_images_sends_the_past_frames_images_in_its_shape(
+    tmp_path,
+):
+    profile = with_changes(
+        PROFILE, environment=IMAGE_FRAMES, agent={"max_context_length": IMAGE_WINDOWS[DEFAULT_PROFILE.name]}
+    )
+    run_dir = killed_run(profile, tmp_path / "runs", "after_commit", 4)
+    switched = invoke("resume", str(run_dir), "--profile", "local-anthropic-continuous")
+    assert switched.exit_code == 0, switched.output
+    (resume,) = json.loads((run_dir / "run_meta.json").read_text())["resumes"]
+    assert resume["switched"]["to"]["adapter_id"] == "anthropic.messages.v1"
+    history = sent_messages(run_dir, resume["step"] + 1)
+    frames = [message["content"] for message in history if "IMAGE: " in message["content"]]
+    assert len(frames) >= 2 and all("[image sha256:" in frame for frame in frames), frames
+    assert json.loads((run_dir / "run_meta.json").read_text())["outcome"] == "win"
