@@ -101,6 +101,7 @@ from turnstate.adapters.contract import (
     Transcript,
     Usage,
     UsageSeen,
+    UserInput,
     fatal_message,
     input_parts,
     malformed_reply,
@@ -240,7 +241,7 @@ class MessagesItems:
             {
                 "type": "tool_result",
                 "tool_use_id": result.call_id,
-                "content": _content_blocks([*([result.content] if result.content else []), *result.images])
+                "content": _content_blocks(input_parts([UserInput(result.content, result.images)]))
                 if result.images
                 else result.content,
                 **({"is_error": True} if result.is_error else {}),

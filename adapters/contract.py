@@ -168,32 +168,31 @@ def taken_input(given: Input, limits: ImageLimits | None, adapter_id: str) -> Us
         return UserInput(given)
     if not isinstance(given, UserInput):
         raise TypeError(f"an input is a str or a UserInput, not {type(given).__name__}")
-    if not given.images:
-        return given
-    if limits is None:
-        raise refuse(
-            f"adapter {adapter_id!r} sends no images (its API takes text only)",
-            "send text, or use an adapter whose API takes images",
-        )
-    for image in given.images:
-        limits.check(image, len(given.images))
+    _check_taken(given.images, limits, adapter_id, "", "send text")
     return given
 
 
 def taken_results(results: Sequence[ToolResult], limits: ImageLimits | None, adapter_id: str) -> tuple[ToolResult, ...]:
     """Tool results whose images an adapter's API takes, checked as `taken_input` checks an input's
     (the count is the images of all the results together, as they go in one request)."""
-    shown = sum(len(result.images) for result in results)
-    if shown and limits is None:
-        raise refuse(
-            f"adapter {adapter_id!r} sends no images (its API takes text only), and a tool result shows {shown}",
-            "answer with text, or use an adapter whose API takes images",
-        )
-    for result in results:
-        for image in result.images:
-            assert limits is not None
-            limits.check(image, shown)
+    images = [image for result in results for image in result.images]
+    _check_taken(images, limits, adapter_id, f", and a tool result shows {len(images)}", "answer with text")
     return tuple(results)
+
+
+def _check_taken(
+    images: Sequence[ImagePart], limits: ImageLimits | None, adapter_id: str, shown: str, text_fix: str
+) -> None:
+    """Images one request shows, each checked against the adapter's `limits` with their count; an
+    ImageError when its API takes none (`shown` says where they were, `text_fix` how to do without)."""
+    if images and limits is None:
+        raise refuse(
+            f"adapter {adapter_id!r} sends no images (its API takes text only){shown}",
+            f"{text_fix}, or use an adapter whose API takes images",
+        )
+    for image in images:
+        assert limits is not None
+        limits.check(image, len(images))
 
 
 def input_parts(inputs: Sequence[Input]) -> list[str | ImagePart]:

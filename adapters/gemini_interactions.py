@@ -84,6 +84,7 @@ from turnstate.adapters.contract import (
     Transcript,
     Usage,
     UsageSeen,
+    UserInput,
     input_parts,
     malformed_reply,
     never_raising,
@@ -222,7 +223,7 @@ class InteractionSteps:
                 "type": "function_result",
                 "call_id": result.call_id,
                 "name": result.name,
-                "result": _contents([*([result.content] if result.content else []), *result.images])
+                "result": _contents(input_parts([UserInput(result.content, result.images)]))
                 if result.images
                 else result.content,
                 **({"is_error": True} if result.is_error else {}),

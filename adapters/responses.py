@@ -91,6 +91,7 @@ from turnstate.adapters.contract import (
     Transcript,
     Usage,
     UsageSeen,
+    UserInput,
     input_parts,
     malformed_reply,
     never_raising,
@@ -158,7 +159,7 @@ class ResponsesItems:
         for result in results:
             text = ERROR_PREFIX + result.content if result.is_error else result.content
             output: str | list[dict[str, str]] = (
-                _input_content([*([text] if text else []), *result.images]) if result.images else text
+                _input_content(input_parts([UserInput(text, result.images)])) if result.images else text
             )
             items.append({"type": "function_call_output", "call_id": result.call_id, "output": output})
         return items

@@ -111,6 +111,10 @@ def projected_turns(
             raise ValueError(f"event {event['seq']} shows images, and no run folder was given to read them from")
         return tuple(read_image(digest) for digest in digests) if read_image is not None else ()
 
+    def input_of(event: Mapping[str, Any], text: str) -> Input:
+        images = shown(event)
+        return UserInput(text, images) if images else text
+
     turns: list[ProjectedTurn] = []
     inputs: list[Input] = []
     calls: dict[int, list[ToolCall]] = {}  # by the accepted message's sequence number
@@ -121,8 +125,7 @@ def projected_turns(
     for event in events:
         kind = event["kind"]
         if kind == "user_input":
-            images = shown(event)
-            inputs.append(UserInput(event["text"], images) if images else event["text"])
+            inputs.append(input_of(event, event["text"]))
         elif kind == "assistant_message" and event["status"] == "accepted":
             accepted.append((event["seq"], event["text"], event["action"], tuple(inputs)))
             calls[event["seq"]], results[event["seq"]], as_text[event["seq"]] = [], [], []
@@ -135,8 +138,7 @@ def projected_turns(
                 as_text[event["message"]].append(call_line(call, accepted[-1][2]))  # an action tool's
                 answered_as_input.add(call.id)
         elif kind == "tool_result" and event["call_id"] in answered_as_input:
-            images = shown(event)
-            inputs.append(UserInput(event["content"], images) if images else event["content"])
+            inputs.append(input_of(event, event["content"]))
         elif kind == "tool_result" and accepted:  # answers the last accepted reply's calls
             message = accepted[-1][0]
             name = next((call.name for call in calls[message] if call.id == event["call_id"]), "")

@@ -189,7 +189,9 @@ class Runner:
                 continue
             frame, refusal = _stepped(session, world, accepted)
             images = () if refusal is not None else frame.images
-            results.append(ToolResult(call.id, call.name, refusal or frame.text, refusal is not None, images))
+            results.append(
+                ToolResult(call.id, call.name, refusal or frame.text, is_error=refusal is not None, images=images)
+            )
         if accepted.action is None:
             return observation, results  # a tool round: the model reads the results and is asked again
         if accepted.action_call is None:
