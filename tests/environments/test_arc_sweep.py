@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,6 @@ from turnstate.sweeps.engines import Engine, PoolEngine, run_sweep
 from turnstate.sweeps.plan import Plan, load_sweep
 
 from ..arc_extra import TOOLKIT
-from ..harness.test_sweep import _group_is_gone
 
 SWEEP = Path(__file__).resolve().parents[2] / "sweeps" / "compaction-arc.yaml"
 KEY = "sweep-test-key-0123456789abcdef"  # exact resumes: the encrypted reasoning is kept, sealed
@@ -45,6 +45,38 @@ ENGINES = [
 ]
 
 
+def _marked(mark: str) -> set[int]:
+    """The processes whose environment holds `mark` (the driver's descendants, wherever Ray put them)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and mark.encode() in (entry / "environ").read_bytes():
+                found.add(int(entry.name))
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    return found
+
+
+def _crash(mark: str, within: float = 15) -> None:
+    """The machine's crash: SIGKILL every process of the sweep at once, the driver, the pool's or Ray's
+    workers (each Ray worker is in a process group of its own, and lives on until it notices its
+    raylet gone: long enough, on a loaded machine, to record its run's end)."""
+    deadline = time.monotonic() + within
+    while alive := _marked(mark):
+        assert time.monotonic() < deadline, f"still running after the kill: {sorted(alive)}"
+        for pid in alive:
+            try:
+                os.kill(pid, signal.SIGSTOP)  # first stop them all, so none records anything meanwhile
+            except ProcessLookupError:
+                continue
+        for pid in alive:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                continue
+        time.sleep(0.1)
+
+
 def engine_for(name: str, plan: Plan) -> Engine:
     if name == "pool":
         return PoolEngine(plan.adapter_ids)
@@ -59,19 +91,19 @@ def test_the_sweep_on_both_environments_resumes_the_runs_a_crash_killed(tmp_path
     monkeypatch.setenv("TURNSTATE_CHECKPOINT_KEY", KEY)
     out = tmp_path / "sweep"
     chosen = ["--ray", "local"] if engine == "ray" else []
+    mark = f"TURNSTATE_TEST_CRASH_MARK={uuid.uuid4().hex}"
     driver = subprocess.Popen(
         [sys.executable, "-m", "turnstate.cli", "sweep", str(SWEEP), "--out", str(out), *chosen],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        start_new_session=True,
+        env={**os.environ, mark.partition("=")[0]: mark.partition("=")[2]},
     )
     deadline = time.monotonic() + 120
     while len(list(out.glob("runs/*/*/step_000004.json"))) < 2:
         assert driver.poll() is None and time.monotonic() < deadline
         time.sleep(0.05)
-    os.killpg(driver.pid, signal.SIGKILL)  # the machine's crash: the driver and the runs at once
+    _crash(mark)
     driver.wait()
-    assert _group_is_gone(driver.pid, within=15)
     killed = [
         path.parent
         for path in out.glob("runs/*/*/run_meta.json")
