@@ -4,6 +4,7 @@ a transaction, corrupt and foreign files, one writer, retention."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -38,8 +39,10 @@ from turnstate.durable.checkpoints import (
     SQLiteCheckpointStore,
     prune,
 )
+from turnstate.durable.checkpoints.codec import _Deflated
 from turnstate.durable.layout import CHECKPOINT_FILE
 from turnstate.environments import make_environment
+from turnstate.environments.frame_image import frame_to_png
 from turnstate.session.profile import PROFILES_DIR
 from turnstate.strategies.state import RuntimeState, TurnSpan
 
@@ -204,7 +207,31 @@ def test_a_record_that_does_not_inflate_is_damage_named_by_its_layer(folder):
         reopened(path)
 
 
-OPERATIONS = st.sampled_from(["grow", "grow", "grow", "trim", "compact", "pending", "tools", "set_key", "drop_key"])
+OPERATIONS = st.sampled_from(
+    ["grow", "grow", "grow", "trim", "compact", "pending", "tools", "set_key", "drop_key", "image", "image"]
+)
+
+
+def frame_png(frame: int) -> bytes:
+    """A small real PNG per frame number (a run shows some frames again)."""
+    return frame_to_png([[frame % 16, 1], [2, 3]], scale=2)
+
+
+def image_turn(turn: int) -> list[dict[str, Any]]:
+    """A turn's items showing a frame in each wire's shape of an image, beside strings that only look
+    like one: a reference's mark, a PNG's base64 cut short of canonical, a data URL of another type."""
+    data = base64.b64encode(frame_png(turn % 3)).decode()
+    return [
+        {"type": "input_image", "image_url": f"data:image/png;base64,{data}", "detail": "auto"},
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}},
+        {"type": "image", "data": data, "mime_type": "image/png"},
+        {
+            "role": "user",
+            "content": [f"\ue000png:{'0' * 64}", "\ue000\ue000", data + "=", data[:-4] + "\n" + data[-4:]],
+        },
+        {"role": "user", "content": f"data:image/jpeg;base64,{data}"},
+    ]
 
 
 def apply(state: RuntimeState, operation: str, turn: int) -> RuntimeState:
@@ -225,6 +252,13 @@ def apply(state: RuntimeState, operation: str, turn: int) -> RuntimeState:
         return state.replace(payload={"cursor": {"turn": turn}, **state.payload})  # a new key, first
     if operation == "drop_key":
         return state.replace(payload={"items": state.payload["items"]})
+    if operation == "image":
+        old = state.payload["items"]
+        new = image_turn(turn)
+        return state.replace(
+            payload={**state.payload, "items": old + new},
+            turns=(*state.turns, TurnSpan(start=len(old), end=len(old) + len(new))),
+        )
     return grown(state, turn, items=2 + turn % 3)
 
 
@@ -456,9 +490,130 @@ def test_a_store_of_another_layout_is_refused_naming_both(folder):
     with sqlite3.connect(path) as database:
         database.execute("PRAGMA user_version = 9")
     with pytest.raises(
-        CheckpointError, match=f"layout 9, and this turnstate reads layout {LAYOUT_VERSION}; fix: resume"
+        CheckpointError, match=f"layout 9, and this turnstate reads layouts 3 to {LAYOUT_VERSION}; fix: resume"
     ):
         SQLiteCheckpointStore(path, META)
+
+
+def noisy_frame(frame: int) -> bytes:
+    """A PNG that does not compress away: 16 x 16 cells of 16 colours, drawn from `frame`."""
+    cells = [[(frame * 7919 + row * 104729 + column * 31) % 65537 % 16 for column in range(16)] for row in range(16)]
+    return frame_to_png(cells, scale=1)
+
+
+def imaged(state: RuntimeState, frame: int) -> RuntimeState:
+    """`state` with one more turn showing `frame` as Messages and Responses do (two shapes, one image)."""
+    data = base64.b64encode(noisy_frame(frame)).decode()
+    new = [
+        {
+            "role": "user",
+            "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}],
+        },
+        {"type": "input_image", "image_url": f"data:image/png;base64,{data}"},
+    ]
+    old = state.payload["items"]
+    return state.replace(
+        payload={**state.payload, "items": old + new}, turns=(*state.turns, TurnSpan(start=len(old), end=len(old) + 2))
+    )
+
+
+def image_run(path: Path) -> RuntimeState:
+    """40 turns showing four frames ten times each, in two shapes each time, a snapshot every other
+    turn (a trim: the window's frames all over again); the last state."""
+    state = empty_state()
+    with SQLiteCheckpointStore(path, META) as store:
+        for turn in range(1, 41):
+            state = imaged(state, turn % 4)
+            if turn % 2 == 0:
+                state = trimmed(state, 1)
+            store.commit(checkpoint(state, turn))
+    return state
+
+
+def test_the_store_keeps_each_image_once_and_its_records_name_it_by_digest(tmp_path, monkeypatch):
+    stores = {}
+    for name in ("lifting", "inline"):
+        (tmp_path / name).mkdir(mode=0o700)
+        stores[name] = tmp_path / name / CHECKPOINT_FILE
+    state = image_run(stores["lifting"])
+    with monkeypatch.context() as inline:
+        inline.setattr("turnstate.durable.checkpoints.sqlite.lifted", lambda value, images: value)
+        assert image_run(stores["inline"]) == state
+
+    with sqlite3.connect(stores["lifting"]) as database:
+        images = dict(database.execute("SELECT digest, png FROM images").fetchall())
+    assert images == {hashlib.sha256(noisy_frame(frame)).hexdigest(): noisy_frame(frame) for frame in range(4)}
+    lifting, inline = plain_continuation(stores["lifting"]), plain_continuation(stores["inline"])
+    assert all(b"iVBORw0KGgo" in record for record in inline)  # each record shows its turns' frames...
+    assert not any(b"iVBORw0KGgo" in record for record in lifting)  # ...or names them
+    assert all("\ue000png:".encode() in record for record in lifting)
+    assert sum(map(len, lifting)) < sum(map(len, inline)) / 2
+    assert reopened(stores["lifting"]).state == state
+
+
+def plain_continuation(path: Path) -> list[bytes]:
+    """The continuation's records as their plain JSON, inflated in order (rule 11)."""
+    records, layer = [], _Deflated()
+    with sqlite3.connect(path) as database:
+        for snapshot, body in database.execute("SELECT snapshot, body FROM continuation ORDER BY seq"):
+            records.append(plain := layer.unpacked(body, alone=bool(snapshot)))
+            layer.advance(plain)
+    return records
+
+
+def test_an_image_missing_from_the_store_or_altered_is_damage_named(folder):
+    path = folder / CHECKPOINT_FILE
+    with SQLiteCheckpointStore(path, META) as store:
+        store.commit(checkpoint(imaged(empty_state(), 1), 1))
+    digest = hashlib.sha256(noisy_frame(1)).hexdigest()
+    with sqlite3.connect(path) as database:
+        database.execute("UPDATE images SET png = ?", (noisy_frame(2),))
+    with pytest.raises(DamagedStore, match=f"image {digest} is altered"):
+        reopened(path)
+    with sqlite3.connect(path) as database:
+        database.execute("DELETE FROM images")
+    with pytest.raises(DamagedStore, match=f"image {digest} is missing"):
+        reopened(path)
+
+
+def as_layout_3(path: Path) -> None:
+    """The store at `path` as turnstate wrote it before rule 12 (no lifted images, no images table)."""
+    with sqlite3.connect(path) as database:
+        assert database.execute("SELECT count(*) FROM images").fetchone() == (0,)
+        database.execute("DROP TABLE images")
+        database.execute("ALTER TABLE continuation DROP COLUMN lifted")
+        database.execute("PRAGMA user_version = 3")
+
+
+def test_a_layout_3_store_is_read_as_it_is_and_migrated_by_the_writer_that_opens_it(folder, monkeypatch):
+    path = folder / CHECKPOINT_FILE
+    monkeypatch.setattr("turnstate.durable.checkpoints.sqlite.lifted", lambda value, images: value)  # the old writer
+    state = empty_state()
+    with SQLiteCheckpointStore(path, META) as store:
+        for turn in range(1, 4):
+            store.commit(checkpoint(state := imaged(state, turn), turn))
+    monkeypatch.undo()
+    monkeypatch.setenv(KEY_VARIABLE, OPT_OUT)
+    as_layout_3(path)
+    assert reopened(path).state == state  # a reader reads it as it is, and changes nothing
+    with sqlite3.connect(path) as database:
+        assert database.execute("PRAGMA user_version").fetchone() == (3,)
+    with SQLiteCheckpointStore(path, META) as store:
+        assert store.latest().state == state
+        for turn in range(4, 7):
+            store.commit(checkpoint(state := imaged(state, turn), turn))
+    with sqlite3.connect(path) as database:
+        assert database.execute("PRAGMA user_version").fetchone() == (LAYOUT_VERSION,)
+        assert database.execute("SELECT seq, lifted FROM continuation ORDER BY seq").fetchall() == [
+            (1, 0),
+            (2, 0),
+            (3, 0),
+            (4, 1),
+            (5, 1),
+            (6, 1),
+        ]
+        assert database.execute("SELECT count(*) FROM images").fetchone() == (3,)
+    assert reopened(path).state == state
 
 
 # -- encryption --------------------------------------------------------------------------------------

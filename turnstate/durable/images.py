@@ -8,7 +8,7 @@ Rules:
    tool_result event lists the digests of the images it showed, and a step record's readable
    messages show each image as `[image sha256:<digest>]` (adapters/tokens.image_label).
 3. Images are not secret (they are what the environment drew) and pass no redaction; the checkpoint
-   store keeps the bytes a continuation needs to replay, which is the provider's shape of them.
+   store keeps each image a continuation replays once too, by digest (checkpoints rule 12).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The package: protocol.py (what a run knows of a store: CheckpointStore and the values it commits and
 reads), codec.py (rules 3 and 11), cipher.py (rule 6), sqlite.py (the SQLite store: rules 2, 7-10), stores.py
-(which store holds a run's checkpoints), prune.py. The rules below hold for every store.
+(which store holds a run's checkpoints), lifted.py (rule 12), prune.py. The rules below hold for every store.
 
 A run that dies must be able to go on from its last accepted turn. Restoring state is not replaying
 history: a checkpoint keeps the facts apart from the representations of them (the seed's "checkpoint
@@ -100,6 +100,18 @@ Rules:
    it packs its first records alone, as it snapshots the state: a record packed with no dictionary
    inflates the same with any. At 1000 turns of a growing history, the store's three layers
    went from 1038 KB to 125 KB. A record that does not inflate is damage (DamagedStore).
+12. Each image once (lifted.py). A continuation record holds a reference (its digest) where the
+   state held a PNG's base64 in a provider's shape of it, and the store keeps the PNG's bytes once
+   per digest, written in the commit that first shows it: a snapshot names the window's frames
+   instead of holding them all again. An image the store lacks, or whose bytes are not its digest's,
+   is damage. The images are plain, like input_images/ (durable/images.py): they are what the
+   environment drew, not the provider's opaque state.
+13. Migrations. A store's layout version says how its tables and records are written; this
+   turnstate reads each layout from the oldest its migrations start at. A writer's open migrates an
+   older store, one transaction per step, changing the tables and never rewriting a record: each
+   record says how it was written (a continuation record whether its images are lifted). A reader
+   reads an older store as it is and changes nothing. A store of a newer layout than this turnstate
+   knows is refused, naming both.
 
 `prune(runs_dir, older_than)` deletes the stores of the runs whose last checkpoint is older than that:
 the run folders in `runs_dir`, and those a sweep's folder holds further down (PRUNE_DEPTH).

@@ -3,6 +3,7 @@ as compact JSON deflated against the record before it in its layer (rule 11)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import zlib
 from collections.abc import Callable, Mapping, Sequence
@@ -13,6 +14,7 @@ from typing import Any, Final
 import orjson
 from pydantic import ValidationError
 
+from turnstate.durable.checkpoints.lifted import restored
 from turnstate.durable.checkpoints.protocol import CheckpointError, DamagedStore
 from turnstate.strategies.state import RuntimeState, TurnSpan
 
@@ -223,21 +225,39 @@ def _record_place(sequence: int, snapshot: bool) -> bytes:
 
 
 def rebuilt_state(
-    path: Path, rows: Sequence[tuple[int, int, int, bytes]], unsealed: Callable[[bytes, int, bool], bytes]
+    path: Path,
+    rows: Sequence[tuple[int, int, int, bytes, int]],
+    unsealed: Callable[[bytes, int, bool], bytes],
+    stored_image: Callable[[str], bytes | None],
 ) -> tuple[RuntimeState, _Chain]:
-    """The state the continuation `rows` (sequence, snapshot, grown bytes, record; from the last
-    snapshot on) rebuild, and that chain's sizes (rule 3); `unsealed` opens a record (rule 6)."""
+    """The state the continuation `rows` (sequence, snapshot, grown bytes, record, lifted; from the
+    last snapshot on) rebuild, and that chain's sizes (rule 3); `unsealed` opens a record (rule 6),
+    `stored_image` reads the PNG a lifted record names by digest (rule 12)."""
     if not rows or not rows[0][1]:
         raise DamagedStore(f"{path}: the continuation does not start at a snapshot: the store is corrupt")
     state: dict[str, Any] = {}
     chain = _Chain()
-    for sequence, snapshot, grown, blob in rows:
+    images: dict[str, bytes] = {}
+
+    def image_of(digest: str) -> bytes:
+        if digest not in images:
+            png = stored_image(digest)
+            if png is None or hashlib.sha256(png).hexdigest() != digest:
+                raise DamagedStore(
+                    f"{path}: image {digest} is {'missing' if png is None else 'altered'}: the store is corrupt"
+                )
+            images[digest] = png
+        return images[digest]
+
+    for sequence, snapshot, grown, blob, lifted in rows:
         packed = unsealed(blob, sequence, bool(snapshot))
         body = inflated(path, chain.deflated, packed, "continuation", alone=bool(snapshot))
         record = decoded(path, body, "continuation")
         try:
+            if lifted:
+                record = restored(record, image_of)
             state = record if snapshot else apply_delta(state, record)
-        except (KeyError, TypeError, AttributeError):
+        except (KeyError, TypeError, AttributeError, ValueError):
             raise DamagedStore(f"{path}: continuation record {sequence} does not apply: the store is corrupt") from None
         chain.add(bool(snapshot), grown, body)
     try:

@@ -39,6 +39,7 @@ from turnstate.durable.checkpoints.codec import (
     rebuilt_state,
     snapshot_of,
 )
+from turnstate.durable.checkpoints.lifted import lifted
 from turnstate.durable.checkpoints.protocol import (
     SWITCHABLE,
     Checkpoint,
@@ -51,10 +52,14 @@ from turnstate.durable.checkpoints.protocol import (
 from turnstate.durable.layout import damaged_name
 from turnstate.strategies.state import RuntimeState
 
-LAYOUT_VERSION: Final = 3  # the tables below; SQLite's user_version (2: the projection is a mark into
-
-
-# events.jsonl; 3: records compressed, rule 11)
+LAYOUT_VERSION: Final = 4  # the tables below; SQLite's user_version (2: the projection is a mark into
+# events.jsonl; 3: records compressed, rule 11; 4: each image once, rule 12)
+MIGRATIONS: Final = {  # layout -> the statements that make it the next, run by a writer's open (rule 13)
+    3: (
+        "ALTER TABLE continuation ADD COLUMN lifted INTEGER NOT NULL DEFAULT 0",
+        "CREATE TABLE images (digest TEXT PRIMARY KEY, png BLOB NOT NULL) WITHOUT ROWID",
+    ),
+}
 APPLICATION_ID: Final = 0x7473636B  # "tsck": SQLite's application_id, at offset 68 of the file
 
 
@@ -69,8 +74,10 @@ CREATE TABLE checkpoints (
     events_through INTEGER NOT NULL, events_digest BLOB NOT NULL
 );
 CREATE TABLE continuation (
-    seq INTEGER PRIMARY KEY, snapshot INTEGER NOT NULL, grown INTEGER NOT NULL, body BLOB NOT NULL
+    seq INTEGER PRIMARY KEY, snapshot INTEGER NOT NULL, grown INTEGER NOT NULL, body BLOB NOT NULL,
+    lifted INTEGER NOT NULL DEFAULT 0
 );
+CREATE TABLE images (digest TEXT PRIMARY KEY, png BLOB NOT NULL) WITHOUT ROWID;
 CREATE INDEX continuation_snapshots ON continuation (seq) WHERE snapshot = 1;
 """
 
@@ -112,6 +119,8 @@ class SQLiteCheckpointStore:
         self._chain = _Chain()
         self._cursors, self._facts = _Deflated(), _Deflated()  # the last record of each layer (rule 11)
         self._pending_meta: CheckpointMeta | None = None  # a switch, recorded with the next commit
+        self._layout = LAYOUT_VERSION
+        self._images: set[str] = set()  # the digests of the images this open knows the store holds (rule 12)
         self._key = ChosenKey(key, "the key given", given=True) if key is not None else chosen_key(create=self._writer)
         key = self._key.key
         if key is not None:
@@ -181,15 +190,21 @@ class SQLiteCheckpointStore:
         sequence = self.sequence + 1
         cursor = _encoded_object(checkpoint.cursor, "the cursor")
         facts = _encoded_records(checkpoint.facts, "fact")
+        images: dict[str, bytes] = {}
         row, body = (
             (None, b"")  # nothing to add to the continuation
             if state is None or state is self._previous
-            else self._continuation_row(sequence, state)
+            else self._continuation_row(sequence, state, images)
         )
         packed_facts = None if facts is None else self._facts.packed(facts)
         statements = _statements(
             sequence, self._cursors.packed(cursor), packed_facts, checkpoint.projection, row, self._pending_meta
         )
+        statements[:0] = [
+            ("INSERT OR IGNORE INTO images VALUES (?, ?)", (digest, png))
+            for digest, png in images.items()
+            if digest not in self._images
+        ]
         try:
             if len(statements) == 1:  # the usual commit (keyless, no switch): SQLite makes one statement atomic
                 connection.execute(*statements[0])
@@ -207,6 +222,7 @@ class SQLiteCheckpointStore:
             self._facts.advance(facts)
         if row is not None:
             self._chain.add(bool(row[1]), row[2], body)
+        self._images.update(images.keys())
         self._sequence = sequence
         if state is not None:
             self._previous = state
@@ -269,17 +285,21 @@ class SQLiteCheckpointStore:
 
     # -- writing ------------------------------------------------------------------------------------
 
-    def _continuation_row(self, sequence: int, state: RuntimeState) -> tuple[tuple[int, int, int, bytes], bytes]:
-        """((sequence, snapshot, grown bytes, record), the body before compression and sealing): a delta
-        when rule 3 allows one, else a snapshot."""
+    def _continuation_row(
+        self, sequence: int, state: RuntimeState, images: dict[str, bytes]
+    ) -> tuple[tuple[int, int, int, bytes, int], bytes]:
+        """((sequence, snapshot, grown bytes, record, lifted), the body before compression and sealing):
+        a delta when rule 3 allows one, else a snapshot; the images it lifts added to `images` (rule 12)."""
         delta = None if self._previous is None else continuation_delta(self._previous, state)
         if delta is not None:
+            delta = lifted(delta, images)
             body = _encode(delta)
             grown = len(body) - len(_encode({name: value for name, value in delta.items() if name != "append"}))
             if not self._chain.wants_snapshot(grown, len(body) - grown):
-                return (sequence, 0, grown, self._sealed(body, sequence, snapshot=False)), body
-        body = _encode(snapshot_of(state))
-        return (sequence, 1, len(body), self._sealed(body, sequence, snapshot=True)), body
+                return (sequence, 0, grown, self._sealed(body, sequence, snapshot=False), 1), body
+            images.clear()
+        body = _encode(lifted(snapshot_of(state), images))
+        return (sequence, 1, len(body), self._sealed(body, sequence, snapshot=True), 1), body
 
     def _sealed(self, body: bytes, sequence: int, snapshot: bool) -> bytes:
         record = self._chain.deflated.packed(body, alone=snapshot)
@@ -295,11 +315,19 @@ class SQLiteCheckpointStore:
         (kept,) = connection.execute("SELECT count(*) FROM continuation WHERE seq <= ?", (newest,)).fetchone()
         if not kept:
             return None, _Chain()
+        lifted = "lifted" if self._layout > 3 else "0"
         rows = connection.execute(
-            "SELECT seq, snapshot, grown, body FROM continuation WHERE seq BETWEEN ? AND ? ORDER BY seq",
+            f"SELECT seq, snapshot, grown, body, {lifted} FROM continuation WHERE seq BETWEEN ? AND ? ORDER BY seq",
             (start or 0, newest),
         ).fetchall()
-        return rebuilt_state(self.path, rows, self._unsealed)
+        return rebuilt_state(self.path, rows, self._unsealed, lambda digest: self._image(connection, digest))
+
+    def _image(self, connection: sqlite3.Connection, digest: str) -> bytes | None:
+        """The PNG stored under `digest` (rule 12), None when the store lacks it."""
+        found = connection.execute("SELECT png FROM images WHERE digest = ?", (digest,)).fetchone()
+        if found is not None:
+            self._images.add(digest)
+        return None if found is None else bytes(found[0])
 
     def _unsealed(self, blob: bytes, sequence: int, snapshot: bool) -> bytes:
         return blob if self._cipher is None else opened(self.path, self._cipher, blob, sequence, snapshot)
@@ -334,11 +362,23 @@ class SQLiteCheckpointStore:
         if application != APPLICATION_ID and not self._is_empty():
             raise CheckpointError(f"{self.path}: this is an SQLite database, but not a turnstate checkpoint store")
         if application == APPLICATION_ID and layout != LAYOUT_VERSION:
-            raise CheckpointError(
-                f"{self.path}: the checkpoint store has layout {layout}, and this turnstate reads layout "
-                f"{LAYOUT_VERSION}; fix: resume the run with the turnstate that started it"
-            )
+            if layout not in MIGRATIONS:
+                raise CheckpointError(
+                    f"{self.path}: the checkpoint store has layout {layout}, and this turnstate reads layouts "
+                    f"{min(MIGRATIONS)} to {LAYOUT_VERSION}; fix: resume the run with the turnstate that started it"
+                )
+            self._layout = self._migrated(connection, layout) if self._writer else layout
         return connection
+
+    def _migrated(self, connection: sqlite3.Connection, layout: int) -> int:
+        """Rule 13: the store brought from `layout` to this turnstate's, one transaction per step."""
+        while layout != LAYOUT_VERSION:
+            with _transaction(connection):
+                for statement in MIGRATIONS[layout]:
+                    connection.execute(statement)
+                layout += 1
+                connection.execute(f"PRAGMA user_version = {layout}")
+        return layout
 
     def _is_empty(self) -> bool:
         """A database with no tables: a store created and killed before its first transaction ended."""
@@ -383,7 +423,7 @@ def _statements(
     cursor: bytes,
     facts: bytes | None,
     projection: ProjectionMark,
-    continuation: tuple[int, int, int, bytes] | None,
+    continuation: tuple[int, int, int, bytes, int] | None,
     switched_to: CheckpointMeta | None,
 ) -> list[tuple[str, tuple[object, ...]]]:
     """One checkpoint's rows, as the statements that write them: its meta first when it is a switch's."""
@@ -397,7 +437,7 @@ def _statements(
         )
     )
     if continuation is not None:
-        statements.append(("INSERT INTO continuation VALUES (?, ?, ?, ?)", continuation))
+        statements.append(("INSERT INTO continuation VALUES (?, ?, ?, ?, ?)", continuation))
     return statements
 
 
