@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,19 @@ class FakeClock:
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A throwaway PostgreSQL server for the session (tests/postgres_server.py); the test skips, saying
+    why, where none can start."""
+    from tests.postgres_server import throwaway_server, unavailable
+
+    problem = unavailable()
+    if problem is not None:
+        pytest.skip(f"no PostgreSQL server: {problem}")
+    with throwaway_server() as url:
+        yield url
 
 
 @pytest.fixture(autouse=True, scope="session")

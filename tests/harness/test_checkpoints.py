@@ -537,7 +537,7 @@ def test_the_store_keeps_each_image_once_and_its_records_name_it_by_digest(tmp_p
         stores[name] = tmp_path / name / CHECKPOINT_FILE
     state = image_run(stores["lifting"])
     with monkeypatch.context() as inline:
-        inline.setattr("turnstate.durable.checkpoints.sqlite.lifted", lambda value, images: value)
+        inline.setattr("turnstate.durable.checkpoints.records.lifted", lambda value, images: value)
         assert image_run(stores["inline"]) == state
 
     with sqlite3.connect(stores["lifting"]) as database:
@@ -587,7 +587,7 @@ def as_layout_3(path: Path) -> None:
 
 def test_a_layout_3_store_is_read_as_it_is_and_migrated_by_the_writer_that_opens_it(folder, monkeypatch):
     path = folder / CHECKPOINT_FILE
-    monkeypatch.setattr("turnstate.durable.checkpoints.sqlite.lifted", lambda value, images: value)  # the old writer
+    monkeypatch.setattr("turnstate.durable.checkpoints.records.lifted", lambda value, images: value)  # the old writer
     state = empty_state()
     with SQLiteCheckpointStore(path, META) as store:
         for turn in range(1, 4):

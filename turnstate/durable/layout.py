@@ -26,6 +26,7 @@ CALLS: Final = "calls.jsonl"  # the usage journal, a line per provider call (dur
 JOURNAL: Final = "side_effects.jsonl"  # the action journal (durable/side_effects.py)
 TRANSITIONS: Final = "transitions.jsonl"  # every fired transition of the run's machines
 CHECKPOINT_FILE: Final = "checkpoints.sqlite3"  # the checkpoint store (durable/checkpoints/)
+CHECKPOINT_POINTER: Final = "checkpoints.json"  # where they are instead, when in PostgreSQL (checkpoints/stores.py)
 FAILED_TURN: Final = "failed_turn.json"  # the attempts of the turn that failed closed, named in run_meta.json
 SUMMARY_INPUT: Final = "summary_input.json"  # the latest harness summary call's input, written before the call
 TOOL_RESULTS: Final = "tool_results"  # offloaded tool results, a file per ref (durable/tool_results.py)
@@ -63,7 +64,12 @@ def compaction_name(number: int) -> str:
 
 def damaged_name(path: Path) -> Path:
     """Where a damaged checkpoint store is set aside (checkpoints rule 10): `<name>.damaged-<UTC time>`."""
-    return path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+    return path.with_name(path.name + damaged_suffix())
+
+
+def damaged_suffix() -> str:
+    """What a damaged store's name is given when it is set aside: `.damaged-<UTC time>`."""
+    return f".damaged-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
 
 
 # -- names ----------------------------------------------------------------------------------------

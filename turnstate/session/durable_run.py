@@ -348,7 +348,7 @@ class DurableRun:
         if position is not None:
             facts = [self._accepted_fact(position).as_fact()]
             store.commit(Checkpoint(position.cursor.to_record(), None, facts, position.projection))
-        self._from_damage = {"damage": list(damage), "set_aside": aside.name}
+        self._from_damage = {"damage": list(damage), "set_aside": aside}
         return store, store.latest()
 
     def _accepted_fact(self, position: RecordsPosition) -> AcceptedReply:

@@ -1,15 +1,131 @@
 """Which store holds a run's checkpoints: the one place a run folder is turned into a CheckpointStore,
-so that the session and a resume know the store only through its protocol. Today it is always the
-SQLite database in the run folder (sqlite.py); a store chosen by a URL would be opened here."""
+so that the session and a resume know the store only through its protocol.
+
+Rules:
+1. A new run keeps its checkpoints where STORE_VARIABLE (TURNSTATE_CHECKPOINTS) says: unset, empty
+   or `sqlite`, in the SQLite database in its folder (CHECKPOINT_FILE, sqlite.py); a
+   `postgresql://` URL, in that database (postgres.py), under a run key of its own. `turnstate run`,
+   `resume` and `sweep` set it from `--checkpoints`, and a sweep from its `checkpoints:`.
+2. A run folder whose checkpoints are in PostgreSQL holds CHECKPOINT_POINTER, written before the
+   store is made: the URL without its password and the run's key. It is how a resume, on any host,
+   finds them: the run folder, not the setting of the day, says where its checkpoints are.
+3. A setting that names another place than the run's own (another database, or PostgreSQL for a run
+   kept in SQLite, or the reverse) is refused, naming both: a resume never starts a store afresh
+   somewhere else. A password is taken from the setting's URL when it names the run's database (the
+   same user, host, port and database), else from PGPASSWORD or ~/.pgpass.
+"""
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
+from urllib.parse import urlsplit
 
-from turnstate.durable.checkpoints.protocol import CheckpointMeta, CheckpointStore
-from turnstate.durable.checkpoints.sqlite import SQLiteCheckpointStore, set_aside
-from turnstate.durable.layout import CHECKPOINT_FILE
+import orjson
+
+from turnstate.durable.checkpoints import postgres
+from turnstate.durable.checkpoints.protocol import CheckpointError, CheckpointMeta, CheckpointStore
+from turnstate.durable.checkpoints.sqlite import SQLiteCheckpointStore
+from turnstate.durable.checkpoints.sqlite import set_aside as set_aside_file
+from turnstate.durable.layout import CHECKPOINT_FILE, CHECKPOINT_POINTER
+
+STORE_VARIABLE: Final = "TURNSTATE_CHECKPOINTS"
+SQLITE: Final = "sqlite"
+
+
+def chosen_store(setting: str | None = None) -> str | None:
+    """The PostgreSQL URL new runs keep their checkpoints in (`setting`, else STORE_VARIABLE's value),
+    None for SQLite in the run folder; CheckpointError for a value that is neither."""
+    value = (os.environ.get(STORE_VARIABLE, "") if setting is None else setting).strip()
+    if value in ("", SQLITE):
+        return None
+    if postgres.is_postgres_url(value):
+        return value
+    raise CheckpointError(
+        f"{STORE_VARIABLE} must be `sqlite` or a postgresql://user@host:port/database URL, not "
+        f"{postgres.shown(value)!r}"
+    )
+
+
+@dataclass(frozen=True)
+class _Pointer:
+    """CHECKPOINT_POINTER's content (rule 2)."""
+
+    url: str  # without its password
+    run: str
+
+
+def _read_pointer(run_dir: Path) -> _Pointer | None:
+    path = run_dir / CHECKPOINT_POINTER
+    try:
+        body = orjson.loads(path.read_bytes())
+        return _Pointer(url=str(body["url"]), run=str(body["run"]))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise CheckpointError(
+            f"{path}: cannot be read ({error}); it names the database this run's checkpoints are in"
+        ) from None
+
+
+def _same_database(a: str, b: str) -> bool:
+    first, second = urlsplit(a), urlsplit(b)
+    return (first.username, first.hostname, first.port, first.path) == (
+        second.username,
+        second.hostname,
+        second.port,
+        second.path,
+    )
+
+
+def _run_store_place(run_dir: Path, may_create: bool) -> tuple[str, str] | None:
+    """(URL, run key) when the run's checkpoints are in PostgreSQL, None for SQLite (rules 1-3)."""
+    chosen = chosen_store()
+    pointer = _read_pointer(run_dir)
+    if pointer is not None:
+        if chosen is not None and not _same_database(chosen, pointer.url):
+            raise CheckpointError(
+                f"{run_dir}: this run's checkpoints are in {pointer.url}, and {STORE_VARIABLE} names "
+                f"{postgres.shown(chosen)}; fix: unset it (or give the run's database) to resume the run"
+            )
+        return (chosen or pointer.url), pointer.run
+    if chosen is None:
+        return None
+    if (run_dir / CHECKPOINT_FILE).exists():
+        raise CheckpointError(
+            f"{run_dir}: this run's checkpoints are in {run_dir / CHECKPOINT_FILE}, and {STORE_VARIABLE} names "
+            f"{postgres.shown(chosen)}; fix: unset {STORE_VARIABLE} to resume the run where it was started"
+        )
+    if not may_create:
+        return None  # no store anywhere: SQLite's open says so
+    return chosen, _made_pointer(
+        run_dir, _Pointer(postgres.shown(chosen), f"{run_dir.name}-{uuid.uuid4().hex[:12]}")
+    ).run
+
+
+def _made_pointer(run_dir: Path, pointer: _Pointer) -> _Pointer:
+    """`pointer` written (fsynced, then linked into place, so only one writer's is ever there), or the
+    one another process wrote first."""
+    target = run_dir / CHECKPOINT_POINTER
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        with os.fdopen(descriptor, "wb") as file:
+            file.write(orjson.dumps({"url": pointer.url, "run": pointer.run}))
+            file.flush()
+            os.fsync(file.fileno())
+        os.link(temporary, target)
+    except FileExistsError:
+        found = _read_pointer(run_dir)
+        assert found is not None
+        return found
+    finally:
+        temporary.unlink(missing_ok=True)
+    return pointer
 
 
 def open_run_store(
@@ -24,16 +140,25 @@ def open_run_store(
     """The run's store, opened to write with `meta` (made if `create`, refusing another configuration
     unless `accept` names the field: rule 5) or to read without one (`continuation=False`: no key
     needed, no state rebuilt). `numbered_after`: a store made anew numbers its checkpoints on (rule 10)."""
-    return SQLiteCheckpointStore(
-        run_dir / CHECKPOINT_FILE,
-        meta,
-        accept=accept,
-        create=create,
-        numbered_after=numbered_after,
-        continuation=continuation,
+    place = _run_store_place(run_dir, may_create=create and meta is not None)
+    if place is None:
+        return SQLiteCheckpointStore(
+            run_dir / CHECKPOINT_FILE,
+            meta,
+            accept=accept,
+            create=create,
+            numbered_after=numbered_after,
+            continuation=continuation,
+        )
+    url, run = place
+    return postgres.PostgresCheckpointStore(
+        url, run, meta, accept=accept, create=create, numbered_after=numbered_after, continuation=continuation
     )
 
 
-def set_aside_run_store(run_dir: Path) -> Path:
-    """Rule 10: the run's damaged store moved aside under its writer's lock; where it went."""
-    return set_aside(run_dir / CHECKPOINT_FILE)
+def set_aside_run_store(run_dir: Path) -> str:
+    """Rule 10: the run's damaged store moved aside under its writer's lock; the name it has now."""
+    place = _run_store_place(run_dir, may_create=False)
+    if place is None:
+        return set_aside_file(run_dir / CHECKPOINT_FILE).name
+    return postgres.set_aside(*place)

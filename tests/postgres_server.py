@@ -1,0 +1,88 @@
+"""A throwaway PostgreSQL server for the tests and benches of the PostgreSQL checkpoint store: Debian's
+`postgresql` package's initdb into a temporary folder, run as an unprivileged user (initdb refuses
+root: as root the cluster belongs to the package's `postgres` user), listening on a loopback port with
+password authentication, stopped and deleted at the end. `.ci/run` installs the package; without it
+(or psycopg) the tests skip, saying so."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+USER = "turnstate"
+PASSWORD = "throwaway-password-7c1e"
+
+
+def _bin_folder() -> Path | None:
+    for candidate in sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True):
+        if (candidate / "initdb").exists():
+            return candidate
+    found = shutil.which("initdb")
+    return Path(found).resolve().parent if found else None
+
+
+def unavailable() -> str | None:
+    """Why no server can start here, or None."""
+    if importlib.util.find_spec("psycopg") is None:
+        return "psycopg is not installed (pip install -e '.[postgres]' in turnstate's checkout)"
+    if _bin_folder() is None:
+        return "PostgreSQL is not installed (Debian: apt-get install postgresql); .ci/run installs it"
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError:
+            return "running as root, and there is no `postgres` user to run the server as"
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextlib.contextmanager
+def throwaway_server(fsync: bool = False) -> Iterator[str]:
+    """A running server for the block; its URL (database `postgres`, user USER with PASSWORD). Without
+    `fsync` (the tests) the server never waits for its disk; a bench measures with it."""
+    problem = unavailable()
+    if problem is not None:
+        raise RuntimeError(problem)
+    binaries = _bin_folder()
+    assert binaries is not None
+    folder = Path(tempfile.mkdtemp(prefix="turnstate-postgres-"))
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        account = pwd.getpwnam("postgres")
+        os.chown(folder, account.pw_uid, account.pw_gid)
+        as_user = ["runuser", "-u", "postgres", "--"]
+    data, password_file, port = folder / "data", folder / "password", _free_port()
+    password_file.write_text(PASSWORD)
+    if as_user:
+        os.chown(password_file, account.pw_uid, account.pw_gid)
+
+    def run(*command: str) -> None:
+        subprocess.run([*as_user, *command], check=True, capture_output=True, cwd=folder)
+
+    try:
+        run(
+            str(binaries / "initdb"), "-D", str(data), "-U", USER, f"--pwfile={password_file}",
+            "--auth=scram-sha-256", "--encoding=UTF8", "--locale=C.UTF-8", "--no-sync",
+        )  # fmt: skip
+        options = f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={folder}"
+        options += "" if fsync else " -c fsync=off -c synchronous_commit=off"
+        run(str(binaries / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(folder / "log"), "-w", "start")
+        try:
+            yield f"postgresql://{USER}:{PASSWORD}@127.0.0.1:{port}/postgres"
+        finally:
+            run(str(binaries / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
