@@ -39,8 +39,8 @@ def postgres_url() -> Iterator[str]:
     problem = unavailable()
     if problem is not None:
         pytest.skip(f"no PostgreSQL server: {problem}")
-    with throwaway_server() as url:
-        yield url
+    with throwaway_server() as server:
+        yield server.url
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -14,7 +14,8 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 USER = "turnstate"
@@ -49,10 +50,25 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+@dataclass
+class ThrowawayServer:
+    """A running server: its URL (database `postgres`, user USER with PASSWORD), and `stop` / `start`
+    for a test of a database that goes away mid-run."""
+
+    url: str
+    _control: Callable[[str], None]
+
+    def stop(self) -> None:
+        self._control("stop")
+
+    def start(self) -> None:
+        self._control("start")
+
+
 @contextlib.contextmanager
-def throwaway_server(fsync: bool = False) -> Iterator[str]:
-    """A running server for the block; its URL (database `postgres`, user USER with PASSWORD). Without
-    `fsync` (the tests) the server never waits for its disk; a bench measures with it."""
+def throwaway_server(fsync: bool = False) -> Iterator[ThrowawayServer]:
+    """A server for the block, deleted after it. Without `fsync` (the tests) the server never waits for
+    its disk; a bench measures with it."""
     problem = unavailable()
     if problem is not None:
         raise RuntimeError(problem)
@@ -72,17 +88,28 @@ def throwaway_server(fsync: bool = False) -> Iterator[str]:
     def run(*command: str) -> None:
         subprocess.run([*as_user, *command], check=True, capture_output=True, cwd=folder)
 
+    options = f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={folder}"
+    options += "" if fsync else " -c fsync=off"  # commits still reach the OS: a server's kill loses none
+
+    def control(verb: str) -> None:
+        pg_ctl = [str(binaries / "pg_ctl"), "-D", str(data), "-w"]
+        if verb == "start":
+            run(*pg_ctl, "-o", options, "-l", str(folder / "log"), "start")
+        else:
+            run(*pg_ctl, "-m", "immediate", "stop")
+
     try:
         run(
             str(binaries / "initdb"), "-D", str(data), "-U", USER, f"--pwfile={password_file}",
             "--auth=scram-sha-256", "--encoding=UTF8", "--locale=C.UTF-8", "--no-sync",
         )  # fmt: skip
-        options = f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={folder}"
-        options += "" if fsync else " -c fsync=off -c synchronous_commit=off"
-        run(str(binaries / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(folder / "log"), "-w", "start")
+        control("start")
         try:
-            yield f"postgresql://{USER}:{PASSWORD}@127.0.0.1:{port}/postgres"
+            yield ThrowawayServer(f"postgresql://{USER}:{PASSWORD}@127.0.0.1:{port}/postgres", control)
         finally:
-            run(str(binaries / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop")
+            try:
+                control("stop")
+            except subprocess.CalledProcessError:
+                pass  # a test stopped it already
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -7,7 +7,10 @@ Rules (beside the package's, which hold here as for SQLite):
    race; `turnstate_schema` holds their version (SCHEMA_VERSION). A database of a newer schema is
    refused, naming both versions; an older one is migrated by a writer's open (package rule 13).
 2. A commit is one transaction at REPEATABLE READ, as every read is, so a reader sees a checkpoint
-   whole while a writer goes on. Records are bytea, the sealed continuation as it is sealed.
+   whole while a writer goes on, with synchronous_commit on whatever the server's default: a commit
+   has reached the server's WAL on disk when `commit` returns (a server set to synchronous_commit=off
+   loses the last commits when it stops at once, which the tests showed). Records are bytea, the
+   sealed continuation as it is sealed.
 3. One writer per run, across hosts: a writer holds a session-level advisory lock on its run's key for
    as long as its connection lives (the server lets it go when the connection ends: a killed worker
    frees its run at once) and takes the run's lease: a row whose fencing token goes up by one at every
@@ -107,6 +110,7 @@ def connected(url: str) -> psycopg.Connection[Any]:
         raise CheckpointError(f"{shown(url)}: cannot connect to the checkpoint database: {_reason(error)}") from None
     try:
         connection.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        connection.execute("SET synchronous_commit = on")  # rule 2: whatever the server's default says
         _check_schema(connection, url)
     except BaseException:
         connection.close()

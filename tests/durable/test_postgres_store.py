@@ -1,0 +1,245 @@
+"""What only the PostgreSQL store has (turnstate/durable/checkpoints/postgres.py and stores.py), on a
+real throwaway server: the lease and its fencing token across writers, a connection lost mid-run and
+taken again, a database that is down, refuses the password, or is of a newer schema, and the rules
+that say which store a run folder's checkpoints are in. What every store does is in
+test_store_conformance.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.harness.test_checkpoints import META, checkpoint, empty_state, grown
+from tests.harness.test_resume import invoke, journaled, long_default_profile
+from turnstate.adapters.contract import Usage
+from turnstate.durable.checkpoints import KEY_VARIABLE, OPT_OUT, CheckpointError, open_run_store, postgres
+from turnstate.durable.checkpoints.postgres import PostgresCheckpointStore
+from turnstate.durable.checkpoints.stores import STORE_VARIABLE
+from turnstate.durable.layout import CHECKPOINT_FILE, CHECKPOINT_POINTER
+from turnstate.session.profile import load_profile
+from turnstate.session.runner import Runner
+
+psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (pip install -e '.[postgres]')")
+
+
+@pytest.fixture(autouse=True)
+def no_key(monkeypatch):
+    monkeypatch.setenv(KEY_VARIABLE, OPT_OUT)
+
+
+@pytest.fixture
+def run_dir(tmp_path) -> Path:
+    folder = tmp_path / "run"
+    folder.mkdir(mode=0o700)
+    return folder
+
+
+def terminate(url: str, store: PostgresCheckpointStore) -> None:
+    """End `store`'s connection from the server's side, as a restart or a network's cut does."""
+    assert store._connection is not None
+    pid = store._connection.info.backend_pid
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+
+def checkpoints_of(url: str, run: str) -> list[int]:
+    with psycopg.connect(url, autocommit=True) as database:
+        rows = database.execute("SELECT seq FROM turnstate_checkpoints WHERE run = %s ORDER BY seq", (run,))
+        return [seq for (seq,) in rows]
+
+
+def test_a_second_writer_is_refused_naming_the_holder(postgres_url):
+    first = PostgresCheckpointStore(postgres_url, "held-run", META)
+    try:
+        with pytest.raises(CheckpointError, match=rf"open to write \(held by \S+ pid {os.getpid()}\)"):
+            PostgresCheckpointStore(postgres_url, "held-run", META)
+    finally:
+        first.close()
+    PostgresCheckpointStore(postgres_url, "held-run", META).close()  # the lock went with the connection
+
+
+def test_a_lost_connection_is_taken_again_and_its_commit_written_once(postgres_url):
+    state = grown(empty_state(), 1)
+    with PostgresCheckpointStore(postgres_url, "cut-run", META) as store:
+        store.commit(checkpoint(state, 1))
+        terminate(postgres_url, store)
+        state = grown(state, 2)
+        assert store.commit(checkpoint(state, 2)) == 2
+        assert store.latest().state == state
+    assert checkpoints_of(postgres_url, "cut-run") == [1, 2]
+
+
+def test_a_writer_whose_run_another_took_meanwhile_can_never_commit_again(postgres_url):
+    """The fencing token: A's connection is cut, B resumes the run and commits, and A, reconnected,
+    finds its token gone and is refused, naming B; the checkpoints are B's."""
+    stale = PostgresCheckpointStore(postgres_url, "fenced-run", META)
+    stale.commit(checkpoint(grown(empty_state(), 1), 1))
+    terminate(postgres_url, stale)
+    with PostgresCheckpointStore(postgres_url, "fenced-run", META) as taker:
+        taker.latest()
+        taker.commit(checkpoint(grown(empty_state(), 2), 2))
+    with pytest.raises(CheckpointError, match="lost the run's lease .*another process resumed the run"):
+        stale.commit(checkpoint(grown(empty_state(), 2), 2))
+    stale.close()
+    assert checkpoints_of(postgres_url, "fenced-run") == [1, 2]
+
+
+def test_a_database_that_stays_away_fails_the_commit_with_nothing_written(postgres_url, monkeypatch):
+    monkeypatch.setattr(postgres, "RECONNECT_SECONDS", 0.5)
+    with PostgresCheckpointStore(postgres_url, "gone-run", META) as store:
+        store.commit(checkpoint(grown(empty_state(), 1), 1))
+        terminate(postgres_url, store)
+        store.url = postgres_url.replace(str(urlsplit(postgres_url).port), "1")  # nobody listens there
+        with pytest.raises(CheckpointError, match=r"checkpoint 2 was not written.*did not come back within 0 s"):
+            store.commit(checkpoint(grown(empty_state(), 2), 2))
+    assert checkpoints_of(postgres_url, "gone-run") == [1]
+
+
+def test_a_wrong_password_or_a_server_that_is_down_is_named_without_the_password(postgres_url):
+    wrong = postgres_url.replace(":throwaway-password-7c1e@", ":not-the-password@")
+    with pytest.raises(CheckpointError, match="cannot connect to the checkpoint database") as refused:
+        PostgresCheckpointStore(wrong, "any", META)
+    assert "not-the-password" not in str(refused.value) and "password authentication failed" in str(refused.value)
+    down = postgres_url.replace(str(urlsplit(postgres_url).port), "1")
+    with pytest.raises(CheckpointError, match="cannot connect") as refused:
+        PostgresCheckpointStore(down, "any", META)
+    assert "throwaway-password" not in str(refused.value)
+
+
+def test_a_database_of_a_newer_schema_is_refused_naming_both(postgres_url):
+    PostgresCheckpointStore(postgres_url, "schema-run", META).close()
+    with psycopg.connect(postgres_url, autocommit=True) as database:
+        database.execute("UPDATE turnstate_schema SET version = 99")
+    try:
+        with pytest.raises(CheckpointError, match="has schema 99, and this turnstate reads schema 1; fix:"):
+            PostgresCheckpointStore(postgres_url, "schema-run", META)
+    finally:
+        with psycopg.connect(postgres_url, autocommit=True) as database:
+            database.execute("UPDATE turnstate_schema SET version = 1")
+
+
+# -- which store a run's checkpoints are in (stores.py) -------------------------------------------
+
+
+def test_a_new_run_keeps_its_checkpoints_where_the_setting_says_and_its_folder_points_there(
+    postgres_url, run_dir, monkeypatch
+):
+    monkeypatch.setenv(STORE_VARIABLE, postgres_url)
+    with open_run_store(run_dir, META) as store:
+        store.commit(checkpoint(grown(empty_state(), 1), 1))
+    pointer = json.loads((run_dir / CHECKPOINT_POINTER).read_text())
+    assert pointer["url"] == postgres_url.replace(":throwaway-password-7c1e", "")  # never the password
+    assert pointer["run"].startswith("run-") and not (run_dir / CHECKPOINT_FILE).exists()
+    assert checkpoints_of(postgres_url, pointer["run"]) == [1]
+    monkeypatch.delenv(STORE_VARIABLE)
+    monkeypatch.setenv("PGPASSWORD", "throwaway-password-7c1e")  # the pointer's URL has none: libpq's own
+    with open_run_store(run_dir) as reader:  # the folder says where, whatever the setting of the day
+        assert reader.latest().sequence == 1
+
+
+def test_a_setting_that_names_another_place_than_the_runs_own_is_refused_naming_both(
+    postgres_url, run_dir, tmp_path, monkeypatch
+):
+    monkeypatch.setenv(STORE_VARIABLE, postgres_url)
+    open_run_store(run_dir, META).close()
+    other = postgres_url.rsplit("/", 1)[0] + "/another_database"
+    monkeypatch.setenv(STORE_VARIABLE, other)
+    with pytest.raises(CheckpointError, match="this run's checkpoints are in postgresql://.*/postgres, and"):
+        open_run_store(run_dir, META)
+    kept_in_sqlite = tmp_path / "sqlite-run"
+    kept_in_sqlite.mkdir(mode=0o700)
+    monkeypatch.delenv(STORE_VARIABLE)
+    open_run_store(kept_in_sqlite, META).close()
+    monkeypatch.setenv(STORE_VARIABLE, postgres_url)
+    with pytest.raises(CheckpointError, match=f"checkpoints are in {kept_in_sqlite / CHECKPOINT_FILE}, and"):
+        open_run_store(kept_in_sqlite, META)
+    monkeypatch.setenv(STORE_VARIABLE, "mysql://somewhere/db")
+    with pytest.raises(CheckpointError, match="must be `sqlite` or a postgresql://"):
+        open_run_store(tmp_path, META)
+
+
+# -- a run on PostgreSQL, end to end ---------------------------------------------------------------
+
+
+def test_a_run_on_postgresql_sigkilled_and_resumed_restores_its_sealed_continuation_and_ends_as_uninterrupted(
+    postgres_url, tmp_path, monkeypatch
+):
+    monkeypatch.setenv(KEY_VARIABLE, "a key of the postgres tests, long enough")
+    monkeypatch.setenv(STORE_VARIABLE, postgres_url)
+    profile = long_default_profile(tmp_path, levels=6)
+    baseline = Runner(load_profile(profile), tmp_path / "baseline").run()
+    assert baseline.outcome == "win", baseline.failure
+    runs = tmp_path / "runs"
+    command = [sys.executable, "-m", "turnstate.cli", "run", str(profile), "--out", str(runs)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while process.poll() is None and len(list(runs.glob("*/step_*.json"))) < baseline.accepted_actions // 2:
+            time.sleep(0.005)
+        process.send_signal(signal.SIGKILL)
+    finally:
+        process.wait()
+    (run_dir,) = runs.iterdir()
+    assert not (run_dir / CHECKPOINT_FILE).exists()
+    monkeypatch.delenv(STORE_VARIABLE)  # the run folder says where its checkpoints are
+    monkeypatch.setenv("PGPASSWORD", "throwaway-password-7c1e")
+    resumed = invoke("resume", str(run_dir), "--json")
+    assert resumed.exit_code == 0, resumed.output
+    meta = json.loads(resumed.stdout)
+    (resume,) = meta["resumes"]
+    assert resume["continuation"] == "restored" and resume["checkpoint"] >= 1
+    assert (meta["outcome"], meta["accepted_actions"], meta["levels_won"]) == ("win", baseline.accepted_actions, 6)
+    assert Usage.from_dict(meta["usage"]) == baseline.usage + Usage.from_dict(resume["lost_usage"])
+    assert journaled(run_dir) == journaled(baseline.artifacts)
+    run = json.loads((run_dir / CHECKPOINT_POINTER).read_text())["run"]
+    assert checkpoints_of(postgres_url, run) == list(range(1, meta["accepted_actions"] + 1))
+
+
+def test_a_database_lost_mid_run_fails_the_run_with_its_last_checkpoint_intact_and_a_resume_goes_on(
+    tmp_path, monkeypatch
+):
+    """The server stops mid-run (its own, for this test) and stays away past the reconnect budget:
+    `turnstate run` exits 1 saying why, the checkpoints hold every turn the run recorded, and once the
+    server is back `turnstate resume` ends the game as the uninterrupted run does."""
+    from tests.postgres_server import throwaway_server, unavailable
+
+    if unavailable():
+        pytest.skip(f"no PostgreSQL server: {unavailable()}")
+    monkeypatch.setattr(postgres, "RECONNECT_SECONDS", 1.0)
+    profile = long_default_profile(tmp_path, levels=4)
+    baseline = Runner(load_profile(profile), tmp_path / "baseline").run()
+    with throwaway_server() as server:
+        monkeypatch.setenv(STORE_VARIABLE, server.url)
+        runs = tmp_path / "runs"
+
+        def stop_mid_run() -> None:
+            while len(list(runs.glob("*/step_*.json"))) < baseline.accepted_actions // 2:
+                time.sleep(0.002)
+            server.stop()
+
+        stopper = threading.Thread(target=stop_mid_run, daemon=True)
+        stopper.start()
+        failed = invoke("run", str(profile), "--out", str(runs))
+        stopper.join()
+        assert failed.exit_code == 1, failed.output
+        assert "was not written" in failed.output and "did not come back within 1 s" in failed.output
+        assert "Traceback" not in failed.output and "throwaway-password" not in failed.output
+        server.start()
+        (run_dir,) = runs.iterdir()
+        recorded = len(list(run_dir.glob("step_*.json")))
+        run = json.loads((run_dir / CHECKPOINT_POINTER).read_text())["run"]
+        # Every turn the run recorded is kept but the one whose commit failed (its step record was on its way):
+        assert checkpoints_of(server.url, run) in (list(range(1, recorded)), list(range(1, recorded + 1)))
+        resumed = invoke("resume", str(run_dir), "--json")
+        assert resumed.exit_code == 0, resumed.output
+        meta = json.loads(resumed.stdout)
+        assert (meta["outcome"], meta["accepted_actions"]) == ("win", baseline.accepted_actions)
+        assert journaled(run_dir) == journaled(baseline.artifacts)
