@@ -243,3 +243,43 @@ def test_a_database_lost_mid_run_fails_the_run_with_its_last_checkpoint_intact_a
         meta = json.loads(resumed.stdout)
         assert (meta["outcome"], meta["accepted_actions"]) == ("win", baseline.accepted_actions)
         assert journaled(run_dir) == journaled(baseline.artifacts)
+
+
+def test_first_opens_of_a_new_database_at_once_make_its_schema_once(postgres_url):
+    """Eight stores open a database no store has opened: one makes the tables, the others wait for it
+    and see them (each waiter's snapshot is taken after the schema's lock, not before)."""
+    import concurrent.futures
+
+    fresh = postgres_url.rsplit("/", 1)[0] + "/fresh_database"
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute("DROP DATABASE IF EXISTS fresh_database")
+        admin.execute("CREATE DATABASE fresh_database")
+
+    def opened(number: int) -> int:
+        with PostgresCheckpointStore(fresh, f"run-{number}", META) as store:
+            return store.commit(checkpoint(grown(empty_state(), 1), 1))
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        assert list(pool.map(opened, range(8))) == [1] * 8
+    with psycopg.connect(fresh, autocommit=True) as database:
+        assert database.execute("SELECT version FROM turnstate_schema").fetchall() == [(1,)]
+
+
+def test_checkpoints_option_and_a_sweeps_checkpoints_say_where_and_refuse_what_is_neither(
+    postgres_url, tmp_path, monkeypatch
+):
+    monkeypatch.delenv(STORE_VARIABLE, raising=False)
+    refused = invoke("run", "--checkpoints", "mysql://db", "--out", str(tmp_path))
+    assert refused.exit_code == 2 and "--checkpoints must be `sqlite` or a postgresql://" in refused.output
+    assert "Traceback" not in refused.output
+    ran = invoke("run", "--checkpoints", postgres_url, "--out", str(tmp_path / "runs"), "--json")
+    assert ran.exit_code == 0, ran.output
+    run_dir = Path(json.loads(ran.stdout)["run_folder"])
+    run = json.loads((run_dir / CHECKPOINT_POINTER).read_text())["run"]
+    assert checkpoints_of(postgres_url, run)[-1] == json.loads(ran.stdout)["turns"]
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text("id: s\nprofiles: [local-manual-rolling]\ncheckpoints: sqlite3:///x\n")
+    refused = invoke("sweep", str(sweep), "--out", str(tmp_path / "sweep"))
+    assert refused.exit_code == 1 and f"{sweep}: checkpoints: it must be `sqlite` or a postgresql://" in refused.output
+    refused = invoke("sweep", str(sweep), "--checkpoints", "nonsense", "--out", str(tmp_path / "sweep"))
+    assert refused.exit_code == 1 and "--checkpoints: it must be `sqlite`" in refused.output

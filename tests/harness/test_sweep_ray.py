@@ -102,9 +102,54 @@ def test_a_run_whose_worker_is_killed_mid_way_is_retried_and_resumes_without_per
     assert rows[target.key]["run_id"] == run_dir.name  # the same run, gone on
     keys = [json.loads(line)["key"] for line in (run_dir / "side_effects.jsonl").read_text().splitlines()]
     assert len(keys) == len(set(keys)) == rows[target.key]["turns"]
-    assert all(row["outcome"] == "win" for row in rows.values())
+    assert all(row["outcome"] == "win" for row in rows.values()), [
+        (row["outcome"], row.get("error")) for row in rows.values()
+    ]
     printed = capsys.readouterr()
     assert "worker died" not in printed.out + printed.err  # the raylet's message is not printed
+
+
+def test_a_sweep_on_postgresql_resumes_a_killed_workers_run_on_another_worker_from_the_database(
+    tmp_path, cluster, postgres_url
+):
+    """The sweep's `checkpoints:` names the database; the worker holding the target's lease (its holder
+    names the pid) is SIGKILLed; Ray retries the task on another worker, which takes the lease and
+    resumes from the database, performing no action twice."""
+    import psycopg
+
+    text = TWO_LONG_RUNS + f"checkpoints: {postgres_url}\n"
+    plan = load_sweep(sweep_file(tmp_path, text=text))
+    out, target = tmp_path / "out", plan.runs[0]
+    done: list[list[dict[str, object]]] = []
+    driver = threading.Thread(target=lambda: done.append(run_sweep(plan, out, RayEngine(cluster))))
+    driver.start()
+    _wait_for(lambda: list(out.glob(f"runs/{target.key}/*/step_000002.json")), "the target's step 2")
+    run_dir = run_folder(out / "runs", target.key)
+    assert run_dir is not None and not (run_dir / "checkpoints.sqlite3").exists()
+    run = json.loads((run_dir / "checkpoints.json").read_text())["run"]
+
+    def lease() -> tuple[int, int]:
+        with psycopg.connect(postgres_url, autocommit=True) as database:
+            row = database.execute("SELECT token, holder FROM turnstate_leases WHERE run = %s", (run,)).fetchone()
+        assert row is not None
+        return int(row[0]), int(row[1].rsplit(" pid ", 1)[1])
+
+    token, worker = lease()
+    assert worker != os.getpid()
+    os.kill(worker, signal.SIGKILL)
+    driver.join(timeout=120)
+    rows = {row["key"]: row for row in done[0]}
+    assert rows[target.key]["outcome"] == "win" and rows[target.key]["resumes"] == 1
+    retaken, retrier = lease()
+    assert retaken == token + 1 and retrier != worker  # another worker took the run's lease
+    keys = [json.loads(line)["key"] for line in (run_dir / "side_effects.jsonl").read_text().splitlines()]
+    assert len(keys) == len(set(keys)) == rows[target.key]["turns"]
+    with psycopg.connect(postgres_url, autocommit=True) as database:
+        (count,) = database.execute("SELECT count(*) FROM turnstate_checkpoints WHERE run = %s", (run,)).fetchone()
+    assert count == rows[target.key]["turns"]
+    assert all(row["outcome"] == "win" for row in rows.values()), [
+        (row["outcome"], row.get("error")) for row in rows.values()
+    ]
 
 
 TWO_LONGER_RUNS = TWO_LONG_RUNS.replace("[local-manual-rolling]", "[longer.yaml]").replace("levels: 12", "levels: 60")

@@ -6,6 +6,7 @@ uses inside it: `turnstate --help` and a command's own help load no engine, SDK 
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -26,6 +27,34 @@ def fail(message: str) -> NoReturn:
 
 def json_option(what: str) -> Any:
     return click.option("--json", "as_json", is_flag=True, help=f"print one JSON document for scripts: {what}")
+
+
+def checkpoints_option(help_text: str) -> Any:
+    """`--checkpoints URL`: `sqlite` or a postgresql:// URL (durable/checkpoints/stores.py), set as
+    TURNSTATE_CHECKPOINTS for this process and the runs it starts; a value that is neither is a
+    usage error saying so."""
+
+    def chosen(context: click.Context, parameter: click.Parameter, value: str | None) -> str | None:
+        from turnstate.durable.checkpoints import CheckpointError
+        from turnstate.durable.checkpoints.stores import STORE_VARIABLE, chosen_store
+
+        if value is None:
+            return None
+        try:
+            chosen_store(value)
+        except CheckpointError as error:
+            raise click.BadParameter(str(error).replace(STORE_VARIABLE, "--checkpoints", 1)) from None
+        os.environ[STORE_VARIABLE] = value
+        return value
+
+    return click.option(
+        "--checkpoints",
+        metavar="URL",
+        callback=chosen,
+        expose_value=False,
+        is_eager=True,
+        help=f"{help_text}; sets TURNSTATE_CHECKPOINTS",
+    )
 
 
 def load_or_exit(given: Path) -> Profile:

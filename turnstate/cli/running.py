@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from turnstate.adapters.tokens import MIN_CONTEXT_TOKENS
-from turnstate.cli.common import EXIT_INTERRUPTED, fail, json_option, load_or_exit
+from turnstate.cli.common import EXIT_INTERRUPTED, checkpoints_option, fail, json_option, load_or_exit
 from turnstate.durable.layout import EVENTS, RUN_META, RUNS_ROOT, SWEEPS_ROOT
 
 if TYPE_CHECKING:
@@ -39,6 +39,9 @@ MIN_PORT, MAX_PORT = 0, 65535
     type=click.Path(file_okay=False, path_type=Path),
     show_default=True,
     help="where runs/<run-id>/ is written",
+)
+@checkpoints_option(
+    "where the run keeps its checkpoints: `sqlite` (in its folder, the default) or a postgresql://user@host:port/database URL"
 )
 @json_option(f"{RUN_META} as the run wrote it, with the run folder, instead of the progress bar and table")
 def run(profile: Path | None, out_dir: Path, as_json: bool) -> None:
@@ -78,6 +81,10 @@ def run(profile: Path | None, out_dir: Path, as_json: bool) -> None:
     is_flag=True,
     help="when the checkpoint store was damaged, go on from the run's records instead: the accepted state "
     f"rebuilt from {EVENTS}, without the provider's opaque state (the damaged store is set aside)",
+)
+@checkpoints_option(
+    "the database the run's checkpoints are in, when its folder points at PostgreSQL (its URL with the password); "
+    "another place is refused"
 )
 @json_option(f"{RUN_META} as the run wrote it, with the run folder, instead of the progress bar and table")
 def resume(run_dir: Path, profile: Path | None, from_records: bool, as_json: bool) -> None:
@@ -296,7 +303,15 @@ def _summary(result: RunResult) -> Table:
     metavar="ADDRESS",
     help="run each run as a Ray task on the cluster at ADDRESS (HOST:PORT, auto); 'local' starts one here",
 )
-def sweep(sweep_file: Path, sweep_dir: Path | None, in_flight: int | None, ray_address: str | None) -> None:
+@click.option(
+    "--checkpoints",
+    metavar="URL",
+    help="where the sweep's new runs keep their checkpoints: `sqlite` (in each run's folder) or a "
+    "postgresql://user@host:port/database URL; overrides the sweep's `checkpoints:`",
+)
+def sweep(
+    sweep_file: Path, sweep_dir: Path | None, in_flight: int | None, ray_address: str | None, checkpoints: str | None
+) -> None:
     """Run SWEEP_FILE's profiles x environments x seeds x repetitions, each an ordinary run with its own
     folder and checkpoints, and write results.csv, results.jsonl, summary.json and report.html. Run it
     again on the same folder to go on: ended runs are skipped, unfinished ones resume."""
@@ -306,7 +321,7 @@ def sweep(sweep_file: Path, sweep_dir: Path | None, in_flight: int | None, ray_a
     from turnstate.sweeps.plan import SweepError, load_sweep
 
     try:
-        plan = load_sweep(sweep_file)
+        plan = load_sweep(sweep_file, checkpoints)
     except SweepError as error:
         fail(str(error))
     folder = sweep_dir or SWEEPS_ROOT / plan.sweep.id

@@ -35,6 +35,7 @@ install), or Ray tasks on an existing cluster (`engine: ray` or `--ray ADDRESS`)
 from __future__ import annotations
 
 import csv
+import dataclasses
 import functools
 import io
 import json
@@ -47,6 +48,8 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
+from turnstate.durable.checkpoints import CheckpointError
+from turnstate.durable.checkpoints.stores import STORE_VARIABLE, chosen_store
 from turnstate.durable.layout import ID_PATTERN, RESULTS, RESULTS_TABLE, RUN_META, SUMMARY, SWEEP_RECORD, SWEEPS_ROOT
 from turnstate.durable.resume import run_meta
 from turnstate.environments import make_environment
@@ -154,6 +157,12 @@ class Sweep(Section):
         description="with `engine: ray`: `local` starts a Ray here with as many CPUs as runs in flight, `auto` joins "
         "the cluster this machine is a node of, `HOST:PORT` names its head; absent: `auto`. `--ray` overrides it",
     )
+    checkpoints: str | None = Field(
+        default=None,
+        description="where the sweep's new runs keep their checkpoints: `sqlite` (in each run's folder) or a "
+        "`postgresql://user@host:port/database` URL, which every host of a cluster reaches; absent: "
+        "TURNSTATE_CHECKPOINTS where the sweep starts. `--checkpoints` overrides it",
+    )
     compare: tuple[Comparison, ...] = Field(
         default=(),
         strict=False,
@@ -178,6 +187,7 @@ class PlannedRun:
     game: str
     seed: int
     repetition: int
+    checkpoints: str | None = None  # the sweep's TURNSTATE_CHECKPOINTS, carried to the host that plays it
 
 
 @dataclass(frozen=True)
@@ -192,12 +202,22 @@ class Plan:
         return sorted({str(planned.profile["runtime"]["adapter_id"]) for planned in self.runs})
 
 
-def load_sweep(path: Path) -> Plan:
-    """The sweep file, validated, and its runs planned; a SweepError (ProfileError's lines) if not."""
+def load_sweep(path: Path, checkpoints: str | None = None) -> Plan:
+    """The sweep file, validated, and its runs planned; a SweepError (ProfileError's lines) if not.
+    `checkpoints` (`--checkpoints`) overrides the sweep's `checkpoints:`, which overrides
+    TURNSTATE_CHECKPOINTS here; each planned run carries the choice to whichever host plays it."""
     try:
         sweep = load_settings(path, Sweep)
     except ProfileError as error:
         raise SweepError(str(error)) from None
+    store = checkpoints if checkpoints is not None else sweep.checkpoints
+    try:
+        chosen_store(store)
+    except CheckpointError as error:
+        given = "--checkpoints" if checkpoints is not None else f"{path}: checkpoints"
+        raise SweepError(f"{given}: {error}".replace(f"{STORE_VARIABLE} must", "it must", 1)) from None
+    if store is None:
+        store = os.environ.get(STORE_VARIABLE) or None
     profiles: list[Profile] = []
     for index, given in enumerate(sweep.profiles):
         beside = path.parent / given
@@ -219,7 +239,7 @@ def load_sweep(path: Path) -> Plan:
                     f"{path}: compare.{index}.{side}: {getattr(comparison, side)!r} is not a profile of this sweep; "
                     f"fix: use one of {', '.join(ids)}"
                 )
-    runs = tuple(_planned(path, sweep, profiles))
+    runs = tuple(dataclasses.replace(planned, checkpoints=store) for planned in _planned(path, sweep, profiles))
     comparisons = tuple((item.a, item.b) for item in sweep.compare) or compaction_pairs(profiles)
     return Plan(sweep, path, runs, comparisons)
 
@@ -318,6 +338,8 @@ def play(planned: PlannedRun, runs_root: Path) -> None:
     existing = run_folder(runs_root, planned.key)
     if is_ended(existing):
         return
+    if planned.checkpoints is not None:
+        os.environ[STORE_VARIABLE] = planned.checkpoints
     _freeze_once()
     holder = runs_root / planned.key
     if holder.is_dir():  # this process is the planned run's one player: a folder a kill left is no opening in progress

@@ -109,9 +109,9 @@ def connected(url: str) -> psycopg.Connection[Any]:
     except psycopg.Error as error:
         raise CheckpointError(f"{shown(url)}: cannot connect to the checkpoint database: {_reason(error)}") from None
     try:
-        connection.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         connection.execute("SET synchronous_commit = on")  # rule 2: whatever the server's default says
-        _check_schema(connection, url)
+        _check_schema(connection, url)  # at READ COMMITTED: it must see what a first open made while it waited
+        connection.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
     except BaseException:
         connection.close()
         raise
