@@ -43,6 +43,18 @@ def postgres_url() -> Iterator[str]:
         yield server.url
 
 
+@pytest.fixture(autouse=True)
+def checkpoints_setting_kept() -> Iterator[None]:
+    """TURNSTATE_CHECKPOINTS as it was before the test: `--checkpoints` in an in-process command, and a
+    sweep's run played here, set it for the process, which would move later tests' runs to a database."""
+    before = os.environ.get("TURNSTATE_CHECKPOINTS")
+    yield
+    if before is None:
+        os.environ.pop("TURNSTATE_CHECKPOINTS", None)
+    else:
+        os.environ["TURNSTATE_CHECKPOINTS"] = before
+
+
 @pytest.fixture(autouse=True, scope="session")
 def local_provider_services(tmp_path_factory: pytest.TempPathFactory) -> None:
     """The embedded provider's services (turnstate/session/endpoint.py local_service_dir) in the session's

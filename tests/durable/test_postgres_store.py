@@ -268,7 +268,7 @@ def test_first_opens_of_a_new_database_at_once_make_its_schema_once(postgres_url
 def test_checkpoints_option_and_a_sweeps_checkpoints_say_where_and_refuse_what_is_neither(
     postgres_url, tmp_path, monkeypatch
 ):
-    monkeypatch.delenv(STORE_VARIABLE, raising=False)
+    monkeypatch.setenv(STORE_VARIABLE, "sqlite")  # restored after the test: --checkpoints sets it in this process
     refused = invoke("run", "--checkpoints", "mysql://db", "--out", str(tmp_path))
     assert refused.exit_code == 2 and "--checkpoints must be `sqlite` or a postgresql://" in refused.output
     assert "Traceback" not in refused.output

@@ -72,8 +72,12 @@ class Resumed:
     dropped_turns: int  # the oldest turns a rebuilt state left out to fit the context budget
     from_summary: int | None  # the run's harness summary a rebuilt state starts from (its compaction_NNN)
     cut_events: int  # events.jsonl lines after the checkpoint, of the turn the kill interrupted
-    lost_calls: int  # provider calls of that turn (calls.jsonl): paid for, so counted, but played again
+    # Provider calls of that turn (calls.jsonl): paid for, so counted, but played again; each lost call
+    # is listed by the first resume that finds it, so the resumes' lost calls add up (a resume killed
+    # before its first checkpoint leaves the next one the same calls after the same checkpoint).
+    lost_calls: int
     lost_usage: dict[str, Any]
+    calls_through: int  # the calls the journal held at this resume: what the next one has listed already
     # Steps the checkpoints hold whose step_NNNNNN.json the kill took while it was being written (the
     # records are written beside the run, not before its checkpoint): their facts are in the
     # checkpoint store and events.jsonl, their readable records are lost.
@@ -205,6 +209,8 @@ class DurableRun:
             strategy, settings, transcript, restored, cursor, switched, reply
         )
         step = counts.step if counts is not None else 0
+        counted = cursor.provider_calls if cursor is not None else 0
+        listed = max(0, int(earlier[-1].get("calls_through", 0)) - counted) if earlier else 0
         resumed = Resumed(
             checkpoint=restored.sequence if restored else 0,
             step=step,
@@ -213,8 +219,9 @@ class DurableRun:
             dropped_turns=dropped_turns,
             from_summary=from_summary,
             cut_events=cut,
-            lost_calls=len(lost),
-            lost_usage=sum(lost, Usage()).to_dict(),
+            lost_calls=len(lost[listed:]),
+            lost_usage=sum(lost[listed:], Usage()).to_dict(),
+            calls_through=counted + len(lost),
             lost_records=_missing_records(self.run_dir, step),
             torn_lines=torn,
             switched=None if switched is None else _switch_record(switched, self.store.meta),

@@ -338,8 +338,10 @@ def play(planned: PlannedRun, runs_root: Path) -> None:
     existing = run_folder(runs_root, planned.key)
     if is_ended(existing):
         return
-    if planned.checkpoints is not None:
+    if planned.checkpoints is not None:  # the sweep's choice, whatever this host's (a Ray worker plays many runs)
         os.environ[STORE_VARIABLE] = planned.checkpoints
+    else:
+        os.environ.pop(STORE_VARIABLE, None)
     _freeze_once()
     holder = runs_root / planned.key
     if holder.is_dir():  # this process is the planned run's one player: a folder a kill left is no opening in progress
