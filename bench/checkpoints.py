@@ -33,6 +33,7 @@ import sqlite3
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -114,17 +115,14 @@ class Measured:
         self.figures.snapshots, self.figures.deltas = counts.get(1, 0), counts.get(0, 0)
 
 
-def play(
-    profile_path: str, turns: int, regime: str, full: bool, folder: Path, provider_process: bool = True
-) -> tuple[dict[str, Any], list[Measured]]:
+def played_checkpoints(
+    profile_path: str, turns: int, regime: str, provider_process: bool = True
+) -> Iterator[tuple[int, Checkpoint] | dict[str, Any]]:
+    """The checkpoints a long game from `profile_path` commits, one per accepted turn, as (step,
+    checkpoint); last, the run's figures."""
     profile = long_profile(load_profile(profile_path), turns, regime)
     window = WIDE_WINDOW if regime == "wide" else (profile.client.local and profile.client.local.context_window)
     game = make_environment(profile.environment.name, profile.environment.seed, profile.environment.options)
-    meta = CheckpointMeta(profile.runtime.adapter_id, "bench", profile.runtime.strategy, "bench")
-    stores = [Measured("plain", folder / "plain", meta, None, "NORMAL")]
-    stores.append(Measured("encrypted", folder / "encrypted", meta, BENCH_KEY, "NORMAL"))
-    if full:
-        stores.append(Measured("plain, synchronous=FULL", folder / "full", meta, None, "FULL"))
     frame = game.reset()
     retries = 0
     started = time.perf_counter()
@@ -136,8 +134,6 @@ def play(
             return adapter_class.connect(Endpoint(base_url, LOCAL_API_KEY, is_local=True), profile.request_settings())
 
         session = stack.enter_context(Session(profile, actions=game.actions, adapter_factory=connect))
-        for measured in stores:
-            stack.callback(measured.store.close)
         while frame.state == "NOT_FINISHED" and session.accepted_actions < turns:
             observation = frame.text
             turn = session.observe(observation)
@@ -148,43 +144,68 @@ def play(
             frame = game.step(turn.action)
             step = session.accepted_actions
             state = session.accepted_state
-            checkpoint = Checkpoint(
-                cursor={
-                    "step": step,
-                    "turn": len(state.turns),
-                    "retries": retries,
-                    "level": frame.level,
-                    "pending": list(state.pending),
-                    "machine_state": "Accepted",
-                    "compaction_cursor": {"items": state.item_count},
-                    "usage": asdict(turn.usage),
-                },
-                state=state,
-                facts=[
-                    {"kind": "action", "step": step, "action": turn.action},
-                    {"kind": "receipt", "step": step, "level": frame.level, "state": str(frame.state)},
-                ],
-                projection=ProjectionMark(3 * step, hashlib.sha256(observation.encode()).digest()),
+            yield (
+                step,
+                Checkpoint(
+                    cursor={
+                        "step": step,
+                        "turn": len(state.turns),
+                        "retries": retries,
+                        "level": frame.level,
+                        "pending": list(state.pending),
+                        "machine_state": "Accepted",
+                        "compaction_cursor": {"items": state.item_count},
+                        "usage": asdict(turn.usage),
+                    },
+                    state=state,
+                    facts=[
+                        {"kind": "action", "step": step, "action": turn.action},
+                        {"kind": "receipt", "step": step, "level": frame.level, "state": str(frame.state)},
+                    ],
+                    projection=ProjectionMark(3 * step, hashlib.sha256(observation.encode()).digest()),
+                ),
             )
+            if frame.state == "GAME_OVER":
+                session.buffer(frame.text)
+                frame = game.step("RESET")
+        final = session.accepted_state
+        yield {
+            "profile": profile.id,
+            "adapter_id": profile.runtime.adapter_id,
+            "strategy": profile.runtime.strategy,
+            "regime": regime,
+            "turns": session.accepted_actions,
+            "outcome": str(frame.state),
+            "state_bytes": len(final.to_json()),
+            "items": final.item_count,
+            "wall_s": time.perf_counter() - started,
+        }
+
+
+def play(
+    profile_path: str, turns: int, regime: str, full: bool, folder: Path, provider_process: bool = True
+) -> tuple[dict[str, Any], list[Measured]]:
+    profile = load_profile(profile_path)
+    meta = CheckpointMeta(profile.runtime.adapter_id, "bench", profile.runtime.strategy, "bench")
+    stores = [Measured("plain", folder / "plain", meta, None, "NORMAL")]
+    stores.append(Measured("encrypted", folder / "encrypted", meta, BENCH_KEY, "NORMAL"))
+    if full:
+        stores.append(Measured("plain, synchronous=FULL", folder / "full", meta, None, "FULL"))
+    run: dict[str, Any] = {}
+    try:
+        for played in played_checkpoints(profile_path, turns, regime, provider_process):
+            if isinstance(played, dict):
+                run = played
+                continue
+            step, checkpoint = played
             for measured in stores if step % 2 else reversed(stores):
                 measured.commit(checkpoint)
             if step in MARKS:
                 for measured in stores:
                     measured.copy_at(step)
-            if frame.state == "GAME_OVER":
-                session.buffer(frame.text)
-                frame = game.step("RESET")
-        played = session.accepted_actions
-        final = session.accepted_state
-    run = {
-        "profile": profile.id,
-        "regime": regime,
-        "turns": played,
-        "outcome": str(frame.state),
-        "state_bytes": len(final.to_json()),
-        "items": final.item_count,
-        "wall_s": time.perf_counter() - started,
-    }
+    finally:
+        for measured in stores:
+            measured.store.close()
     for measured in stores:
         measured.rebuild_times()
     return run, stores

@@ -55,7 +55,8 @@ class ThrowawayServer:
     """A running server: its URL (database `postgres`, user USER with PASSWORD), and `stop` / `start`
     for a test of a database that goes away mid-run."""
 
-    url: str
+    url: str  # over loopback TCP
+    socket_url: str  # over the server's unix socket
     _control: Callable[[str], None]
 
     def stop(self) -> None:
@@ -105,7 +106,11 @@ def throwaway_server(fsync: bool = False) -> Iterator[ThrowawayServer]:
         )  # fmt: skip
         control("start")
         try:
-            yield ThrowawayServer(f"postgresql://{USER}:{PASSWORD}@127.0.0.1:{port}/postgres", control)
+            yield ThrowawayServer(
+                f"postgresql://{USER}:{PASSWORD}@127.0.0.1:{port}/postgres",
+                f"postgresql://{USER}:{PASSWORD}@/postgres?host={folder}&port={port}",
+                control,
+            )
         finally:
             try:
                 control("stop")

@@ -99,3 +99,30 @@ def test_opted_out_of_the_key_the_checkpoints_keep_no_continuation_and_no_opaque
     assert sealed  # the run carried opaque reasoning ...
     stored = (result.artifacts / CHECKPOINT_FILE).read_bytes()
     assert not any(value.encode() in stored for value in sealed)  # ... which the store never holds
+
+
+def test_a_ctrl_c_held_while_the_opening_run_meta_is_written_ends_the_run_interrupted_not_running(
+    tmp_path, monkeypatch
+):
+    """The opening's run_meta.json ("running") is written with Ctrl-C held; one that arrived meanwhile
+    lands as the opening returns, and the run must still record how it ended (a sweep's Ctrl-C on Ray
+    left a run `running` so)."""
+    from turnstate.session.run_meta import RunMeta
+
+    written = RunMeta.write
+
+    def write_and_press_ctrl_c(self, *args, **kwargs):
+        written(self, *args, **kwargs)
+        if kwargs.get("outcome") == "running":
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(RunMeta, "write", write_and_press_ctrl_c)
+    runner = Runner(load_profile(DEFAULT_PROFILE), tmp_path)
+    try:
+        runner.run()
+    except KeyboardInterrupt:
+        pass
+    else:
+        raise AssertionError("the Ctrl-C was lost")
+    (run_dir,) = tmp_path.iterdir()
+    assert orjson.loads((run_dir / "run_meta.json").read_bytes())["outcome"] == "interrupted"

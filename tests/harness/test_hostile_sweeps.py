@@ -61,7 +61,7 @@ HOSTILE = [
     ("a control character", b"id: x\x07\nprofiles: [local-manual-rolling]\n", "(top level)", "character #x0007 is not allowed"),
     ("two documents", ONE + b"---\nid: y\n", "(top level)", "not valid YAML"),
     ("a key given twice", b"id: x\nid: y\nprofiles: [local-manual-rolling]\n", "id", "given twice (line 1 and line 2); fix: keep one of them"),
-    ("an unknown key", ONE + b"colour: red\n", "colour", "unknown key; fix: remove it or correct the spelling (allowed here: budget, compare, engine, environments, id, profiles, ray_address, repetitions)"),
+    ("an unknown key", ONE + b"colour: red\n", "colour", "unknown key; fix: remove it or correct the spelling (allowed here: budget, checkpoints, compare, engine, environments, id, profiles, ray_address, repetitions)"),
     ("a key that is a number", ONE + b"1: a\n", "1", "Keys should be strings"),
     ("no id", b"profiles: [local-manual-rolling]\n", "id", "required key is missing; fix: add it"),
     ("an id that is a number", ONE.replace(b"id: x", b"id: 5"), "id", "Input should be a valid string (got 5)"),

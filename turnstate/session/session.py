@@ -185,6 +185,7 @@ class Session:
         self._out_dir = None if out_dir is None else Path(out_dir)
         self._resume_dir = None if resume is None else Path(resume)
         self._opening = Opening(resume is not None, switch, from_records)  # how the run folder opens
+        self._says_running = False  # run_meta.json says the run is running: its end must say how it ended
         self._on_point = on_point or _nowhere
         self._service: Path | None = None  # the embedded provider's service folder (a local run's)
         self.files = RunFiles()  # the run folder's writer, log and usage journal, once the session opens them
@@ -256,8 +257,12 @@ class Session:
                 self.machine = self.performer.machine = strategy.start(settings, self.adapter.transcript, None, None)
             else:
                 self._open_durable_run(self.run_dir, strategy, settings, torn)
-        except BaseException:
-            self._stack.close()
+        except BaseException as error:
+            try:
+                if self._says_running:  # a Ctrl-C held while run_meta.json was written lands here
+                    self.meta.end(error)
+            finally:
+                self._stack.close()
             raise
         self.meta.started = time.perf_counter()
         return self
@@ -273,6 +278,7 @@ class Session:
         self._restore(opened)
         with signals_deferred():
             self.meta.write(outcome="running")
+            self._says_running = True
 
     def _restore(self, opened: Opened) -> None:
         """A resumed session as its last checkpoint left it: the counts and the ledger as the cursor

@@ -1,8 +1,10 @@
 """The checkpoint store: every accepted turn made durable, in the four layers of a checkpoint, kept apart.
 
 The package: protocol.py (what a run knows of a store: CheckpointStore and the values it commits and
-reads), codec.py (rules 3 and 11), cipher.py (rule 6), sqlite.py (the SQLite store: rules 2, 7-10), stores.py
-(which store holds a run's checkpoints), lifted.py (rule 12), prune.py. The rules below hold for every store.
+reads), records.py (what every store does alike over its backend's rows), codec.py (rules 3 and 11),
+cipher.py (rule 6), lifted.py (rule 12), sqlite.py (the SQLite store: rules 2, 7-10), postgres.py (the
+PostgreSQL store, with rules of its own), stores.py (which store holds a run's checkpoints), prune.py.
+The rules below hold for every store; where they name SQLite's means, postgres.py says its own.
 
 A run that dies must be able to go on from its last accepted turn. Restoring state is not replaying
 history: a checkpoint keeps the facts apart from the representations of them (the seed's "checkpoint

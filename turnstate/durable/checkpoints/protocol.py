@@ -83,10 +83,9 @@ class RestoredCheckpoint:
 @runtime_checkable
 class CheckpointStore(Protocol):
     """Where a run's checkpoints are kept: everything a session and a resume use of a store, and all
-    that tests/durable/test_store_conformance.py holds every store to. SQLite in the run folder is the
-    one backend (sqlite.py); a server database for runs spread over many machines would implement the
-    same members (PostgreSQL: a transaction per commit as here, an advisory lock per run for the one
-    writer, bytea for the sealed records, and one database to back up instead of a file per run)."""
+    that tests/durable/test_store_conformance.py holds every store to. Two backends share the rules
+    (records.RecordStore): SQLite in the run folder (sqlite.py) and PostgreSQL for runs spread over
+    many machines (postgres.py); stores.py says which holds a run's."""
 
     @property
     def meta(self) -> CheckpointMeta:
