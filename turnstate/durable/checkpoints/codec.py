@@ -228,26 +228,27 @@ def rebuilt_state(
     path: Path,
     rows: Sequence[tuple[int, int, int, bytes, int]],
     unsealed: Callable[[bytes, int, bool], bytes],
-    stored_image: Callable[[str], bytes | None],
+    stored_image: Callable[[int], tuple[str, bytes] | None],
 ) -> tuple[RuntimeState, _Chain]:
     """The state the continuation `rows` (sequence, snapshot, grown bytes, record, lifted; from the
     last snapshot on) rebuild, and that chain's sizes (rule 3); `unsealed` opens a record (rule 6),
-    `stored_image` reads the PNG a lifted record names by digest (rule 12)."""
+    `stored_image` reads (SHA-256, PNG) of the image a lifted record names by number (rule 12)."""
     if not rows or not rows[0][1]:
         raise DamagedStore(f"{path}: the continuation does not start at a snapshot: the store is corrupt")
     state: dict[str, Any] = {}
     chain = _Chain()
-    images: dict[str, bytes] = {}
+    images: dict[int, bytes] = {}
 
-    def image_of(digest: str) -> bytes:
-        if digest not in images:
-            png = stored_image(digest)
-            if png is None or hashlib.sha256(png).hexdigest() != digest:
-                raise DamagedStore(
-                    f"{path}: image {digest} is {'missing' if png is None else 'altered'}: the store is corrupt"
-                )
-            images[digest] = png
-        return images[digest]
+    def image_of(number: int) -> bytes:
+        if number not in images:
+            stored = stored_image(number)
+            if stored is None:
+                raise DamagedStore(f"{path}: image {number} is missing: the store is corrupt")
+            digest, png = stored
+            if hashlib.sha256(png).hexdigest() != digest:
+                raise DamagedStore(f"{path}: image {number} ({digest}) is altered: the store is corrupt")
+            images[number] = png
+        return images[number]
 
     for sequence, snapshot, grown, blob, lifted in rows:
         packed = unsealed(blob, sequence, bool(snapshot))

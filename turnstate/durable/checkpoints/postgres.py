@@ -65,7 +65,8 @@ _TABLES: Final = (
         run text, seq bigint, snapshot smallint NOT NULL, grown bigint NOT NULL, body bytea NOT NULL,
         lifted smallint NOT NULL, PRIMARY KEY (run, seq))""",
     "CREATE INDEX turnstate_snapshots ON turnstate_continuation (run, seq) WHERE snapshot = 1",
-    "CREATE TABLE turnstate_images (run text, digest text, png bytea NOT NULL, PRIMARY KEY (run, digest))",
+    """CREATE TABLE turnstate_images (
+        run text, n bigint, digest text NOT NULL, png bytea NOT NULL, PRIMARY KEY (run, n), UNIQUE (run, digest))""",
     "CREATE TABLE turnstate_leases (run text PRIMARY KEY, token bigint NOT NULL, holder text NOT NULL)",
 )
 RUN_TABLES: Final = ("store", "meta", "checkpoints", "continuation", "images", "leases")  # turnstate_<name>
@@ -291,8 +292,8 @@ class PostgresCheckpointStore(RecordStore):
             run = self.run
             if rows.images:
                 cursor.executemany(
-                    "INSERT INTO turnstate_images VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
-                    [(run, digest, png) for digest, png in rows.images],
+                    "INSERT INTO turnstate_images VALUES (%s, %s, %s, %s)",
+                    [(run, number, digest, png) for number, digest, png in rows.images],
                 )
             if rows.switched_to is not None:
                 cursor.execute("INSERT INTO turnstate_meta VALUES (%s, %s, %s)", (run, rows.sequence, rows.switched_to))
@@ -382,14 +383,18 @@ class PostgresCheckpointStore(RecordStore):
             for seq, snapshot, grown, body, lifted in rows
         ]
 
-    def _stored_image(self, digest: str) -> bytes | None:
-        def read() -> bytes | None:
+    def _image_numbers(self) -> dict[str, int]:
+        rows = self._db().execute("SELECT digest, n FROM turnstate_images WHERE run = %s", (self.run,)).fetchall()
+        return {str(digest): int(number) for digest, number in rows}
+
+    def _stored_image(self, number: int) -> tuple[str, bytes] | None:
+        def read() -> tuple[str, bytes] | None:
             row = (
                 self._db()
-                .execute("SELECT png FROM turnstate_images WHERE run = %s AND digest = %s", (self.run, digest))
+                .execute("SELECT digest, png FROM turnstate_images WHERE run = %s AND n = %s", (self.run, number))
                 .fetchone()
             )
-            return None if row is None else bytes(row[0])
+            return None if row is None else (str(row[0]), bytes(row[1]))
 
         return self._run_query(read)
 

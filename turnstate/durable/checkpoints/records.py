@@ -66,7 +66,7 @@ class CommitRows:
     projection: ProjectionMark
     continuation: ContinuationRow | None
     switched_to: bytes | None  # the meta this commit's state belongs to, when it is a switch's (rule 5)
-    images: tuple[tuple[str, bytes], ...]  # (digest, PNG) of each image the store may not hold yet (rule 12)
+    images: tuple[tuple[int, str, bytes], ...]  # (number, SHA-256, PNG) of each image new to the store (rule 12)
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ class RecordStore:
         self._chain = _Chain()
         self._cursors, self._facts = _Deflated(), _Deflated()  # the last record of each layer (rule 11)
         self._pending_meta: CheckpointMeta | None = None  # a switch, recorded with the next commit
-        self._images: set[str] = set()  # the digests of the images this open knows the store holds (rule 12)
+        self._images: dict[str, int] = {}  # the images the store holds: SHA-256 -> number (rule 12)
         self._metas: list[tuple[int, CheckpointMeta]] = []
         self._sequence = 0
         self._key = ChosenKey(key, "the key given", given=True) if key is not None else chosen_key(create=self._writer)
@@ -137,8 +137,12 @@ class RecordStore:
         None when the store holds none."""
         raise NotImplementedError
 
-    def _stored_image(self, digest: str) -> bytes | None:
-        """The PNG the store holds under `digest`, None when it holds none."""
+    def _image_numbers(self) -> dict[str, int]:
+        """The images the store holds: SHA-256 -> number."""
+        raise NotImplementedError
+
+    def _stored_image(self, number: int) -> tuple[str, bytes] | None:
+        """(SHA-256, PNG) of the store's image `number`, None when it holds none."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -158,6 +162,8 @@ class RecordStore:
             self._cipher = unlocked(Path(self.where), self._identity(), self._key, self._writer)
         self._metas = _metas(self.where, self._meta_rows())
         self._sequence = self._newest()
+        if self._writer:
+            self._images = self._image_numbers()
         if numbered_after and self._sequence == 0:  # rule 10: a store made anew for a run
             self._sequence = numbered_after
         stored = self._metas[-1][1]
@@ -206,7 +212,7 @@ class RecordStore:
         sequence = self.sequence + 1
         cursor = _encoded_object(checkpoint.cursor, "the cursor")
         facts = _encoded_records(checkpoint.facts, "fact")
-        images: dict[str, bytes] = {}
+        images: dict[str, tuple[int, bytes]] = {}  # what this commit adds: SHA-256 -> (number, PNG)
         row, body = (
             (None, b"")  # nothing to add to the continuation
             if state is None or state is self._previous
@@ -221,7 +227,7 @@ class RecordStore:
                 projection=checkpoint.projection,
                 continuation=row,
                 switched_to=None if self._pending_meta is None else orjson.dumps(asdict(self._pending_meta)),
-                images=tuple((digest, png) for digest, png in images.items() if digest not in self._images),
+                images=tuple((number, digest, png) for digest, (number, png) in images.items()),
             )
         )
         if self._pending_meta is not None:
@@ -232,7 +238,7 @@ class RecordStore:
             self._facts.advance(facts)
         if row is not None:
             self._chain.add(bool(row[1]), row[2], body)
-        self._images.update(images)
+        self._images.update((digest, number) for digest, (number, _) in images.items())
         self._sequence = sequence
         if state is not None:
             self._previous = state
@@ -255,7 +261,7 @@ class RecordStore:
                 added.advance(plain_facts := inflated(path, added, packed_facts, "facts"))
                 facts.extend(decoded(path, plain_facts, "facts"))
         state, chain = (
-            rebuilt_state(path, rows.continuation, self._unsealed, self._image)
+            rebuilt_state(path, rows.continuation, self._unsealed, self._stored_image)
             if rows.continuation
             else (None, _Chain())
         )
@@ -277,19 +283,27 @@ class RecordStore:
     # -- records ------------------------------------------------------------------------------------
 
     def _continuation_row(
-        self, sequence: int, state: RuntimeState, images: dict[str, bytes]
+        self, sequence: int, state: RuntimeState, images: dict[str, tuple[int, bytes]]
     ) -> tuple[ContinuationRow, bytes]:
         """(the row, the body before compression and sealing): a delta when rule 3 allows one, else a
-        snapshot; the images it lifts added to `images` (rule 12)."""
+        snapshot; the images it lifts that the store lacks numbered into `images` (rule 12)."""
+
+        def number_of(digest: str, png: bytes) -> int:
+            if digest in self._images:
+                return self._images[digest]
+            if digest not in images:
+                images[digest] = (len(self._images) + len(images) + 1, png)
+            return images[digest][0]
+
         delta = None if self._previous is None else continuation_delta(self._previous, state)
         if delta is not None:
-            delta = lifted(delta, images)
+            delta = lifted(delta, number_of)
             body = _encode(delta)
             grown = len(body) - len(_encode({name: value for name, value in delta.items() if name != "append"}))
             if not self._chain.wants_snapshot(grown, len(body) - grown):
                 return (sequence, 0, grown, self._sealed(body, sequence, snapshot=False), 1), body
             images.clear()
-        body = _encode(lifted(snapshot_of(state), images))
+        body = _encode(lifted(snapshot_of(state), number_of))
         return (sequence, 1, len(body), self._sealed(body, sequence, snapshot=True), 1), body
 
     def _sealed(self, body: bytes, sequence: int, snapshot: bool) -> bytes:
@@ -298,12 +312,6 @@ class RecordStore:
 
     def _unsealed(self, blob: bytes, sequence: int, snapshot: bool) -> bytes:
         return blob if self._cipher is None else opened(Path(self.where), self._cipher, blob, sequence, snapshot)
-
-    def _image(self, digest: str) -> bytes | None:
-        png = self._stored_image(digest)
-        if png is not None:
-            self._images.add(digest)
-        return png
 
 
 def _metas(where: str | Path, rows: Sequence[tuple[int, bytes]]) -> list[tuple[int, CheckpointMeta]]:

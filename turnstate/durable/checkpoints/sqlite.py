@@ -21,7 +21,7 @@ LAYOUT_VERSION: Final = 4  # the tables below; SQLite's user_version (2: the pro
 MIGRATIONS: Final = {  # layout -> the statements that make it the next, run by a writer's open (rule 13)
     3: (
         "ALTER TABLE continuation ADD COLUMN lifted INTEGER NOT NULL DEFAULT 0",
-        "CREATE TABLE images (digest TEXT PRIMARY KEY, png BLOB NOT NULL) WITHOUT ROWID",
+        "CREATE TABLE images (n INTEGER PRIMARY KEY, digest TEXT NOT NULL UNIQUE, png BLOB NOT NULL)",
     ),
 }
 APPLICATION_ID: Final = 0x7473636B  # "tsck": SQLite's application_id, at offset 68 of the file
@@ -41,7 +41,7 @@ CREATE TABLE continuation (
     seq INTEGER PRIMARY KEY, snapshot INTEGER NOT NULL, grown INTEGER NOT NULL, body BLOB NOT NULL,
     lifted INTEGER NOT NULL DEFAULT 0
 );
-CREATE TABLE images (digest TEXT PRIMARY KEY, png BLOB NOT NULL) WITHOUT ROWID;
+CREATE TABLE images (n INTEGER PRIMARY KEY, digest TEXT NOT NULL UNIQUE, png BLOB NOT NULL);
 CREATE INDEX continuation_snapshots ON continuation (seq) WHERE snapshot = 1;
 """
 
@@ -181,12 +181,17 @@ class SQLiteCheckpointStore(RecordStore):
             (start or 0, newest),
         ).fetchall()
 
-    def _stored_image(self, digest: str) -> bytes | None:
+    def _image_numbers(self) -> dict[str, int]:
+        if self._layout < 4:
+            return {}
+        return dict(self._open_connection().execute("SELECT digest, n FROM images").fetchall())
+
+    def _stored_image(self, number: int) -> tuple[str, bytes] | None:
         try:
-            found = self._open_connection().execute("SELECT png FROM images WHERE digest = ?", (digest,)).fetchone()
+            found = self._open_connection().execute("SELECT digest, png FROM images WHERE n = ?", (number,)).fetchone()
         except sqlite3.DatabaseError as error:
             raise DamagedStore(f"{self.path}: the checkpoints cannot be read: {error}") from None
-        return None if found is None else bytes(found[0])
+        return None if found is None else (str(found[0]), bytes(found[1]))
 
     # -- opening ------------------------------------------------------------------------------------
 
@@ -238,7 +243,7 @@ _LAYERS: Final = "SELECT cursor, facts FROM checkpoints WHERE seq <= ? ORDER BY 
 def _statements(rows: CommitRows) -> list[tuple[str, tuple[object, ...]]]:
     """One commit's rows, as the statements that write them: new images and a switch's meta first."""
     statements: list[tuple[str, tuple[object, ...]]] = [
-        ("INSERT OR IGNORE INTO images VALUES (?, ?)", image) for image in rows.images
+        ("INSERT INTO images VALUES (?, ?, ?)", image) for image in rows.images
     ]
     if rows.switched_to is not None:
         statements.append(("INSERT INTO meta VALUES (?, ?)", (rows.sequence, rows.switched_to)))
