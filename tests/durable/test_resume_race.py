@@ -36,8 +36,8 @@ def long_profile(folder: Path, base_url: str) -> Profile:
     provider is reached (a run's own embedded provider would lock its service folder first: the
     race would be decided there, before the store)."""
     data = load_profile(DEFAULT_PROFILE).model_dump(mode="json", exclude_none=True)
-    data["environment"]["options"]["levels"] = 60
-    data["agent"]["max_actions"] = 3000
+    data["environment"]["options"]["levels"] = 200  # 60 ended after 164 kills on a loaded machine
+    data["agent"]["max_actions"] = 8000
     data["client"] = {"base_url": base_url, "api_key_env": "TURNSTATE_RACE_KEY"}
     path = folder / "long.yaml"
     path.write_text(yaml.safe_dump(data))
