@@ -37,6 +37,7 @@ import time
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import closing, contextmanager
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
@@ -188,23 +189,12 @@ class PostgresCheckpointStore(RecordStore):
             self._connection.close()
             self._connection = None
 
-    def __enter__(self) -> PostgresCheckpointStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     # -- the lease (rule 3) -------------------------------------------------------------------------
 
     def _take_lease(self, connection: psycopg.Connection[Any], token: int | None = None) -> None:
         """Lock the run and take its lease: a new token, or (a connection taken again) `token` again if
         the lease still holds it."""
-        (locked,) = connection.execute("SELECT pg_try_advisory_lock(%s)", (_lock_key(self.run),)).fetchone() or (False,)
-        if not locked:
-            raise CheckpointError(
-                f"{self.where}: another process has this checkpoint store open to write ({self._holder(connection)}); "
-                "wait for it to end"
-            )
+        _lock_run(connection, self.where, self.run)
         holder = f"{socket.gethostname()} pid {os.getpid()}"
         with connection.transaction():
             if token is None:
@@ -222,14 +212,10 @@ class PostgresCheckpointStore(RecordStore):
         row = connection.execute("SELECT token FROM turnstate_leases WHERE run = %s FOR UPDATE", (self.run,)).fetchone()
         return None if row is None else int(row[0])
 
-    def _holder(self, connection: psycopg.Connection[Any]) -> str:
-        row = connection.execute("SELECT holder FROM turnstate_leases WHERE run = %s", (self.run,)).fetchone()
-        return f"held by {row[0]}" if row else "its holder is not recorded"
-
     def _lost_lease(self, connection: psycopg.Connection[Any]) -> CheckpointError:
         return CheckpointError(
-            f"{self.where}: this writer lost the run's lease (now {self._holder(connection)}): another process "
-            "resumed the run, so this one may not commit; it stops here"
+            f"{self.where}: this writer lost the run's lease (now {_holder(connection, self.run)}): another "
+            "process resumed the run, so this one may not commit; it stops here"
         )
 
     # -- the backend's rows (records.RecordStore) ---------------------------------------------------
@@ -412,16 +398,27 @@ class PostgresCheckpointStore(RecordStore):
         return self._connection
 
 
+def _lock_run(connection: psycopg.Connection[Any], where: str | Path, run: str) -> None:
+    """Take `run`'s advisory lock on `connection` (rule 3), or CheckpointError naming its holder."""
+    (locked,) = connection.execute("SELECT pg_try_advisory_lock(%s)", (_lock_key(run),)).fetchone() or (False,)
+    if not locked:
+        raise CheckpointError(
+            f"{where}: another process has this checkpoint store open to write ({_holder(connection, run)}); "
+            "wait for it to end"
+        )
+
+
+def _holder(connection: psycopg.Connection[Any], run: str) -> str:
+    row = connection.execute("SELECT holder FROM turnstate_leases WHERE run = %s", (run,)).fetchone()
+    return f"held by {row[0]}" if row else "its holder is not recorded"
+
+
 @contextmanager
 def _locked_run(url: str, run: str) -> Iterator[psycopg.Connection[Any]]:
     """A connection holding `run`'s advisory lock (rule 3) for the block; CheckpointError when a writer has it."""
     connection = connected(url)
     try:
-        (locked,) = connection.execute("SELECT pg_try_advisory_lock(%s)", (_lock_key(run),)).fetchone() or (False,)
-        if not locked:
-            raise CheckpointError(
-                f"{shown(url)} (run {run}): another process has this checkpoint store open to write; wait for it to end"
-            )
+        _lock_run(connection, f"{shown(url)} (run {run})", run)
         yield connection
     finally:
         connection.close()

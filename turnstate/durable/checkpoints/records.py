@@ -13,7 +13,7 @@ import time
 from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import orjson
 
@@ -147,6 +147,12 @@ class RecordStore:
 
     def close(self) -> None:
         raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     # -- opening ------------------------------------------------------------------------------------
 

@@ -98,12 +98,6 @@ class SQLiteCheckpointStore(RecordStore):
             os.close(self._lock)
             self._lock = None
 
-    def __enter__(self) -> SQLiteCheckpointStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     # -- the backend's rows (records.RecordStore) ---------------------------------------------------
 
     def _is_empty(self) -> bool:
