@@ -283,3 +283,15 @@ def test_checkpoints_option_and_a_sweeps_checkpoints_say_where_and_refuse_what_i
     assert refused.exit_code == 1 and f"{sweep}: checkpoints: it must be `sqlite` or a postgresql://" in refused.output
     refused = invoke("sweep", str(sweep), "--checkpoints", "nonsense", "--out", str(tmp_path / "sweep"))
     assert refused.exit_code == 1 and "--checkpoints: it must be `sqlite`" in refused.output
+
+
+def test_a_damaged_record_is_named_by_the_stores_url_and_run(postgres_url, monkeypatch):
+    monkeypatch.setenv(KEY_VARIABLE, "a key of the postgres tests, long enough")
+    with PostgresCheckpointStore(postgres_url, "damaged-run", META) as store:
+        store.commit(checkpoint(grown(empty_state(), 1), 1))
+    with psycopg.connect(postgres_url, autocommit=True) as database:
+        database.execute("UPDATE turnstate_continuation SET body = body || '\\x00'::bytea WHERE run = 'damaged-run'")
+    with pytest.raises(CheckpointError) as damaged, PostgresCheckpointStore(postgres_url, "damaged-run") as reader:
+        reader.latest()
+    shown = postgres.shown(postgres_url)
+    assert str(damaged.value).startswith(f"{shown} (run damaged-run): continuation record 1 fails authentication")

@@ -168,7 +168,7 @@ def new_cipher(store_id: bytes, chosen: ChosenKey) -> tuple[_Cipher | None, list
     ]
 
 
-def unlocked(path: Path, store: Mapping[str, bytes], chosen: ChosenKey, writer: bool) -> _Cipher | None:
+def unlocked(path: str | Path, store: Mapping[str, bytes], chosen: ChosenKey, writer: bool) -> _Cipher | None:
     """The cipher the store at `path` seals its continuation with (its `store` rows), checked against
     its key check record; None for a plain store. A writer that was given a key refuses a plain store."""
     if store.get("cipher") == b"none":
@@ -202,7 +202,7 @@ def unlocked(path: Path, store: Mapping[str, bytes], chosen: ChosenKey, writer: 
     return cipher
 
 
-def opened(path: Path, cipher: _Cipher, blob: bytes, sequence: int, snapshot: bool) -> bytes:
+def opened(path: str | Path, cipher: _Cipher, blob: bytes, sequence: int, snapshot: bool) -> bytes:
     """A sealed continuation record's plain bytes, or DamagedStore for one that fails authentication."""
     try:
         return cipher.open(blob, _record_place(sequence, snapshot))

@@ -225,7 +225,7 @@ def _record_place(sequence: int, snapshot: bool) -> bytes:
 
 
 def rebuilt_state(
-    path: Path,
+    path: str | Path,
     rows: Sequence[tuple[int, int, int, bytes, int]],
     unsealed: Callable[[bytes, int, bool], bytes],
     stored_image: Callable[[int], tuple[str, bytes] | None],
@@ -268,7 +268,7 @@ def rebuilt_state(
         raise DamagedStore(f"{path}: the continuation does not rebuild a valid state: {error}") from None
 
 
-def inflated(path: Path, deflated: _Deflated, record: bytes, layer: str, alone: bool = False) -> bytes:
+def inflated(path: str | Path, deflated: _Deflated, record: bytes, layer: str, alone: bool = False) -> bytes:
     """A record's plain bytes, inflated with its layer's dictionary (rule 11)."""
     try:
         return deflated.unpacked(record, alone)
@@ -278,7 +278,7 @@ def inflated(path: Path, deflated: _Deflated, record: bytes, layer: str, alone: 
         ) from None
 
 
-def decoded(path: Path, blob: bytes, layer: str) -> Any:
+def decoded(path: str | Path, blob: bytes, layer: str) -> Any:
     try:
         return _decode(blob)
     except (ValueError, TypeError):

@@ -165,7 +165,7 @@ class RecordStore:
             self._cipher, identity = new_cipher(os.urandom(16), self._key)
             self._create(identity, orjson.dumps(asdict(meta)))
         elif self._reads_continuation:
-            self._cipher = unlocked(Path(self.where), self._identity(), self._key, self._writer)
+            self._cipher = unlocked(self.where, self._identity(), self._key, self._writer)
         self._metas = _metas(self.where, self._meta_rows())
         self._sequence = self._newest()
         if self._writer:
@@ -259,7 +259,7 @@ class RecordStore:
             return None
         facts: list[dict[str, Any]] = []
         cursors, added = _Deflated(), _Deflated()
-        path = Path(self.where)
+        path = self.where  # a file, or a database and a run: named in every message as it is
         cursor = b""
         for packed_cursor, packed_facts in rows.layers:
             cursors.advance(cursor := inflated(path, cursors, packed_cursor, "cursor"))
@@ -317,7 +317,7 @@ class RecordStore:
         return record if self._cipher is None else self._cipher.seal(record, _record_place(sequence, snapshot))
 
     def _unsealed(self, blob: bytes, sequence: int, snapshot: bool) -> bytes:
-        return blob if self._cipher is None else opened(Path(self.where), self._cipher, blob, sequence, snapshot)
+        return blob if self._cipher is None else opened(self.where, self._cipher, blob, sequence, snapshot)
 
 
 def _metas(where: str | Path, rows: Sequence[tuple[int, bytes]]) -> list[tuple[int, CheckpointMeta]]:
