@@ -21,7 +21,7 @@ import pytest
 from tests.harness.test_checkpoints import META, checkpoint, empty_state, grown
 from tests.harness.test_resume import invoke, journaled, long_default_profile
 from turnstate.adapters.contract import Usage
-from turnstate.durable.checkpoints import KEY_VARIABLE, OPT_OUT, CheckpointError, open_run_store, postgres
+from turnstate.durable.checkpoints import KEY_VARIABLE, CheckpointError, open_run_store, postgres
 from turnstate.durable.checkpoints.postgres import PostgresCheckpointStore
 from turnstate.durable.checkpoints.stores import STORE_VARIABLE
 from turnstate.durable.layout import CHECKPOINT_FILE, CHECKPOINT_POINTER
@@ -29,11 +29,6 @@ from turnstate.session.profile import load_profile
 from turnstate.session.runner import Runner
 
 psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (pip install -e '.[postgres]')")
-
-
-@pytest.fixture(autouse=True)
-def no_key(monkeypatch):
-    monkeypatch.setenv(KEY_VARIABLE, OPT_OUT)
 
 
 @pytest.fixture

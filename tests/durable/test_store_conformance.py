@@ -135,11 +135,6 @@ def made_backend(name: str, root: Path, request: pytest.FixtureRequest) -> Any:
     return SQLiteBackend(root)
 
 
-@pytest.fixture(autouse=True)
-def no_key(monkeypatch):
-    monkeypatch.setenv(KEY_VARIABLE, OPT_OUT)
-
-
 @pytest.fixture(params=sorted(BACKENDS))
 def backend(request, tmp_path) -> Any:
     return made_backend(request.param, tmp_path, request)
