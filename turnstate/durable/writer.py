@@ -176,6 +176,26 @@ def write_once(target: Path, content: bytes) -> None:
     os.replace(temporary, target)
 
 
+def write_first(target: Path, content: bytes) -> bool:
+    """`target` made whole, owner-only, unless another process made it first: `content` in a temporary
+    file of its own, fsynced, then linked to `target`, which fails if it exists (the other's file is
+    then the one). Whether `content` is what `target` holds now."""
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            os.write(descriptor, content)
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+        os.link(temporary, target)
+    except FileExistsError:
+        return False
+    finally:
+        temporary.unlink(missing_ok=True)
+    return True
+
+
 def _fsync_directory(path: Path) -> None:
     descriptor = os.open(path, os.O_RDONLY)
     try:

@@ -21,6 +21,7 @@ from turnstate.adapters.private_files import private_problem
 from turnstate.durable.checkpoints.codec import _record_place
 from turnstate.durable.checkpoints.protocol import CheckpointError, DamagedStore
 from turnstate.durable.state_home import state_home
+from turnstate.durable.writer import write_first
 
 KEY_VARIABLE: Final = "TURNSTATE_CHECKPOINT_KEY"
 
@@ -120,19 +121,7 @@ def _key_from_file(path: Path, create: bool) -> str | None:
     info = os.stat(folder)
     if info.st_uid != os.geteuid() or info.st_mode & 0o022:  # others could swap the key file for theirs
         raise CheckpointError(f"{folder}: the checkpoint key's folder must be yours and writable by you alone")
-    temporary = folder / f".{path.name}.{os.getpid()}.tmp"
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    try:
-        os.write(descriptor, secrets.token_urlsafe(32).encode() + b"\n")
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-    try:
-        os.link(temporary, path)
-    except FileExistsError:
-        pass  # another run made it first: its key is the one
-    finally:
-        temporary.unlink()
+    write_first(path, secrets.token_urlsafe(32).encode() + b"\n")  # or another run made it first: its key is the one
     return _read_key_file(path)
 
 

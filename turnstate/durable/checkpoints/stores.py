@@ -32,6 +32,7 @@ from turnstate.durable.checkpoints.protocol import CheckpointError, CheckpointMe
 from turnstate.durable.checkpoints.sqlite import SQLiteCheckpointStore
 from turnstate.durable.checkpoints.sqlite import set_aside as set_aside_file
 from turnstate.durable.layout import CHECKPOINT_FILE, CHECKPOINT_POINTER
+from turnstate.durable.writer import write_first
 
 STORE_VARIABLE: Final = "TURNSTATE_CHECKPOINTS"
 SQLITE: Final = "sqlite"
@@ -108,24 +109,12 @@ def _run_store_place(run_dir: Path, may_create: bool) -> tuple[str, str] | None:
 
 
 def _made_pointer(run_dir: Path, pointer: _Pointer) -> _Pointer:
-    """`pointer` written (fsynced, then linked into place, so only one writer's is ever there), or the
-    one another process wrote first."""
-    target = run_dir / CHECKPOINT_POINTER
-    temporary = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    try:
-        with os.fdopen(descriptor, "wb") as file:
-            file.write(orjson.dumps({"url": pointer.url, "run": pointer.run}))
-            file.flush()
-            os.fsync(file.fileno())
-        os.link(temporary, target)
-    except FileExistsError:
-        found = _read_pointer(run_dir)
-        assert found is not None
-        return found
-    finally:
-        temporary.unlink(missing_ok=True)
-    return pointer
+    """`pointer` written whole (only one writer's is ever there), or the one another process wrote first."""
+    if write_first(run_dir / CHECKPOINT_POINTER, orjson.dumps({"url": pointer.url, "run": pointer.run})):
+        return pointer
+    found = _read_pointer(run_dir)
+    assert found is not None
+    return found
 
 
 def open_run_store(
