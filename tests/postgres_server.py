@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 USER = "turnstate"
 PASSWORD = "throwaway-password-7c1e"
@@ -28,6 +29,23 @@ def _bin_folder() -> Path | None:
             return candidate
     found = shutil.which("initdb")
     return Path(found).resolve().parent if found else None
+
+
+def binary(name: str) -> str:
+    """The path of one of the server's programs (psql, pg_dump): those of the newest installed server."""
+    folder = _bin_folder()
+    if folder is None:
+        raise RuntimeError("PostgreSQL is not installed (Debian: apt-get install postgresql)")
+    return str(folder / name)
+
+
+def new_database(server_url: str, name: str) -> str:
+    """A database `name` made on the server of `server_url` (an admin's URL); its URL."""
+    import psycopg
+
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    return urlunsplit(urlsplit(server_url)._replace(path=f"/{name}"))
 
 
 def unavailable() -> str | None:

@@ -17,6 +17,7 @@ from click.testing import CliRunner, Result
 
 from turnstate.adapters.contract import ToolCall, ToolResult
 from turnstate.cli import main
+from turnstate.durable import events
 from turnstate.durable.events import (
     AssistantMessageEvent,
     EventLog,
@@ -387,6 +388,48 @@ def test_a_torn_last_line_is_ignored_with_a_note(sound):
     assert read.problems == []
     assert read.notes == [f"{sound}: line {count + 1} is a torn last line (a killed run); ignored"]
     assert len(read.events) == count
+
+
+def test_every_line_says_its_format_and_a_line_without_one_is_the_first_format(sound):
+    lines = records(sound)
+    assert {line["v"] for line in lines} == {events.FORMAT} and list(lines[0])[:2] == ["v", "kind"]
+    for line in lines:
+        del line["v"]  # as the runs before the format was written left them
+    rewrite(sound, lines)
+    assert check_events(sound) == [] and {event.v for _, event in read_events(sound).events} == {1}
+
+
+def test_a_line_a_newer_turnstate_wrote_is_a_problem_saying_so_and_how_to_read_it(sound):
+    lines = records(sound)
+    lines[1]["v"] = events.FORMAT + 1
+    rewrite(sound, lines)
+    assert (
+        f"{sound}: line 2: {lines[1]['kind']}: format {events.FORMAT + 1}, which a newer turnstate wrote "
+        f"(this one reads up to {events.FORMAT}); fix: read the run with the turnstate that wrote it"
+    ) in check_events(sound)
+
+
+def test_a_line_of_an_earlier_format_is_read_as_the_migrations_make_it(sound, monkeypatch):
+    """The path a format change takes: today's lines become the earlier format, and a migration
+    (renaming user_input's `text`) makes them the next one's as they are read."""
+    lines = records(sound)
+    for line in lines:
+        if line["kind"] == "user_input":
+            line["said"] = line.pop("text")
+    rewrite(sound, lines)
+    assert any("user_input" in problem for problem in check_events(sound))  # not today's format
+    monkeypatch.setattr(events, "FORMAT", events.FORMAT + 1)
+    monkeypatch.setitem(events.MIGRATIONS, events.FORMAT - 1, rename_said)
+    assert check_events(sound) == []
+    read = [event for _, event in read_events(sound).events]
+    assert {event.v for event in read} == {events.FORMAT}
+    assert [event.text for event in read if isinstance(event, UserInputEvent)] == [
+        line["said"] for line in lines if line["kind"] == "user_input"
+    ]
+
+
+def rename_said(line: dict) -> dict:
+    return {key if key != "said" else "text": value for key, value in line.items()}
 
 
 def test_calls_the_log_ends_before_answering_are_a_note_not_a_problem(tmp_path):

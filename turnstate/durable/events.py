@@ -48,7 +48,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Annotated, Any, Literal, TypeVar, get_args
+from typing import Annotated, Any, Final, Literal, TypeVar, get_args
 
 import orjson
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
@@ -58,6 +58,17 @@ from turnstate.adapters.json_bytes import json_bytes
 from turnstate.durable.checkpoints import ProjectionMark
 from turnstate.durable.jsonl import open_append, whole_lines_of
 from turnstate.durable.layout import EVENTS
+
+FORMAT: Final = 1
+"""The format events are written in, each line's `v` (a line without one is format 1, which wrote
+none). A change to what a line holds makes it the next, with a function in MIGRATIONS that makes a
+line of the previous format this one's; readers upgrade each line as they read it, so a log that
+different versions wrote (a run resumed by a newer turnstate) reads whole, and its bytes, which the
+checkpoints hold a digest of, never change."""
+
+MIGRATIONS: Final[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {}
+"""format -> what makes a line of it the next format's (tests/durable/test_old_records.py resumes
+the run folders that earlier formats left)."""
 
 Status = Literal["accepted", "rejected", "refused", "failed"]
 Source = Literal["observation", "buffered"]  # a user input came with an observation, or was buffered
@@ -74,14 +85,21 @@ class RawRef:
 
 @dataclass(frozen=True, kw_only=True)
 class Event:
-    """What every event has: its kind, its place in causal order, and the turn and step it belongs to."""
+    """What every event has: the format it is written in, its kind, its place in causal order, and
+    the turn and step it belongs to."""
 
+    v: int = FORMAT
     kind: str
     seq: int
     turn: int
     step: int
 
     def __post_init__(self) -> None:
+        if self.v > FORMAT:
+            raise ValueError(
+                f"format {self.v}, which a newer turnstate wrote (this one reads up to {FORMAT}); "
+                "fix: read the run with the turnstate that wrote it"
+            )
         if self.seq < 1 or self.turn < 0 or self.step < 0:
             raise ValueError("seq counts from 1; turn and step are never negative")
 
@@ -170,11 +188,19 @@ class EventLogError(Exception):
 
 def parse_event(line: bytes) -> AnyEvent:
     """One line's event, or ValueError saying in one line what is wrong with it: where (the kind,
-    then the field) and what."""
+    then the field) and what. A line of an earlier format is read as the migrations make it."""
     try:
-        return _LINE.validate_json(line)
-    except ValidationError as error:
+        event = _LINE.validate_json(line)
+        if event.v == FORMAT:
+            return event
+    except ValidationError as error:  # a line of an earlier format may not be one of today's
         first = error.errors()[0]
+    upgraded = _upgraded(line)
+    if upgraded is not None:
+        try:
+            return _LINE.validate_json(orjson.dumps(upgraded))  # JSON's rules: a list is a tuple
+        except ValidationError as error:
+            first = error.errors()[0]
     if first["type"] == "json_invalid":
         raise ValueError("not JSON")
     if first["type"] in ("union_tag_invalid", "union_tag_not_found"):
@@ -182,6 +208,20 @@ def parse_event(line: bytes) -> AnyEvent:
     kind, *inside = [str(part) for part in first["loc"]] or ["not an event"]
     where = [kind, ".".join(inside)] if inside else [kind]
     raise ValueError(": ".join([*where, str(first["msg"]).removeprefix("Value error, ")]))
+
+
+def _upgraded(line: bytes) -> dict[str, Any] | None:
+    """The line made the current format's, when an earlier format wrote it (None: it is not one)."""
+    try:
+        raw = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    version = raw.get("v", 1) if isinstance(raw, dict) else None
+    if type(version) is not int or not 1 <= version < FORMAT:
+        return None
+    while version < FORMAT:
+        raw, version = MIGRATIONS[version](raw), version + 1
+    return raw | {"v": FORMAT}
 
 
 RECENT = 64  # texts an EventLog remembers: more than one turn's inputs, its results and the last reply
