@@ -285,7 +285,7 @@ def test_prune_of_a_sweeps_folder_reaches_its_runs_and_says_the_time_as_given(tm
         os.utime(path, (month_ago, month_ago))
     pruned = invoke("prune", str(sweep), "--older-than", "30d")
     assert pruned.exit_code == 0, pruned.output
-    assert pruned.output.splitlines()[0] == f"deleted 1 checkpoint store older than 30 days in {sweep}"
+    assert pruned.output.splitlines()[0] == f"deleted the checkpoints of 1 run older than 30 days in {sweep}"
     assert not (run / CHECKPOINT_FILE).exists() and (run / EVENTS).exists()
 
 

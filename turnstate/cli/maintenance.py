@@ -11,7 +11,6 @@ from pathlib import Path
 import click
 
 from turnstate.cli.common import fail, json_option
-from turnstate.durable.layout import CHECKPOINT_FILE
 
 DURATION = re.compile(r"(\d+)([smhd])")
 DURATION_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -45,26 +44,31 @@ def _spoken(time: timedelta) -> str:
 )
 @json_option("the files deleted")
 def prune(runs_dir: Path, older_than: timedelta, as_json: bool) -> None:
-    """Delete the checkpoint stores (checkpoints.sqlite3 and its -wal and -shm files) of the runs in
-    RUNS_DIR whose last checkpoint is older than --older-than: the retention of the provider state they
-    may hold. The runs' other records stay; a pruned run can no longer be resumed. A run another
-    process is writing is left alone. A local run's embedded provider service (its keys and stored
-    conversations) is deleted with its checkpoints."""
-    from turnstate.durable.checkpoints import CheckpointError
-    from turnstate.durable.checkpoints import prune as prune_checkpoints
+    """Delete the checkpoints of the runs in RUNS_DIR whose last checkpoint is older than --older-than:
+    the retention of the provider state they may hold. A run's checkpoints.sqlite3 (and its -wal and
+    -shm files), or its rows in the PostgreSQL database its checkpoints.json names (the password from
+    TURNSTATE_CHECKPOINTS when it names that database, else PGPASSWORD or ~/.pgpass). The runs' other
+    records stay; a pruned run can no longer be resumed. A run another process is writing is left
+    alone. A local run's embedded provider service (its keys and stored conversations) is deleted with
+    its checkpoints. A database that cannot be reached is named, and the command exits 1."""
+    from turnstate.durable.checkpoints import CheckpointError, prune_runs
     from turnstate.durable.resume import run_id_of
     from turnstate.session.endpoint import local_service_dir
 
     try:
-        deleted = prune_checkpoints(runs_dir, older_than)
+        pruned = prune_runs(runs_dir, older_than)
     except CheckpointError as error:
         fail(f"{error}; fix: pass the folder runs are written to (--out of `turnstate run`)")
-    for store in (path for path in deleted if path.name == CHECKPOINT_FILE):
-        shutil.rmtree(local_service_dir(run_id_of(store.parent)), ignore_errors=True)  # its embedded provider's keys
+    for run_dir in pruned.run_dirs:
+        shutil.rmtree(local_service_dir(run_id_of(run_dir)), ignore_errors=True)  # its embedded provider's keys
     if as_json:
-        click.echo(json.dumps({"deleted": [str(path) for path in deleted]}))
-        return
-    stores = sum(path.name == CHECKPOINT_FILE for path in deleted)
-    click.echo(f"deleted {stores} checkpoint store{'s' * (stores != 1)} older than {_spoken(older_than)} in {runs_dir}")
-    for path in deleted:
-        click.echo(f"  {path}")
+        click.echo(json.dumps({"deleted": pruned.deleted, "problems": pruned.problems}))
+    else:
+        count = len(pruned.run_dirs)
+        click.echo(
+            f"deleted the checkpoints of {count} run{'s' * (count != 1)} older than {_spoken(older_than)} in {runs_dir}"
+        )
+        for deleted in pruned.deleted:
+            click.echo(f"  {deleted}")
+    if pruned.problems:
+        fail("; ".join(pruned.problems))

@@ -120,7 +120,8 @@ Rules:
    knows is refused, naming both.
 
 `prune(runs_dir, older_than)` deletes the stores of the runs whose last checkpoint is older than that:
-the run folders in `runs_dir`, and those a sweep's folder holds further down (PRUNE_DEPTH).
+the run folders in `runs_dir`, and those a sweep's folder holds further down (PRUNE_DEPTH);
+`prune_runs` does so wherever each run keeps them, its rows in PostgreSQL too.
 """
 
 from turnstate.durable.checkpoints.cipher import (
@@ -145,7 +146,7 @@ from turnstate.durable.checkpoints.protocol import (
 )
 from turnstate.durable.checkpoints.prune import PRUNE_DEPTH, prune
 from turnstate.durable.checkpoints.sqlite import APPLICATION_ID, LAYOUT_VERSION, SQLiteCheckpointStore, set_aside
-from turnstate.durable.checkpoints.stores import open_run_store, set_aside_run_store
+from turnstate.durable.checkpoints.stores import Pruned, open_run_store, prune_runs, set_aside_run_store
 
 __all__ = [
     "APPLICATION_ID",
@@ -171,6 +172,8 @@ __all__ = [
     "key_file",
     "open_run_store",
     "prune",
+    "prune_runs",
+    "Pruned",
     "set_aside",
     "set_aside_run_store",
     "snapshot_of",

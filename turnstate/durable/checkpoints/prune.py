@@ -28,7 +28,7 @@ def prune(runs_dir: Path | str, older_than: timedelta, *, now: float | None = No
         raise CheckpointError(f"{runs}: no folder of runs here")
     cutoff = (time.time() if now is None else now) - older_than.total_seconds()
     deleted: list[Path] = []
-    for folder in _run_folders(runs, PRUNE_DEPTH):
+    for folder in run_folders(runs):
         database = folder / CHECKPOINT_FILE
         files = [database.with_name(database.name + suffix) for suffix in ("-wal", "-shm")] + [database]
         times = [info.st_mtime for info in map(_lstat, files) if info is not None and stat.S_ISREG(info.st_mode)]
@@ -56,7 +56,7 @@ def prune(runs_dir: Path | str, older_than: timedelta, *, now: float | None = No
 PRUNE_DEPTH: Final = 3  # runs/<run>/, and a sweep's sweeps/<id>/runs/<key>/<run>/ from sweeps/<id>/
 
 
-def _run_folders(folder: Path, depth: int) -> Iterator[Path]:
+def run_folders(folder: Path, depth: int = PRUNE_DEPTH) -> Iterator[Path]:
     """The folders below `folder`, `depth` levels down at most, in name order, never through a link:
     a run's folder, or a sweep's, whose runs are further down."""
     if depth == 0:
@@ -68,7 +68,7 @@ def _run_folders(folder: Path, depth: int) -> Iterator[Path]:
     for entry in entries:
         if entry.is_dir(follow_symlinks=False):
             yield Path(entry.path)
-            yield from _run_folders(Path(entry.path), depth - 1)
+            yield from run_folders(Path(entry.path), depth - 1)
 
 
 def _lstat(path: Path) -> os.stat_result | None:

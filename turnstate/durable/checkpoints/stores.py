@@ -20,7 +20,8 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Final
 from urllib.parse import urlsplit
@@ -29,6 +30,8 @@ import orjson
 
 from turnstate.durable.checkpoints import postgres
 from turnstate.durable.checkpoints.protocol import CheckpointError, CheckpointMeta, CheckpointStore
+from turnstate.durable.checkpoints.prune import prune as prune_files
+from turnstate.durable.checkpoints.prune import run_folders
 from turnstate.durable.checkpoints.sqlite import SQLiteCheckpointStore
 from turnstate.durable.checkpoints.sqlite import set_aside as set_aside_file
 from turnstate.durable.layout import CHECKPOINT_FILE, CHECKPOINT_POINTER
@@ -83,6 +86,12 @@ def _same_database(a: str, b: str) -> bool:
     )
 
 
+def _with_password(url: str, chosen: str | None) -> str:
+    """The URL to connect to the run's database `url` with: the setting's, when it names that
+    database (its password with it), else `url` itself (libpq takes PGPASSWORD or ~/.pgpass)."""
+    return chosen if chosen is not None and _same_database(chosen, url) else url
+
+
 def _run_store_place(run_dir: Path, may_create: bool) -> tuple[str, str] | None:
     """(URL, run key) when the run's checkpoints are in PostgreSQL, None for SQLite (rules 1-3)."""
     chosen = chosen_store()
@@ -93,7 +102,7 @@ def _run_store_place(run_dir: Path, may_create: bool) -> tuple[str, str] | None:
                 f"{run_dir}: this run's checkpoints are in {pointer.url}, and {STORE_VARIABLE} names "
                 f"{postgres.shown(chosen)}; fix: unset it (or give the run's database) to resume the run"
             )
-        return (chosen or pointer.url), pointer.run
+        return _with_password(pointer.url, chosen), pointer.run
     if chosen is None:
         return None
     if (run_dir / CHECKPOINT_FILE).exists():
@@ -143,6 +152,48 @@ def open_run_store(
     return postgres.PostgresCheckpointStore(
         url, run, meta, accept=accept, create=create, numbered_after=numbered_after, continuation=continuation
     )
+
+
+@dataclass
+class Pruned:
+    """What `prune_runs` did: the run folders whose checkpoints it deleted, what it deleted (files, or
+    a database's rows of a run), and the databases it could not reach, each named with why."""
+
+    run_dirs: list[Path] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def prune_runs(runs_dir: Path, older_than: timedelta) -> Pruned:
+    """Delete the checkpoints of the runs in `runs_dir` (and a sweep's further down) whose last
+    checkpoint is older than `older_than`, wherever each run keeps them: its SQLite store's files
+    (prune.py), or its rows in the database its CHECKPOINT_POINTER names. A run a writer holds is
+    left alone; a database that cannot be reached, or a pointer that cannot be read, is a problem
+    named in the result, and the other runs are pruned all the same."""
+    pruned = Pruned()
+    for path in prune_files(runs_dir, older_than):
+        pruned.deleted.append(str(path))
+        if path.name == CHECKPOINT_FILE:
+            pruned.run_dirs.append(path.parent)
+    by_database: dict[str, dict[str, Path]] = {}  # url -> run key -> its folder
+    for folder in run_folders(runs_dir):
+        try:
+            pointer = _read_pointer(folder)
+        except CheckpointError as error:
+            pruned.problems.append(str(error))
+            continue
+        if pointer is not None:
+            by_database.setdefault(pointer.url, {})[pointer.run] = folder
+    chosen = chosen_store()
+    for url, runs in by_database.items():
+        try:
+            deleted = postgres.prune(_with_password(url, chosen), older_than, runs)
+        except CheckpointError as error:
+            pruned.problems.append(f"{error}; the checkpoints of {len(runs)} run(s) there were not pruned")
+            continue
+        pruned.run_dirs += [runs[run] for run in deleted]
+        pruned.deleted += [f"{url} run {run}" for run in deleted]
+    return pruned
 
 
 def set_aside_run_store(run_dir: Path) -> str:
