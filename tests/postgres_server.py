@@ -11,6 +11,7 @@ import importlib.util
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -62,6 +63,19 @@ def unavailable() -> str | None:
     return None
 
 
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (a server's backends and workers)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # it ended meanwhile
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -82,6 +96,14 @@ class ThrowawayServer:
 
     def start(self) -> None:
         self._control("start")
+
+    def freeze(self) -> None:
+        """The server and each of its backends stopped (SIGSTOP), as a hung host is: its kernel still
+        accepts connections and acknowledges every packet, and nothing answers."""
+        self._control("freeze")
+
+    def thaw(self) -> None:
+        self._control("thaw")
 
 
 @contextlib.contextmanager
@@ -114,8 +136,13 @@ def throwaway_server(fsync: bool = False) -> Iterator[ThrowawayServer]:
         pg_ctl = [str(binaries / "pg_ctl"), "-D", str(data), "-w"]
         if verb == "start":
             run(*pg_ctl, "-o", options, "-l", str(folder / "log"), "start")
-        else:
+        elif verb == "stop":
             run(*pg_ctl, "-m", "immediate", "stop")
+        else:
+            server = int((data / "postmaster.pid").read_text().split()[0])
+            family = [server, *_children(server)]
+            for pid in family if verb == "freeze" else reversed(family):
+                os.kill(pid, signal.SIGSTOP if verb == "freeze" else signal.SIGCONT)
 
     try:
         run(

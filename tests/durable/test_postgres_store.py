@@ -198,17 +198,24 @@ def test_a_run_on_postgresql_sigkilled_and_resumed_restores_its_sealed_continuat
     assert checkpoints_of(postgres_url, run) == list(range(1, meta["accepted_actions"] + 1))
 
 
+@pytest.mark.parametrize(
+    ("fault", "why"),
+    [("stop", "was not written"), ("freeze", "was not written: the database did not answer within 1 s")],
+)
 def test_a_database_lost_mid_run_fails_the_run_with_its_last_checkpoint_intact_and_a_resume_goes_on(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, fault, why
 ):
-    """The server stops mid-run (its own, for this test) and stays away past the reconnect budget:
-    `turnstate run` exits 1 saying why, the checkpoints hold every turn the run recorded, and once the
-    server is back `turnstate resume` ends the game as the uninterrupted run does."""
+    """The server stops mid-run (its own, for this test), or hangs (every process of it SIGSTOPped: it
+    accepts connections and never answers), and stays away past the reconnect budget: `turnstate run`
+    exits 1 saying why, the checkpoints hold every turn the run recorded, and once the server is back
+    `turnstate resume` ends the game as the uninterrupted run does."""
     from tests.postgres_server import throwaway_server, unavailable
 
     if unavailable():
         pytest.skip(f"no PostgreSQL server: {unavailable()}")
     monkeypatch.setattr(postgres, "RECONNECT_SECONDS", 1.0)
+    monkeypatch.setattr(postgres, "ANSWER_SECONDS", 1.0)
+    monkeypatch.setattr(postgres, "CONNECT_SECONDS", 1)
     profile = long_default_profile(tmp_path, levels=4)
     baseline = Runner(load_profile(profile), tmp_path / "baseline").run()
     with throwaway_server() as server:
@@ -218,16 +225,16 @@ def test_a_database_lost_mid_run_fails_the_run_with_its_last_checkpoint_intact_a
         def stop_mid_run() -> None:
             while len(list(runs.glob("*/step_*.json"))) < baseline.accepted_actions // 2:
                 time.sleep(0.002)
-            server.stop()
+            getattr(server, fault)()
 
         stopper = threading.Thread(target=stop_mid_run, daemon=True)
         stopper.start()
         failed = invoke("run", str(profile), "--out", str(runs))
         stopper.join()
         assert failed.exit_code == 1, failed.output
-        assert "was not written" in failed.output and "did not come back within 1 s" in failed.output
+        assert why in failed.output and "did not come back within 1 s" in failed.output
         assert "Traceback" not in failed.output and "throwaway-password" not in failed.output
-        server.start()
+        server.start() if fault == "stop" else server.thaw()
         (run_dir,) = runs.iterdir()
         recorded = len(list(run_dir.glob("step_*.json")))
         run = json.loads((run_dir / CHECKPOINT_POINTER).read_text())["run"]
@@ -290,3 +297,43 @@ def test_a_damaged_record_is_named_by_the_stores_url_and_run(postgres_url, monke
         reader.latest()
     shown = postgres.shown(postgres_url)
     assert str(damaged.value).startswith(f"{shown} (run damaged-run): continuation record 1 fails authentication")
+
+
+def test_turnstate_prune_reaches_the_database_a_run_folder_names_and_names_one_it_cannot_reach(
+    postgres_url, tmp_path, monkeypatch
+):
+    """Two runs on PostgreSQL and one in SQLite, in one folder of runs: the old ones' checkpoints go,
+    wherever they are, with their local provider's service; a database that went away is named."""
+    runs, month_ago = tmp_path / "runs", 31 * 86400
+    folders = {}
+    for name, store in (("old", postgres_url), ("new", postgres_url), ("old-sqlite", None)):
+        monkeypatch.setenv(STORE_VARIABLE, store or "sqlite")
+        folders[name] = runs / name
+        folders[name].mkdir(mode=0o700, parents=True)
+        with open_run_store(folders[name], META) as store_of_run:
+            store_of_run.commit(checkpoint(grown(empty_state(), 1), 1))
+    old_run = json.loads((folders["old"] / CHECKPOINT_POINTER).read_text())["run"]
+    with psycopg.connect(postgres_url, autocommit=True) as database:
+        database.execute("UPDATE turnstate_checkpoints SET at = at - %s WHERE run = %s", (month_ago, old_run))
+    old_file = folders["old-sqlite"] / CHECKPOINT_FILE
+    os.utime(old_file, (time.time() - month_ago,) * 2)
+    monkeypatch.delenv(STORE_VARIABLE)
+    monkeypatch.setenv("PGPASSWORD", "throwaway-password-7c1e")  # the pointers' URLs have none
+    pruned = invoke("prune", str(runs), "--older-than", "30d", "--json")
+    assert pruned.exit_code == 0, pruned.output
+    shown = postgres.shown(postgres_url)
+    assert sorted(json.loads(pruned.output)["deleted"]) == sorted([f"{shown} run {old_run}", str(old_file)])
+    assert checkpoints_of(postgres_url, old_run) == []
+    new_run = json.loads((folders["new"] / CHECKPOINT_POINTER).read_text())["run"]
+    assert checkpoints_of(postgres_url, new_run) == [1]
+    gone = tmp_path / "gone"  # a run folder whose database is not there any more
+    gone.mkdir(mode=0o700)
+    port = urlsplit(postgres_url).port
+    (gone / CHECKPOINT_POINTER).write_text(json.dumps({"url": shown.replace(f":{port}/", ":1/"), "run": "r"}))
+    refused = invoke("prune", str(tmp_path), "--older-than", "30d")
+    assert refused.exit_code == 1
+    assert (
+        "127.0.0.1:1/postgres" in refused.output
+        and "the checkpoints of 1 run(s) there were not pruned" in refused.output
+    )
+    assert "throwaway-password" not in refused.output

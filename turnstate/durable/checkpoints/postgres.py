@@ -22,7 +22,10 @@ Rules (beside the package's, which hold here as for SQLite):
    for up to RECONNECT_SECONDS: the lock and the lease are taken again only if nobody took the run
    meanwhile (the token is still this writer's), and a commit whose COMMIT's answer was lost is looked
    up before it is written again, so it is written once. Past that, the commit fails with a
-   CheckpointError and the run fails closed with its last checkpoint intact.
+   CheckpointError and the run fails closed with its last checkpoint intact. A server that stops
+   answering (hung, or a network that drops packets without a reset) is a lost connection once a
+   statement has waited ANSWER_SECONDS for its answer: the connection is closed and taken again as
+   above, never waited on for ever.
 5. URLs. `postgresql://user[:password]@host[:port]/database`, as libpq reads them (also
    `postgres://`); a password may come from the URL, PGPASSWORD or ~/.pgpass. A URL is never written
    or printed with its password (`shown`).
@@ -37,6 +40,7 @@ import time
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import closing, contextmanager
 from datetime import timedelta
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit, urlunsplit
@@ -53,6 +57,7 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {}  # version -> the statements 
 SCHEMA_LOCK: Final = 0x7473636B_00000000  # the advisory lock key the schema is made under ("tsck")
 RECONNECT_SECONDS: Final = 30.0
 CONNECT_SECONDS: Final = 10
+ANSWER_SECONDS: Final = 30.0  # the longest a statement waits for the server's answer (rule 4)
 SCHEMES: Final = ("postgresql", "postgres")
 
 _TABLES: Final = (
@@ -98,6 +103,26 @@ def _psycopg() -> Any:
     return psycopg
 
 
+@cache
+def _answering(psycopg: Any) -> Any:
+    """psycopg's Connection whose every wait for the server ends after ANSWER_SECONDS (rule 4): a
+    statement's wait has no deadline of its own, and libpq's socket options cannot tell a hung server
+    from a slow one (its kernel still acknowledges every packet). The seam is Connection.wait, which
+    every statement's round trip goes through (psycopg 3.3, pinned)."""
+
+    class AnsweringConnection(psycopg.Connection):
+        def wait(self, gen: Any, *args: Any, **options: Any) -> Any:
+            if options.get("timeout") is None and len(args) < 2:
+                options["timeout"] = ANSWER_SECONDS
+            try:
+                return super().wait(gen, *args, **options)
+            except psycopg.errors._WaitTimeout:  # the connection is mid-exchange: only closing it is safe
+                self.pgconn.finish()
+                raise psycopg.OperationalError(f"the database did not answer within {ANSWER_SECONDS:.0f} s") from None
+
+    return AnsweringConnection
+
+
 def _lock_key(run: str) -> int:
     """The run's advisory lock key: 64 bits of its name's SHA-256, as PostgreSQL's signed bigint."""
     return int.from_bytes(hashlib.sha256(run.encode()).digest()[:8], "big", signed=True)
@@ -107,7 +132,7 @@ def connected(url: str) -> psycopg.Connection[Any]:
     """A connection to `url`, its schema made or checked (rule 1); CheckpointError saying why not."""
     psycopg = _psycopg()
     try:
-        connection = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_SECONDS)
+        connection = _answering(psycopg).connect(url, autocommit=True, connect_timeout=CONNECT_SECONDS)
     except psycopg.Error as error:
         raise CheckpointError(f"{shown(url)}: cannot connect to the checkpoint database: {_reason(error)}") from None
     try:
