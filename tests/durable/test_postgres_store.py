@@ -6,11 +6,14 @@ test_store_conformance.py."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -337,3 +340,64 @@ def test_turnstate_prune_reaches_the_database_a_run_folder_names_and_names_one_i
         and "the checkpoints of 1 run(s) there were not pruned" in refused.output
     )
     assert "throwaway-password" not in refused.output
+
+
+def test_a_database_whose_disk_fills_mid_run_fails_the_run_naming_it_and_a_resume_goes_on_once_there_is_room(
+    tmp_path, monkeypatch
+):
+    """The run's tables live on a small filesystem of their own (a tablespace on a tmpfs), which fills
+    mid-run: the commit that finds no room fails the run, exit 1, saying so; every turn the run
+    recorded before is kept; once there is room, `turnstate resume` ends the game as the
+    uninterrupted run does."""
+    from tests.postgres_server import throwaway_server, unavailable
+
+    if unavailable():
+        pytest.skip(f"no PostgreSQL server: {unavailable()}")
+    disk = Path(tempfile.mkdtemp(prefix="turnstate-disk-"))  # outside the test's folder, which the server cannot reach
+    disk.chmod(0o755)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m,mode=0755", "tmpfs", str(disk)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small filesystem here: {mounted.stderr.decode().strip()}")
+    try:
+        profile = long_default_profile(tmp_path, levels=20)
+        baseline = Runner(load_profile(profile), tmp_path / "baseline").run()
+        tablespace = disk / "tablespace"
+        tablespace.mkdir()
+        shutil.chown(tablespace, "postgres", "postgres")
+        with throwaway_server() as server:
+            with psycopg.connect(server.url, autocommit=True) as admin:
+                admin.execute(f"CREATE TABLESPACE small LOCATION '{tablespace}'")
+                admin.execute("ALTER DATABASE postgres SET default_tablespace = small")
+            monkeypatch.setenv(STORE_VARIABLE, server.url)
+            runs, filler = tmp_path / "runs", disk / "filler"
+
+            def fill_mid_run() -> None:
+                while len(list(runs.glob("*/step_*.json"))) < baseline.accepted_actions // 4:
+                    time.sleep(0.002)
+                with contextlib.suppress(OSError), filler.open("wb") as file:  # every free block, as a log would
+                    while True:
+                        file.write(b"\0" * 4096)
+                        file.flush()
+
+            filling = threading.Thread(target=fill_mid_run, daemon=True)
+            filling.start()
+            failed = invoke("run", str(profile), "--out", str(runs))
+            filling.join()
+            assert failed.exit_code == 1, failed.output
+            assert "was not written" in failed.output and "No space left on device" in failed.output
+            assert "Traceback" not in failed.output and "throwaway-password" not in failed.output
+            filler.unlink()
+            (run_dir,) = runs.iterdir()
+            recorded = len(list(run_dir.glob("step_*.json")))
+            run = json.loads((run_dir / CHECKPOINT_POINTER).read_text())["run"]
+            assert checkpoints_of(server.url, run) in (list(range(1, recorded)), list(range(1, recorded + 1)))
+            resumed = invoke("resume", str(run_dir), "--json")
+            assert resumed.exit_code == 0, resumed.output
+            meta = json.loads(resumed.stdout)
+            assert (meta["outcome"], meta["accepted_actions"]) == ("win", baseline.accepted_actions)
+            assert journaled(run_dir) == journaled(baseline.artifacts)
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+        disk.rmdir()
