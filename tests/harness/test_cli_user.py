@@ -101,7 +101,10 @@ def test_a_name_that_is_neither_a_file_nor_a_shipped_profile_exits_1_listing_the
     line = assert_one_line_error(
         invoke(*command), "local-opeanai-continuous: (top level): no such file, nor a shipped profile of that name"
     )
-    assert line.endswith("fix: pass a profile's path, or the name of a shipped one: " + ", ".join(SHIPPED))
+    assert line.endswith(
+        "fix: did you mean local-openai-continuous? pass a profile's path, or the name of a shipped one: "
+        + ", ".join(SHIPPED)
+    )
     assert list(tmp_path.iterdir()) == []  # nothing ran
 
 

@@ -15,7 +15,7 @@ from turnstate.cli.running import resume, run, serve, sweep
 COMMANDS = (run, resume, sweep, serve, validate, list_, schema, show, events, report, diagrams, coverage, prune)
 
 
-@click.group()
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})  # every command's own help too
 @click.version_option(package_name="turnstate")
 def main() -> None:
     """Carry an LLM agent's runtime state across model turns, as explicit state machines."""

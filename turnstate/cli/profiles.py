@@ -9,11 +9,17 @@ from typing import Any
 
 import click
 
-from turnstate.cli.common import json_option
+from turnstate.cli.common import complete_profile, json_option
 
 
 @click.command()
-@click.argument("profiles", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.argument(
+    "profiles",
+    nargs=-1,
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    shell_complete=complete_profile,
+)
 @json_option("each profile's file, whether it is valid, and its problems (key, problem, fix)")
 def validate(profiles: tuple[Path, ...], as_json: bool) -> None:
     """Check PROFILES (paths, or names of shipped profiles), each one even after a bad one; exit 1 if

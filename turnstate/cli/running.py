@@ -19,7 +19,16 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from turnstate.adapters.tokens import MIN_CONTEXT_TOKENS
-from turnstate.cli.common import EXIT_INTERRUPTED, checkpoints_option, fail, json_option, load_or_exit
+from turnstate.cli.common import (
+    EXIT_INTERRUPTED,
+    all_overrides,
+    checkpoints_option,
+    complete_profile,
+    fail,
+    json_option,
+    load_or_exit,
+    overrides_options,
+)
 from turnstate.durable.layout import EVENTS, RUN_META, RUNS_ROOT, SWEEPS_ROOT
 
 if TYPE_CHECKING:
@@ -31,7 +40,9 @@ MIN_PORT, MAX_PORT = 0, 65535
 
 
 @click.command()
-@click.argument("profile", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.argument(
+    "profile", required=False, type=click.Path(dir_okay=False, path_type=Path), shell_complete=complete_profile
+)
 @click.option(
     "--out",
     "out_dir",
@@ -43,8 +54,16 @@ MIN_PORT, MAX_PORT = 0, 65535
 @checkpoints_option(
     "where the run keeps its checkpoints: `sqlite` (in its folder, the default) or a postgresql://user@host:port/database URL"
 )
+@overrides_options
 @json_option(f"{RUN_META} as the run wrote it, with the run folder, instead of the progress bar and table")
-def run(profile: Path | None, out_dir: Path, as_json: bool) -> None:
+def run(
+    profile: Path | None,
+    out_dir: Path,
+    overrides: list[tuple[str, str]],
+    model: str | None,
+    seed: int | None,
+    as_json: bool,
+) -> None:
     """Run an agent from PROFILE: a profile's path, or the name of a shipped one (`turnstate list`
     shows them). Default: local-manual-rolling."""
     from turnstate.session.profile import DEFAULT_PROFILE
@@ -53,7 +72,7 @@ def run(profile: Path | None, out_dir: Path, as_json: bool) -> None:
     runner: Runner | None = None
     try:
         with _sigterm_as_interrupt():
-            loaded = load_or_exit(profile or DEFAULT_PROFILE)
+            loaded = load_or_exit(profile or DEFAULT_PROFILE, all_overrides(overrides, model, seed))
             freeze_startup_objects()
             try:
                 out_dir.mkdir(parents=True, exist_ok=True)
@@ -74,6 +93,7 @@ def run(profile: Path | None, out_dir: Path, as_json: bool) -> None:
 @click.option(
     "--profile",
     type=click.Path(dir_okay=False, path_type=Path),
+    shell_complete=complete_profile,
     help="switch to another adapter, model or strategy (a profile's path or a shipped name) for the same game",
 )
 @click.option(

@@ -11,12 +11,13 @@ holds, reading it is bounded in time and memory (_ProfileLoader), and every prob
 
 from __future__ import annotations
 
+import difflib
 import hashlib
-import importlib.resources
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, PrivateAttr, model_validator
 
 from turnstate.adapters.contract import (
     ProviderAdapter,
@@ -47,13 +48,13 @@ from turnstate.session.profile_sections import (
     RuntimeConfig,
     Section,
 )
-from turnstate.session.settings_file import Contradiction, ProfileError, load_settings, parse_settings
+from turnstate.session.settings_file import Contradiction, Override, ProfileError, load_settings, parse_settings
+from turnstate.session.shipped import PROFILES_DIR, shipped_names
 from turnstate.strategies import STRATEGIES
 from turnstate.strategies.compaction import Compaction, HarnessSummary, NativeByCall, NativeInline, NoCompaction
 from turnstate.strategies.offload import Offload
 from turnstate.strategies.strategy import StrategySettings
 
-PROFILES_DIR = Path(str(importlib.resources.files("turnstate.profiles")))  # the shipped profiles, however installed
 DEFAULT_PROFILE = PROFILES_DIR / "local-manual-rolling.yaml"
 
 
@@ -76,6 +77,19 @@ class Profile(Section):
         default=PricingConfig(),
         description="prices for the cost estimate only; nothing is written into provider-reported usage",
     )
+
+    _overrides: tuple[str, ...] = PrivateAttr(default=())
+
+    @property
+    def overrides(self) -> tuple[str, ...]:
+        """The `--set KEY=VALUE` overrides the profile was loaded with, as given (its settings hold them)."""
+        return self._overrides
+
+    def overridden(self, overrides: Sequence[Override | str]) -> Profile:
+        """The profile, remembering that it was loaded with `overrides` (a copy: profiles are frozen)."""
+        copy = self.model_copy()
+        copy._overrides = tuple(item if isinstance(item, str) else f"{item[0]}={item[1]}" for item in overrides)
+        return copy
 
     @model_validator(mode="after")
     def _consistent(self) -> Profile:
@@ -286,7 +300,7 @@ class Profile(Section):
 
 def shipped_profiles() -> dict[str, Path]:
     """The profiles that install with the package, by name (the file name without `.yaml`)."""
-    return {path.stem: path for path in sorted(PROFILES_DIR.glob("*.yaml"))}
+    return {name: PROFILES_DIR / f"{name}.yaml" for name in shipped_names()}
 
 
 def resolve_profile(given: str | Path) -> Path:
@@ -299,7 +313,9 @@ def resolve_profile(given: str | Path) -> Path:
     shipped = shipped_profiles()
     if len(path.parts) == 1 and path.name.removesuffix(".yaml") in shipped:
         return shipped[path.name.removesuffix(".yaml")]
-    fix = f"pass a profile's path, or the name of a shipped one: {', '.join(shipped)}"
+    close = difflib.get_close_matches(path.name.removesuffix(".yaml"), shipped, n=1)
+    guess = f"did you mean {close[0]}? " if close else ""
+    fix = f"{guess}pass a profile's path, or the name of a shipped one: {', '.join(shipped)}"
     raise ProfileError(str(given), [("", "no such file, nor a shipped profile of that name", fix)])
 
 
@@ -328,8 +344,11 @@ def profile_json_schema() -> dict[str, Any]:
     return schema
 
 
-def load_profile(path: str | Path) -> Profile:
-    return load_settings(path, Profile)
+def load_profile(path: str | Path, overrides: Sequence[Override] = ()) -> Profile:
+    """The profile file at `path`, with `overrides` (`--set KEY=VALUE`) set in it before it is
+    validated; the profile remembers them (`overrides`, which run_meta.json records)."""
+    profile = load_settings(path, Profile, overrides)
+    return profile.overridden(overrides) if overrides else profile
 
 
 def parse_profile(text: str, source: str = "<profile>") -> Profile:

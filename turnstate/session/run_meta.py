@@ -96,7 +96,7 @@ def run_fields(profile: Profile, descriptor: AdapterDescriptor, run_id: str, end
         "adapter_version": descriptor.version,
         "review_status": descriptor.review_status,
         "harness_commit": os.environ.get("ARC_HARNESS_COMMIT_SHA") or None,
-    }
+    } | ({"overrides": list(profile.overrides)} if profile.overrides else {})
 
 
 class RunMeta:

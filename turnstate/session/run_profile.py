@@ -17,8 +17,12 @@ def run_profile(run_dir: Path) -> Profile:
     """The profile the run was started with, as run_meta.json keeps it (validated, defaults filled)."""
     path = run_dir / RUN_META
     try:
-        settings = json.loads(path.read_bytes())["settings"]
-        return parse_profile(json.dumps(settings), source=str(path))
+        meta = json.loads(path.read_bytes())
+        profile = parse_profile(json.dumps(meta["settings"]), source=str(path))
+        overrides = meta.get("overrides") or []
+        if not all(isinstance(item, str) for item in overrides):
+            raise ValueError("its overrides are not a list of KEY=VALUE texts")
+        return profile.overridden(overrides) if overrides else profile
     except FileNotFoundError:
         raise ResumeError(f"{path}: missing; fix: pass the folder of a run (runs/<run-id>/)") from None
     except (OSError, ValueError, KeyError, TypeError) as error:

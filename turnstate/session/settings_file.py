@@ -5,9 +5,10 @@ bits), validated by a pydantic model, and every problem named as `file: key.path
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -32,8 +33,20 @@ class ProfileError(ValueError):
         super().__init__("\n".join(lines))
 
 
-def load_settings(path: str | Path, model: type[_Settings]) -> _Settings:
-    """A YAML settings file (a profile, a sweep) read with the profile's rules and validated as `model`."""
+Override = tuple[str, str]  # a dotted key and its value as YAML text: `--set agent.max_actions=50`
+
+
+def parse_override(given: str) -> Override:
+    """`KEY=VALUE` as an Override; ValueError saying how to write one."""
+    key, equals, value = given.partition("=")
+    if not equals or not key.strip() or any(not part for part in key.strip().split(".")):
+        raise ValueError(f"{given!r} is not KEY=VALUE; write a profile key's dotted path, such as agent.max_actions=50")
+    return key.strip(), value
+
+
+def load_settings(path: str | Path, model: type[_Settings], overrides: Sequence[Override] = ()) -> _Settings:
+    """A YAML settings file (a profile, a sweep) read with the profile's rules and validated as `model`,
+    each of `overrides` set in it first (a value is read as YAML is: `50` a number, `true` a bool)."""
     path = Path(path)
     try:
         with path.open("rb") as file:
@@ -43,7 +56,7 @@ def load_settings(path: str | Path, model: type[_Settings]) -> _Settings:
     if len(raw) > MAX_PROFILE_BYTES:
         problem = f"the file is larger than {MAX_PROFILE_BYTES // 1024} KiB, far more than any profile"
         raise ProfileError(str(path), [("", problem, "check the path: a profile is a page of settings")])
-    return parse_settings(_decode(raw, str(path)), str(path), model)
+    return parse_settings(_decode(raw, str(path)), str(path), model, overrides)
 
 
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
@@ -80,7 +93,7 @@ FILE_KINDS = {
 }
 
 
-def parse_settings(text: str, source: str, model: type[_Settings]) -> _Settings:
+def parse_settings(text: str, source: str, model: type[_Settings], overrides: Sequence[Override] = ()) -> _Settings:
     try:
         data = yaml.load(text, Loader=_ProfileLoader)  # a SafeLoader: builds plain data only
     except _Refused as error:
@@ -97,10 +110,32 @@ def parse_settings(text: str, source: str, model: type[_Settings]) -> _Settings:
             raise ProfileError(
                 source, [("", f"this is {what} (it has `{marker}:`)", f"run it with `{command} {source}`")]
             )
+    if overrides:
+        _override(data, overrides, source)
+        source += " with " + " ".join(f"--set {key}={value}" for key, value in overrides)
     try:
         return model.model_validate(data)
     except ValidationError as error:
         raise ProfileError(source, validation_problems(error, model)) from None
+
+
+def _override(data: dict[str, Any], overrides: Sequence[Override], source: str) -> None:
+    """Each override's value set at its key in `data` (the mappings on its way made if missing)."""
+    for key, text in overrides:
+        where = f"--set {key}"
+        try:
+            value = yaml.load(text, Loader=_ProfileLoader) if text.strip() else ""
+        except (_Refused, yaml.YAMLError):
+            raise ProfileError(source, [(key, f"{where}: {text!r} is not a YAML value", "quote it")]) from None
+        *parents, last = key.split(".")
+        mapping = data
+        for depth, part in enumerate(parents):
+            inner = mapping.setdefault(part, {})
+            if not isinstance(inner, dict):
+                above = ".".join(parents[: depth + 1])
+                raise ProfileError(source, [(key, f"{where}: {above} is not a mapping of keys", f"set {above} itself")])
+            mapping = inner
+        mapping[last] = value
 
 
 def validation_problems(error: ValidationError, model: type[BaseModel]) -> list[tuple[str, str, str]]:
@@ -291,8 +326,10 @@ def _explain(item: Any, model: type[BaseModel]) -> tuple[str, str, str]:
     path = ".".join(str(part) for part in location)
     kind = item["type"]
     if kind == "extra_forbidden":
-        allowed = ", ".join(_allowed_keys(location[:-1], model))
-        return path, "unknown key", f"remove it or correct the spelling (allowed here: {allowed})"
+        keys = _allowed_keys(location[:-1], model)
+        close = difflib.get_close_matches(str(location[-1]), keys, n=1)
+        guess = f"did you mean `{close[0]}`? " if close else ""
+        return path, "unknown key", f"{guess}remove it or correct the spelling (allowed here: {', '.join(keys)})"
     if kind == "missing":
         return path, "required key is missing", "add it"
     got = item.get("input")
