@@ -7,15 +7,14 @@ environment with the extra."""
 from __future__ import annotations
 
 import functools
-import importlib.util
-import sys
 from pathlib import Path
 
 import yaml
 
+from turnstate.environments.arc_agi3 import missing_toolkit
 from turnstate.session.profile import PROFILES_DIR
 
-TOOLKIT = sys.version_info >= (3, 12) and all(importlib.util.find_spec(name) for name in ("arc_agi", "arcengine"))
+TOOLKIT = missing_toolkit() is None
 REASON = (
     "names the arc_agi3 environment, which needs the ARC-AGI-3 toolkit (Python 3.12 or later and "
     "pip install -e '.[arc]' in turnstate's checkout); .ci/arc runs it"

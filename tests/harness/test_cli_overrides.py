@@ -11,10 +11,12 @@ import sys
 
 import pytest
 
+from tests.arc_extra import needs_toolkit
 from tests.harness.test_cli_user import assert_one_line_error, invoke, run_json
 from tests.harness.test_resume import killed_run
 from turnstate.cli import COMMANDS
 from turnstate.durable.layout import RUN_META
+from turnstate.environments.arc_agi3 import missing_toolkit
 from turnstate.session.profile import DEFAULT_PROFILE, load_profile, shipped_profiles
 from turnstate.session.run_profile import run_profile
 from turnstate.session.runner import Runner
@@ -101,3 +103,16 @@ def test_the_shells_completion_of_a_profile_offers_the_shipped_names_that_start_
     assert offered == [f"plain,{name}" for name in sorted(shipped_profiles()) if name.startswith("local-openai")] + [
         "file,local-openai"
     ]
+
+
+def test_list_marks_a_profile_that_needs_what_is_not_installed_with_how_to_install_it():
+    """local-arc plays ARC-AGI-3 games: without the toolkit (the arc extra) its row says so; with it
+    (.ci/arc's Python 3.12 environment), no profile needs anything."""
+    missing = missing_toolkit()
+    listed = {entry["name"]: entry for entry in json.loads(invoke("list", "--json").stdout)["profiles"]}
+    needing = {name: entry["needs"] for name, entry in listed.items() if "needs" in entry}
+    arc_profiles = {name for name in listed if needs_toolkit(name)}
+    assert needing == ({name: missing for name in arc_profiles} if missing else {})
+    text = invoke("list").stdout
+    (row,) = [line for line in text.splitlines() if line.strip().startswith("local-arc ")]
+    assert row.endswith(missing) if missing else row.rstrip().endswith("local")

@@ -42,8 +42,9 @@ def validate(profiles: tuple[Path, ...], as_json: bool) -> None:
 @click.command("list")
 @json_option("the same lists, each entry with its fields")
 def list_(as_json: bool) -> None:
-    """Show the shipped profiles, the registered adapters with their review status, the strategies
-    with their compaction kinds, and the environments."""
+    """Show the shipped profiles (each marked with what it needs that is not installed), the
+    registered adapters with their review status, the strategies with their compaction kinds, and
+    the environments."""
     from turnstate.reports.catalog import catalog
 
     listed = catalog()
@@ -52,7 +53,7 @@ def list_(as_json: bool) -> None:
         return
     sections: dict[str, list[tuple[str, ...]]] = {
         "profiles (turnstate run NAME)": [
-            ("name", "adapter", "strategy", "compaction", "endpoint"),
+            ("name", "adapter", "strategy", "compaction", "endpoint", "needs"),
             *(_profile_row(entry) for entry in listed["profiles"]),
         ],
         "adapters": [
@@ -71,8 +72,9 @@ def list_(as_json: bool) -> None:
 
 def _profile_row(entry: dict[str, Any]) -> tuple[str, ...]:
     if "error" in entry:
-        return (entry["name"], entry["error"], "", "", "")
-    return (entry["name"], entry["adapter"], entry["strategy"], entry["compaction"], entry["endpoint"])
+        return (entry["name"], entry["error"], "", "", "", "")
+    needs = entry.get("needs", "")
+    return (entry["name"], entry["adapter"], entry["strategy"], entry["compaction"], entry["endpoint"], needs)
 
 
 def _columns(rows: list[tuple[str, ...]]) -> list[str]:

@@ -22,6 +22,7 @@ from turnstate.environments.registry import (
     EnvironmentWarning,
     environment_ids,
     make_environment,
+    unmet_requirement,
 )
 
 __all__ = [
@@ -38,4 +39,5 @@ __all__ = [
     "Receipt",
     "environment_ids",
     "make_environment",
+    "unmet_requirement",
 ]

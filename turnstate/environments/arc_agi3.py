@@ -61,6 +61,7 @@ Rules it keeps:
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import logging
 import os
@@ -128,6 +129,13 @@ class Toolkit:
 
     arc_agi: Any
     arcengine: Any
+
+
+def missing_toolkit() -> str | None:
+    """What this install lacks to play ARC-AGI-3 games (None: nothing), found without importing it."""
+    if sys.version_info >= (3, 12) and all(importlib.util.find_spec(name) for name in ("arc_agi", "arcengine")):
+        return None
+    return f"the arc extra (Python 3.12 or later): {INSTALL}"
 
 
 def load_toolkit() -> Toolkit:

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib.metadata import EntryPoint, entry_points
 
-from turnstate.environments.arc_agi3 import ArcAgi3
+from turnstate.environments.arc_agi3 import ArcAgi3, missing_toolkit
 from turnstate.environments.beacon_grid import BeaconGrid
 from turnstate.environments.catalog_hunt import CatalogHunt
 from turnstate.environments.protocol import Environment, EnvironmentConfigError, EnvironmentFactory
@@ -37,6 +37,8 @@ BUILTIN_ENVIRONMENTS: dict[str, EnvironmentFactory] = {
     BeaconGrid.name: BeaconGrid.from_options,
     CatalogHunt.name: CatalogHunt.from_options,
 }
+# What a built-in environment needs beyond the base install, found without importing it (None: nothing).
+BUILTIN_REQUIREMENTS: dict[str, Callable[[], str | None]] = {ArcAgi3.name: missing_toolkit}
 ENVIRONMENT_ID = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
 PROTOCOL_CALLS = ("reset", "observe", "step", "receipts")
 MAX_REASON_CHARS = 300  # a third party's error message, kept to one readable line
@@ -49,6 +51,13 @@ class EnvironmentWarning(UserWarning):
 def environment_ids() -> list[str]:
     """Every id a profile may name, sorted; reads installed metadata only, so it imports nothing."""
     return sorted({*BUILTIN_ENVIRONMENTS, *(entry.name for entry in _third_party())})
+
+
+def unmet_requirement(name: str) -> str | None:
+    """What this install lacks to play environment `name`, as an install instruction (None: nothing,
+    or not known until a third-party environment is built)."""
+    requirement = BUILTIN_REQUIREMENTS.get(name)
+    return requirement() if requirement is not None else None
 
 
 def make_environment(name: str, seed: int, options: Mapping[str, object] | None = None) -> Environment:

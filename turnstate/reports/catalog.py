@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from turnstate.adapters.registry import ADAPTERS
-from turnstate.environments import environment_ids
+from turnstate.environments import environment_ids, unmet_requirement
 from turnstate.reports.text import nested
 from turnstate.session.profile import load_profile, resolve_profile, shipped_profiles
 from turnstate.session.profile_sections import ClientConfig, CompactionConfig
@@ -53,12 +53,17 @@ def profile_entry(name: str, path: Path) -> dict[str, Any]:
         return entry | {"error": f"cannot read it ({type(error).__name__})"}
     compaction = nested(data, "runtime", "compaction", "strategy")
     base_url = nested(data, "client", "base_url")
-    return entry | {
-        "adapter": str(nested(data, "runtime", "adapter_id")),
-        "strategy": str(nested(data, "runtime", "strategy")),
-        "compaction": str(compaction if compaction is not None else CompactionConfig().strategy),
-        "endpoint": str(base_url if base_url is not None else ClientConfig().base_url),
-    }
+    needs = unmet_requirement(str(nested(data, "environment", "name")))
+    return (
+        entry
+        | ({"needs": needs} if needs else {})
+        | {
+            "adapter": str(nested(data, "runtime", "adapter_id")),
+            "strategy": str(nested(data, "runtime", "strategy")),
+            "compaction": str(compaction if compaction is not None else CompactionConfig().strategy),
+            "endpoint": str(base_url if base_url is not None else ClientConfig().base_url),
+        }
+    )
 
 
 def profile_check(given: Path) -> tuple[dict[str, Any], ProfileError | None]:
