@@ -28,7 +28,7 @@ from turnstate.sweeps.plan import (
     wilson,
 )
 
-from .test_resume import killed_run
+from .test_resume import invoke, killed_run
 
 FOUR_RUNS = """
 id: four
@@ -202,7 +202,11 @@ def test_a_sweep_run_again_skips_ended_runs_and_resumes_a_killed_one_from_its_ch
     before = (ended / "run_meta.json").read_bytes()
     killed_dir = killed_run(Profile.model_validate(killed.profile), out / "runs" / killed.key, "after_commit", 3)
     assert json.loads((killed_dir / "run_meta.json").read_text())["outcome"] == "running"
-    rows = {row["key"]: row for row in run_sweep(plan, out, PoolEngine(plan.adapter_ids))}
+    again = invoke("sweep", str(tmp_path / "sweep.yaml"), "--out", str(out))
+    assert again.exit_code == 0, again.output
+    said = again.stdout.splitlines()
+    assert said[1:3] == [f"  skips 1 (they ended): {first.key}", f"  resumes 1 (they did not end): {killed.key}"]
+    rows = {row["key"]: row for row in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
     assert (ended / "run_meta.json").read_bytes() == before  # skipped, not played again
     assert rows[killed.key]["outcome"] == "win" and rows[killed.key]["resumes"] == 1
     assert rows[killed.key]["run_id"] == killed_dir.name  # the same run, gone on

@@ -338,7 +338,7 @@ def sweep(
     from turnstate.reports.folder import write_report
     from turnstate.reports.page import ReportError
     from turnstate.sweeps.engines import Engine, PoolEngine, run_sweep
-    from turnstate.sweeps.plan import SweepError, load_sweep
+    from turnstate.sweeps.plan import SweepError, load_sweep, standing
 
     try:
         plan = load_sweep(sweep_file, checkpoints)
@@ -362,6 +362,10 @@ def sweep(
         click.echo(f"{row['key']}: {row['outcome']} ({row['levels']} levels, {row['turns']} turns, ${row['cost']:.4f})")
 
     click.echo(f"sweep {plan.sweep.id}: {len(plan.runs)} runs into {folder}")
+    found = standing(plan, folder)
+    for verb, why in (("skips", "they ended"), ("resumes", "they did not end")):
+        if found[verb]:
+            click.echo(f"  {verb} {len(found[verb])} ({why}): {', '.join(found[verb])}")
     try:
         run_sweep(plan, folder, engine, in_flight=in_flight, on_row=ended)
     except KeyboardInterrupt:

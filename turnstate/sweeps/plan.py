@@ -50,7 +50,16 @@ from pydantic import Field, ValidationError
 
 from turnstate.durable.checkpoints import CheckpointError
 from turnstate.durable.checkpoints.stores import STORE_VARIABLE, chosen_store
-from turnstate.durable.layout import ID_PATTERN, RESULTS, RESULTS_TABLE, RUN_META, SUMMARY, SWEEP_RECORD, SWEEPS_ROOT
+from turnstate.durable.layout import (
+    ID_PATTERN,
+    RESULTS,
+    RESULTS_TABLE,
+    RUN_META,
+    SUMMARY,
+    SWEEP_RECORD,
+    SWEEP_RUNS,
+    SWEEPS_ROOT,
+)
 from turnstate.durable.resume import run_meta
 from turnstate.environments import make_environment
 from turnstate.session.durable_run import ENDED
@@ -323,6 +332,16 @@ def run_folder(runs_root: Path, key: str) -> Path | None:
         return None
     made = sorted(path for path in holder.iterdir() if (path / RUN_META).is_file())
     return made[-1] if made else None
+
+
+def standing(plan: Plan, sweep_dir: Path) -> dict[str, list[str]]:
+    """What playing the plan on `sweep_dir` does with each planned run, by key: those it skips (they
+    ended), those it resumes (they began and did not end) and those it starts."""
+    runs_root, found = sweep_dir / SWEEP_RUNS, {"skips": [], "resumes": [], "starts": []}
+    for planned in plan.runs:
+        existing = run_folder(runs_root, planned.key)
+        found["skips" if is_ended(existing) else "resumes" if existing is not None else "starts"].append(planned.key)
+    return found
 
 
 def is_ended(run_dir: Path | None) -> bool:
