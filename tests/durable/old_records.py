@@ -43,6 +43,7 @@ from typing import Any
 
 import httpx2
 
+from tests.harness.test_run import with_changes
 from tests.postgres_server import binary, new_database, throwaway_server
 from turnstate.durable import events
 from turnstate.durable.checkpoints import KEY_VARIABLE, postgres, sqlite
@@ -75,11 +76,7 @@ class Case:
     changes: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def loaded(self) -> Profile:
-        profile = load_profile(PROFILES_DIR / f"{self.profile}.yaml")
-        data = profile.model_dump()
-        for section, changes in self.changes.items():
-            data[section] = {**(data[section] or {}), **changes}
-        return Profile.model_validate(data)
+        return with_changes(load_profile(PROFILES_DIR / f"{self.profile}.yaml"), **self.changes)
 
 
 _COMPACTED = ("local-anthropic-continuous", "local-openai-continuous", "local-xai-continuous")
@@ -105,12 +102,18 @@ def environment(**variables: str | None) -> Iterator[None]:
     """The process's environment with `variables` set (None: unset), as it was afterwards."""
     before = {name: os.environ.get(name) for name in variables}
     try:
-        for name, value in variables.items():
-            os.environ.pop(name, None) if value is None else os.environ.__setitem__(name, value)
+        _set(variables)
         yield
     finally:
-        for name, value in before.items():
-            os.environ.pop(name, None) if value is None else os.environ.__setitem__(name, value)
+        _set(before)
+
+
+def _set(variables: dict[str, str | None]) -> None:
+    for name, value in variables.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def killed(case: Case, runs: Path, state: Path, checkpoints: str | None = None) -> Path:

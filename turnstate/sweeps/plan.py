@@ -337,7 +337,8 @@ def run_folder(runs_root: Path, key: str) -> Path | None:
 def standing(plan: Plan, sweep_dir: Path) -> dict[str, list[str]]:
     """What playing the plan on `sweep_dir` does with each planned run, by key: those it skips (they
     ended), those it resumes (they began and did not end) and those it starts."""
-    runs_root, found = sweep_dir / SWEEP_RUNS, {"skips": [], "resumes": [], "starts": []}
+    runs_root = sweep_dir / SWEEP_RUNS
+    found: dict[str, list[str]] = {"skips": [], "resumes": [], "starts": []}
     for planned in plan.runs:
         existing = run_folder(runs_root, planned.key)
         found["skips" if is_ended(existing) else "resumes" if existing is not None else "starts"].append(planned.key)
