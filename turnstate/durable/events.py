@@ -7,8 +7,9 @@ the projection a model switch or a resume can rebuild a conversation from, and n
 
 Rules the log keeps (`check_events` verifies each; `EventLog` writes logs that keep them when its
 caller reports what the session did):
-1. Every event has a sequence number, from 1 and one more on each line down the file (a gap is
-   lost events), and the turn and step it belongs to (the step is the step record the turn commits as, or would have); neither goes back.
+1. Every event says the format it is written in (`v`: FORMAT, below) and has a sequence number, from
+   1 and one more on each line down the file (a gap is lost events), and the turn and step it
+   belongs to (the step is the step record the turn commits as, or would have); neither goes back.
 2. Every reply the model gave a verdict on is an assistant_message with its status: `accepted`,
    `rejected` (with the caller's reason), `refused` (a provider refusal, with its reason) or `failed`
    (the turn failed closed, with why). Approvals and refusals stay visible; a rejected attempt is
