@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -401,3 +402,66 @@ def test_a_database_whose_disk_fills_mid_run_fails_the_run_naming_it_and_a_resum
     finally:
         subprocess.run(["umount", "-l", str(disk)], check=False)
         disk.rmdir()
+
+
+class SeveringProxy:
+    """A TCP relay to the server whose connections `sever` can cut as a network that drops packets
+    does: nothing passes either way, and the server's side stays open (its session lives on, holding
+    what it held) until `release` closes it, as the server's keepalive probes would find it gone."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self.upstream, self.severed, self.pairs = upstream, threading.Event(), []
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            client, _ = self.listener.accept()
+            server = socket.create_connection(self.upstream)
+            severed = threading.Event()
+            self.pairs.append((server, severed))
+            for source, target in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(source, target, severed), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, target: socket.socket, severed: threading.Event) -> None:
+        with contextlib.suppress(OSError):
+            while (data := source.recv(65536)) and not severed.is_set():
+                target.sendall(data)
+
+    def sever(self) -> None:
+        for _, severed in self.pairs:
+            severed.set()
+
+    def release(self) -> None:
+        for server, severed in self.pairs:
+            if severed.is_set():
+                with contextlib.suppress(OSError):
+                    server.shutdown(socket.SHUT_RDWR)  # a close alone waits for the pump blocked on it
+
+
+def test_a_connection_cut_without_a_reset_is_taken_again_once_its_old_session_lets_the_run_go(
+    postgres_url, monkeypatch
+):
+    """The network between writer and server goes silent: the commit's answer never comes, the
+    writer gives up on the connection after ANSWER_SECONDS and connects again; the server's session
+    of the old connection still holds the run's lock until it finds its client gone. Taking the run
+    again waits for that (it was refused at once, naming this very process as the holder), and the
+    commit is written once."""
+    monkeypatch.setattr(postgres, "ANSWER_SECONDS", 1.0)
+    monkeypatch.setattr(postgres, "RECONNECT_SECONDS", 15.0)
+    parts = urlsplit(postgres_url)
+    proxy = SeveringProxy((parts.hostname, parts.port))
+    relayed = postgres_url.replace(f":{parts.port}/", f":{proxy.port}/")
+    with PostgresCheckpointStore(relayed, "severed-run", META) as store:
+        store.commit(checkpoint(grown(empty_state(), 1), 1))
+        assert store._connection is not None
+        shown = {name: store._connection.execute(f"SHOW {name}").fetchone()[0] for name in postgres.KEEPALIVES}
+        assert shown == {name: str(value) for name, value in postgres.KEEPALIVES.items()}
+        proxy.sever()
+        threading.Timer(3.0, proxy.release).start()  # as the server's probes would, sooner
+        started = time.monotonic()
+        store.commit(checkpoint(grown(empty_state(), 2), 2))
+        assert time.monotonic() - started > 3.0  # it waited for the old session, and did not fail at once
+    assert checkpoints_of(postgres_url, "severed-run") == [1, 2]

@@ -25,7 +25,9 @@ Rules (beside the package's, which hold here as for SQLite):
    CheckpointError and the run fails closed with its last checkpoint intact. A server that stops
    answering (hung, or a network that drops packets without a reset) is a lost connection once a
    statement has waited ANSWER_SECONDS for its answer: the connection is closed and taken again as
-   above, never waited on for ever.
+   above, never waited on for ever. The lost connection's session may still hold the run's lock on
+   the server; each session asks the server to probe its client (KEEPALIVES), so it ends within
+   about 20 s, and taking the run again waits for that within RECONNECT_SECONDS.
 5. URLs. `postgresql://user[:password]@host[:port]/database`, as libpq reads them (also
    `postgres://`); a password may come from the URL, PGPASSWORD or ~/.pgpass. A URL is never written
    or printed with its password (`shown`).
@@ -58,6 +60,10 @@ SCHEMA_LOCK: Final = 0x7473636B_00000000  # the advisory lock key the schema is 
 RECONNECT_SECONDS: Final = 30.0
 CONNECT_SECONDS: Final = 10
 ANSWER_SECONDS: Final = 30.0  # the longest a statement waits for the server's answer (rule 4)
+# The server's probes of a quiet client over TCP (each session's own settings): a client whose network
+# went away is found gone within about 11 s + 3 x 3 s, not the system's two hours, and its session's
+# lock on the run let go (rule 4).
+KEEPALIVES: Final = {"tcp_keepalives_idle": 11, "tcp_keepalives_interval": 3, "tcp_keepalives_count": 3}
 SCHEMES: Final = ("postgresql", "postgres")
 
 _TABLES: Final = (
@@ -134,9 +140,11 @@ def connected(url: str) -> psycopg.Connection[Any]:
     try:
         connection = _answering(psycopg).connect(url, autocommit=True, connect_timeout=CONNECT_SECONDS)
     except psycopg.Error as error:
-        raise CheckpointError(f"{shown(url)}: cannot connect to the checkpoint database: {_reason(error)}") from None
+        raise _NotConnected(f"{shown(url)}: cannot connect to the checkpoint database: {_reason(error)}") from None
     try:
         connection.execute("SET synchronous_commit = on")  # rule 2: whatever the server's default says
+        for setting, value in KEEPALIVES.items():  # rule 4: a session whose client is gone ends, and frees its run
+            connection.execute(f"SET {setting} = {value}")
         _check_schema(connection, url)  # at READ COMMITTED: it must see what a first open made while it waited
         connection.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
     except BaseException:
@@ -326,27 +334,31 @@ class PostgresCheckpointStore(RecordStore):
         return row is not None
 
     def _reconnect(self, deadline: float, what: str) -> None:
-        """Rule 4: a new connection, the run locked again under this writer's token, or CheckpointError."""
+        """Rule 4: a new connection, the run locked again under this writer's token, or CheckpointError.
+        The run's lock may still be held by the lost connection's session, which the server ends only
+        once it finds its client gone (the keepalives `connected` sets): that is waited for too."""
         self.close()
         pause = 0.1
         while True:
             try:
                 connection = connected(self.url)
-            except CheckpointError as error:
+                try:
+                    if self._writer:
+                        self._take_lease(connection, self._token)
+                except BaseException:
+                    connection.close()
+                    raise
+            except (_NotConnected, RunHeld) as error:  # a lease another writer took is never retried
                 if time.monotonic() + pause > deadline:
+                    gone = (
+                        "the database did not come back" if isinstance(error, _NotConnected) else "the run stayed held"
+                    )
                     raise CheckpointError(
-                        f"{self.where}: {what}; the database did not come back within {RECONNECT_SECONDS:.0f} s "
-                        f"({error})"
+                        f"{self.where}: {what}; {gone} within {RECONNECT_SECONDS:.0f} s ({error})"
                     ) from None
                 time.sleep(pause)
                 pause = min(pause * 2, 2.0)
                 continue
-            try:
-                if self._writer:
-                    self._take_lease(connection, self._token)
-            except BaseException:
-                connection.close()
-                raise
             self._connection = connection
             return
 
@@ -423,11 +435,19 @@ class PostgresCheckpointStore(RecordStore):
         return self._connection
 
 
+class RunHeld(CheckpointError):
+    """The run's advisory lock is held by another session (rule 3)."""
+
+
+class _NotConnected(CheckpointError):
+    """No connection could be made (rule 4 retries it)."""
+
+
 def _lock_run(connection: psycopg.Connection[Any], where: str | Path, run: str) -> None:
-    """Take `run`'s advisory lock on `connection` (rule 3), or CheckpointError naming its holder."""
+    """Take `run`'s advisory lock on `connection` (rule 3), or RunHeld naming its holder."""
     (locked,) = connection.execute("SELECT pg_try_advisory_lock(%s)", (_lock_key(run),)).fetchone() or (False,)
     if not locked:
-        raise CheckpointError(
+        raise RunHeld(
             f"{where}: another process has this checkpoint store open to write ({_holder(connection, run)}); "
             "wait for it to end"
         )
