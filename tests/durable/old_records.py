@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -43,6 +42,7 @@ from typing import Any
 
 import httpx2
 
+from tests.harness.test_resume import killed_run
 from tests.harness.test_run import with_changes
 from tests.postgres_server import binary, new_database, throwaway_server
 from turnstate.durable import events
@@ -119,28 +119,9 @@ def _set(variables: dict[str, str | None]) -> None:
 def killed(case: Case, runs: Path, state: Path, checkpoints: str | None = None) -> Path:
     """The run folder `case` left in `runs`, its state folder `state` (its checkpoints in the
     PostgreSQL database `checkpoints`, if given), played in a forked child that SIGKILLs itself at
-    the case's point."""
-    runs.mkdir(mode=0o700, parents=True)
+    the case's point (test_resume's killed_run)."""
     with environment(**{STATE_VARIABLE: str(state), KEY_VARIABLE: None, STORE_VARIABLE: checkpoints}):
-        pid = os.fork()
-        if pid == 0:  # the child: never returns
-            hits = 0
-
-            def stop_at(reached: Point) -> None:
-                nonlocal hits
-                hits += reached == case.point
-                if hits == case.count:
-                    os.kill(os.getpid(), signal.SIGKILL)
-
-            try:
-                Runner(case.loaded(), runs, on_point=stop_at).run()
-            finally:
-                os._exit(3)  # the point never came
-        _, status = os.waitpid(pid, 0)
-    if not (os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL):
-        raise RuntimeError(f"{case}: the point was never reached")
-    (run_dir,) = runs.iterdir()
-    return run_dir
+        return killed_run(case.loaded(), runs, case.point, case.count)
 
 
 @dataclass(frozen=True)

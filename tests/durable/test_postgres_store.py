@@ -17,6 +17,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -30,7 +31,7 @@ from turnstate.durable.checkpoints.postgres import PostgresCheckpointStore
 from turnstate.durable.checkpoints.stores import STORE_VARIABLE
 from turnstate.durable.layout import CHECKPOINT_FILE, CHECKPOINT_POINTER
 from turnstate.session.profile import load_profile
-from turnstate.session.runner import Runner
+from turnstate.session.runner import Runner, RunResult
 
 psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (pip install -e '.[postgres]')")
 
@@ -225,30 +226,43 @@ def test_a_database_lost_mid_run_fails_the_run_with_its_last_checkpoint_intact_a
     with throwaway_server() as server:
         monkeypatch.setenv(STORE_VARIABLE, server.url)
         runs = tmp_path / "runs"
-
-        def stop_mid_run() -> None:
-            while len(list(runs.glob("*/step_*.json"))) < baseline.accepted_actions // 2:
-                time.sleep(0.002)
-            getattr(server, fault)()
-
-        stopper = threading.Thread(target=stop_mid_run, daemon=True)
-        stopper.start()
-        failed = invoke("run", str(profile), "--out", str(runs))
-        stopper.join()
-        assert failed.exit_code == 1, failed.output
-        assert why in failed.output and "did not come back within 1 s" in failed.output
-        assert "Traceback" not in failed.output and "throwaway-password" not in failed.output
+        failed_mid_run(
+            profile, runs, baseline.accepted_actions // 2, getattr(server, fault), why, "did not come back within 1 s"
+        )
         server.start() if fault == "stop" else server.thaw()
-        (run_dir,) = runs.iterdir()
-        recorded = len(list(run_dir.glob("step_*.json")))
-        run = json.loads((run_dir / CHECKPOINT_POINTER).read_text())["run"]
-        # Every turn the run recorded is kept but the one whose commit failed (its step record was on its way):
-        assert checkpoints_of(server.url, run) in (list(range(1, recorded)), list(range(1, recorded + 1)))
-        resumed = invoke("resume", str(run_dir), "--json")
-        assert resumed.exit_code == 0, resumed.output
-        meta = json.loads(resumed.stdout)
-        assert (meta["outcome"], meta["accepted_actions"]) == ("win", baseline.accepted_actions)
-        assert journaled(run_dir) == journaled(baseline.artifacts)
+        assert_kept_and_resumed(runs, server.url, baseline)
+
+
+def failed_mid_run(profile: Path, runs: Path, steps: int, fault: Callable[[], None], *said: str) -> None:
+    """`turnstate run` of `profile` into `runs`, `fault()` done once it recorded `steps` steps: the run
+    exits 1 saying each of `said`, with no traceback and no password."""
+
+    def fault_mid_run() -> None:
+        while len(list(runs.glob("*/step_*.json"))) < steps:
+            time.sleep(0.002)
+        fault()
+
+    faulting = threading.Thread(target=fault_mid_run, daemon=True)
+    faulting.start()
+    failed = invoke("run", str(profile), "--out", str(runs))
+    faulting.join()
+    assert failed.exit_code == 1, failed.output
+    assert all(words in failed.output for words in said), failed.output
+    assert "Traceback" not in failed.output and "throwaway-password" not in failed.output
+
+
+def assert_kept_and_resumed(runs: Path, url: str, baseline: RunResult) -> None:
+    """The failed run in `runs` kept every turn it recorded in the database at `url` but the one whose
+    commit failed (its step record was on its way), and `turnstate resume` ends it as `baseline` did."""
+    (run_dir,) = runs.iterdir()
+    recorded = len(list(run_dir.glob("step_*.json")))
+    run = json.loads((run_dir / CHECKPOINT_POINTER).read_text())["run"]
+    assert checkpoints_of(url, run) in (list(range(1, recorded)), list(range(1, recorded + 1)))
+    resumed = invoke("resume", str(run_dir), "--json")
+    assert resumed.exit_code == 0, resumed.output
+    meta = json.loads(resumed.stdout)
+    assert (meta["outcome"], meta["accepted_actions"]) == ("win", baseline.accepted_actions)
+    assert journaled(run_dir) == journaled(baseline.artifacts)
 
 
 def test_first_opens_of_a_new_database_at_once_make_its_schema_once(postgres_url):
@@ -374,31 +388,16 @@ def test_a_database_whose_disk_fills_mid_run_fails_the_run_naming_it_and_a_resum
             monkeypatch.setenv(STORE_VARIABLE, server.url)
             runs, filler = tmp_path / "runs", disk / "filler"
 
-            def fill_mid_run() -> None:
-                while len(list(runs.glob("*/step_*.json"))) < baseline.accepted_actions // 4:
-                    time.sleep(0.002)
+            def fill() -> None:
                 with contextlib.suppress(OSError), filler.open("wb") as file:  # every free block, as a log would
                     while True:
                         file.write(b"\0" * 4096)
                         file.flush()
 
-            filling = threading.Thread(target=fill_mid_run, daemon=True)
-            filling.start()
-            failed = invoke("run", str(profile), "--out", str(runs))
-            filling.join()
-            assert failed.exit_code == 1, failed.output
-            assert "was not written" in failed.output and "No space left on device" in failed.output
-            assert "Traceback" not in failed.output and "throwaway-password" not in failed.output
+            steps = baseline.accepted_actions // 4
+            failed_mid_run(profile, runs, steps, fill, "was not written", "No space left on device")
             filler.unlink()
-            (run_dir,) = runs.iterdir()
-            recorded = len(list(run_dir.glob("step_*.json")))
-            run = json.loads((run_dir / CHECKPOINT_POINTER).read_text())["run"]
-            assert checkpoints_of(server.url, run) in (list(range(1, recorded)), list(range(1, recorded + 1)))
-            resumed = invoke("resume", str(run_dir), "--json")
-            assert resumed.exit_code == 0, resumed.output
-            meta = json.loads(resumed.stdout)
-            assert (meta["outcome"], meta["accepted_actions"]) == ("win", baseline.accepted_actions)
-            assert journaled(run_dir) == journaled(baseline.artifacts)
+            assert_kept_and_resumed(runs, server.url, baseline)
     finally:
         subprocess.run(["umount", "-l", str(disk)], check=False)
         disk.rmdir()
