@@ -50,18 +50,17 @@ import importlib.util
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tarfile
 import tempfile
 import time
-import urllib.error
-import urllib.request
 import zipfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from served import Served, SetupError, free_port, tail
 
 LLAMA_CPP_PYTHON = "0.3.36"
 SDIST_NAME = f"llama_cpp_python-{LLAMA_CPP_PYTHON}.tar.gz"
@@ -90,11 +89,6 @@ MODEL_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 CONTEXT = 4096
 SEED = 1234
 HEALTH_DEADLINE = 120.0
-STOP_GRACE = 5.0
-
-
-class SetupError(Exception):
-    """A step that cannot go on; its message is the one line the command prints."""
 
 
 def say(message: str) -> None:
@@ -145,13 +139,6 @@ def run(command: Sequence[str], log: Path, cwd: Path | None = None) -> None:
         code = subprocess.run(command, cwd=cwd, stdout=out, stderr=subprocess.STDOUT).returncode
     if code != 0:
         raise SetupError(f"`{' '.join(command)}` exited {code}; the end of {log}:\n{tail(log)}")
-
-
-def tail(log: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
 
 
 def pip_download(spec: str, into: Path, log: Path, sdist: bool = False) -> Path:
@@ -278,54 +265,13 @@ def server_env(folder: Path) -> dict[str, str]:
     return env
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 @dataclass
-class Server:
+class Server(Served):
     """A started llama-server: `base_url` has no /v1 (the OpenAI SDK wants base_url + "/v1")."""
 
-    process: subprocess.Popen[bytes]
-    port: int
-    log_path: Path
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        """SIGTERM, then SIGKILL if it has not exited after a few seconds."""
-        if self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(STOP_GRACE)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
     def wait_healthy(self, deadline: float = HEALTH_DEADLINE) -> None:
-        """Wait for GET /health to answer 200; fail with the log's end if the server exits or time runs out."""
-        until = time.monotonic() + deadline
-        while time.monotonic() < until:
-            if (code := self.process.poll()) is not None:
-                raise SetupError(
-                    f"llama-server exited {code} while starting; the end of {self.log_path}:\n{tail(self.log_path)}"
-                )
-            try:
-                with urllib.request.urlopen(self.base_url + "/health", timeout=2) as reply:
-                    if reply.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):  # refused while it binds, 503 while it loads
-                pass
-            time.sleep(0.2)
-        raise SetupError(
-            f"llama-server was not healthy after {deadline:.0f} s; the end of {self.log_path}:\n{tail(self.log_path)}"
-        )
+        """Wait for GET /health to answer 200 (503 while it loads the model)."""
+        self.wait_answering("llama-server", "/health", deadline)
 
 
 def command_line(folder: Path, model: Path, port: int, tools: bool, extra_args: Sequence[str] = ()) -> list[str]:

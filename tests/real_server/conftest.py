@@ -9,33 +9,21 @@ newcomer's `pytest` does not compile a server behind their back.
 from __future__ import annotations
 
 import http.client
-import importlib.util
 import json
-import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.tools import tool
+
 KEY = "x"  # llama-server started without --api-key takes any key
 
 
-def _llama_server() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("llama_server", REPO / "tools" / "llama_server.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["llama_server"] = module  # its dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-llama_server = _llama_server()
+llama_server = tool("llama_server")
 
 
 @dataclass
