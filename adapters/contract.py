@@ -117,13 +117,16 @@ class ToolCall:
 class ToolResult:
     """The answer to one ToolCall, paired with it by `call_id`: the text the model reads, the images it
     shows after that text (checked PNGs, `ImagePart`: an action's next frame drawn as an image), and
-    whether the call failed (Anthropic's `is_error`; the other wires carry it in the text)."""
+    whether the call failed (Anthropic's `is_error`; the other wires carry it in the text). `ran` is
+    when the tool ran, (start, end) in Unix nanoseconds, for the run's traces: never sent, and no part
+    of what the result is (it does not compare)."""
 
     call_id: str
     name: str
     content: str
     is_error: bool = False
     images: tuple[ImagePart, ...] = ()
+    ran: tuple[int, int] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "images", checked_images("ToolResult", self.images))

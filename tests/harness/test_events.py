@@ -22,6 +22,7 @@ from turnstate.durable.events import (
     AssistantMessageEvent,
     EventLog,
     EventLogError,
+    ToolResultEvent,
     UserInputEvent,
     audit,
     check_events,
@@ -390,13 +391,16 @@ def test_a_torn_last_line_is_ignored_with_a_note(sound):
     assert len(read.events) == count
 
 
-def test_every_line_says_its_format_and_a_line_without_one_is_the_first_format(sound):
+def test_every_line_says_its_format_and_a_line_without_one_is_the_first_format_read_as_todays(sound):
     lines = records(sound)
     assert {line["v"] for line in lines} == {events.FORMAT} and list(lines[0])[:2] == ["v", "kind"]
     for line in lines:
         del line["v"]  # as the runs before the format was written left them
+        line.pop("ran", None)  # format 2's: format 1 had no time for a tool
     rewrite(sound, lines)
-    assert check_events(sound) == [] and {event.v for _, event in read_events(sound).events} == {1}
+    read = [event for _, event in read_events(sound).events]
+    assert check_events(sound) == [] and {event.v for event in read} == {events.FORMAT}
+    assert all(event.ran is None for event in read if isinstance(event, ToolResultEvent))
 
 
 def test_a_line_a_newer_turnstate_wrote_is_a_problem_saying_so_and_how_to_read_it(sound):

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import click
 
-from turnstate.cli.inspecting import coverage, diagrams, events, report, show
+from turnstate.cli.inspecting import coverage, diagrams, events, export, report, show
 from turnstate.cli.maintenance import prune
 from turnstate.cli.profiles import list_, schema, validate
 from turnstate.cli.running import resume, run, serve, sweep
 
-COMMANDS = (run, resume, sweep, serve, validate, list_, schema, show, events, report, diagrams, coverage, prune)
+COMMANDS = (run, resume, sweep, serve, validate, list_, schema, show, events, export, report, diagrams, coverage, prune)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})  # every command's own help too

@@ -1,4 +1,4 @@
-"""The commands that read what runs left: `show`, `events`, `report`, `diagrams` and `coverage`. Each
+"""The commands that read what runs left: `show`, `events`, `export`, `report`, `diagrams` and `coverage`. Each
 calls a function of turnstate.reports that a library user can call too, and prints what it returns."""
 
 from __future__ import annotations
@@ -32,6 +32,33 @@ def show(run_dir: Path, step: int, as_json: bool) -> None:
             click.echo(step_text(run_dir, step))
     except ReportError as error:
         fail(str(error))
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--otlp",
+    "otlp_file",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="write the run's spans to FILE as OTLP/JSON, which OpenTelemetry collectors and backends read",
+)
+@click.option(
+    "--content",
+    is_flag=True,
+    help="put the messages in the spans too (each turn's inputs, each reply, tool arguments and results), "
+    "redacted as the run's records are",
+)
+def export(run_dir: Path, otlp_file: Path, content: bool) -> None:
+    """Write RUN_DIR's OpenTelemetry trace to a file: a span per run, per provider call and per tool
+    execution, in the GenAI semantic conventions (docs/traces.md), as a live trace of the run sends them."""
+    from turnstate.durable.traces import TraceError, export_otlp
+
+    try:
+        count = export_otlp(run_dir, otlp_file, content=content)
+    except TraceError as error:
+        fail(str(error))
+    click.echo(f"wrote {count} spans to {otlp_file}")
 
 
 @click.command()

@@ -13,7 +13,7 @@ journal holds past its checkpoint once, as the next step's, and plays the turn a
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from turnstate.adapters.contract import Usage
@@ -59,15 +59,30 @@ class Ledger:
         ) / PER_MILLION
 
 
+@dataclass(frozen=True)
+class CallFacts:
+    """What a journal line says of a call besides its usage, for the run's traces
+    (turnstate/reports/traces.py): the turn and which of its provider calls it was (from 1, as the
+    events' `attempt`), how it came out (Attempt.outcome: replied, compacted, or the failure's error
+    kind), and when it ran, in Unix nanoseconds. Lines an older turnstate wrote have none of these."""
+
+    turn: int
+    attempt: int
+    outcome: str
+    started: int
+    ended: int
+
+
 class UsageJournal:
-    """Appends one line per provider call (its number in the run, its kind, its usage) to `path`,
-    flushed to the operating system as it is written, so a killed process loses at most that line."""
+    """Appends one line per provider call (its number in the run, its kind, its usage, its CallFacts)
+    to `path`, flushed to the operating system as it is written, so a killed process loses at most
+    that line."""
 
     def __init__(self, path: Path) -> None:
         self._lines = AppendedLines(path)
 
-    def record(self, number: int, kind: str, usage: Usage) -> None:
-        self._lines.write({"call": number, "kind": kind, "usage": usage.to_dict()})
+    def record(self, number: int, kind: str, usage: Usage, facts: CallFacts) -> None:
+        self._lines.write({"call": number, "kind": kind, "usage": usage.to_dict(), **asdict(facts)})
 
     def close(self) -> None:
         self._lines.close()

@@ -60,14 +60,16 @@ from turnstate.durable.checkpoints import ProjectionMark
 from turnstate.durable.jsonl import open_append, whole_lines_of
 from turnstate.durable.layout import EVENTS
 
-FORMAT: Final = 1
+FORMAT: Final = 2
 """The format events are written in, each line's `v` (a line without one is format 1, which wrote
 none). A change to what a line holds makes it the next, with a function in MIGRATIONS that makes a
 line of the previous format this one's; readers upgrade each line as they read it, so a log that
 different versions wrote (a run resumed by a newer turnstate) reads whole, and its bytes, which the
 checkpoints hold a digest of, never change."""
 
-MIGRATIONS: Final[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {}
+MIGRATIONS: Final[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {
+    1: dict,  # 2 added a tool_result's `ran` (when the tool ran), which no line of format 1 knew: it has none
+}
 """format -> what makes a line of it the next format's (tests/durable/test_old_records.py resumes
 the run folders that earlier formats left)."""
 
@@ -153,13 +155,15 @@ class ToolCallEvent(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class ToolResultEvent(Event):
-    """A call's result: its text, and the digests of the images it showed (as a user_input's)."""
+    """A call's result: its text, the digests of the images it showed (as a user_input's), and when
+    the tool ran, (start, end) in Unix nanoseconds, when its caller timed it (ToolResult.ran)."""
 
     kind: Literal["tool_result"] = "tool_result"
     call_id: str
     content: str
     is_error: bool = False
     images: tuple[str, ...] = ()
+    ran: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -313,6 +317,7 @@ class EventLog:
                 content=self.redact(result.content),
                 is_error=result.is_error,
                 images=images,
+                ran=result.ran,
             )
         )
         return self._remember(result.content, event)

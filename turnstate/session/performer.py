@@ -27,7 +27,7 @@ from turnstate.adapters.contract import (
     UserInput,
 )
 from turnstate.adapters.images import ImagePart
-from turnstate.durable.accounting import Ledger, UsageJournal
+from turnstate.durable.accounting import CallFacts, Ledger, UsageJournal
 from turnstate.durable.artifacts import (
     Attempt,
     CallKind,
@@ -231,18 +231,20 @@ class Performer:
         """One provider call of any kind: timed, its usage billed to the turn, the opaque values of its
         reply known to the redactor, and its attempt added to the turn's."""
         self._on_point("before_provider_call" if kind == "action" else "during_compaction")
-        started = time.perf_counter()
+        started, started_at = time.perf_counter(), time.time_ns()
         outcome = call(request)
         self.provider_seconds += time.perf_counter() - started
         self.ledger.record_call(outcome.usage)
+        replied = "replied" if kind == "action" else "compacted"
+        came_out = replied if isinstance(outcome, ModelResponse) else outcome.kind.value
         if self.files.usage is not None:
-            self.files.usage.record(self.ledger.calls, kind, outcome.usage)
+            facts = CallFacts(self.counts.turn, len(turn.attempts) + 1, came_out, started_at, time.time_ns())
+            self.files.usage.record(self.ledger.calls, kind, outcome.usage, facts)
         if kind == "action" and isinstance(outcome, ModelResponse):
             self._on_point("after_reply")
         if isinstance(outcome, ModelResponse):
             self.redactor.learn(outcome.native_items)  # before any record could repeat them
-            replied = "replied" if kind == "action" else "compacted"
-            attempt = Attempt(kind, request, replied, outcome.usage, outcome.text, outcome.reasoning_summary)
+            attempt = Attempt(kind, request, came_out, outcome.usage, outcome.text, outcome.reasoning_summary)
             attempt.compaction_items = _compaction_items(self.adapter, outcome)
         else:
             attempt = Attempt(kind, request, outcome.kind.value, outcome.usage, diagnostics=dict(outcome.diagnostics))

@@ -28,7 +28,7 @@ import stat
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -181,17 +181,18 @@ class Runner:
         results: list[ToolResult] = []
         frame: Frame | None = None
         for call in accepted.tool_calls:  # in the reply's order; the action's is stepped in its place
+            started = time.time_ns()
             if call.name == READ_TOOL_RESULT:
-                results.append(session.read_tool_result(call))
-                continue
-            if call != accepted.action_call:
-                results.append(_answered(world.environment, call))
-                continue
-            frame, refusal = _stepped(session, world, accepted)
-            images = () if refusal is not None else frame.images
-            results.append(
-                ToolResult(call.id, call.name, refusal or frame.text, is_error=refusal is not None, images=images)
-            )
+                result = session.read_tool_result(call)
+            elif call != accepted.action_call:
+                result = _answered(world.environment, call)
+            else:
+                frame, refusal = _stepped(session, world, accepted)
+                images = () if refusal is not None else frame.images
+                result = ToolResult(
+                    call.id, call.name, refusal or frame.text, is_error=refusal is not None, images=images
+                )
+            results.append(replace(result, ran=(started, time.time_ns())))
         if accepted.action is None:
             return observation, results  # a tool round: the model reads the results and is asked again
         if accepted.action_call is None:

@@ -38,6 +38,7 @@ the caller's verdict.
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -71,7 +72,7 @@ from turnstate.durable.tool_results import READ_TOOL_RESULT_SPEC, ToolResultStor
 from turnstate.durable.writer import ArtifactWriter
 from turnstate.environments.protocol import readable_reasoning
 from turnstate.machine.engine import Event, LiveMachine
-from turnstate.session import scaffold
+from turnstate.session import live_traces, scaffold
 from turnstate.session.durable_run import DurableRun, Opened, Opening, Resumed
 from turnstate.session.endpoint import connect_adapter, local_service_dir, open_endpoint, recorded_game
 from turnstate.session.performer import OpenTurn, Performer, ReplyRules, RunFiles, Turn
@@ -201,6 +202,8 @@ class Session:
         self.run_dir: Path | None = None  # the session's artifacts folder, once it is made
         self.run_id = ""  # the run's id: its folder's name when it was made (run_meta.json keeps it)
         self._stack = ExitStack()
+        self._tracing: live_traces.Tracing | None = None
+        self._traces: live_traces.LiveTraces | None = None
         self.durable: DurableRun | None = None  # the run's checkpoints, log and journal, likewise
         self._turn: OpenTurn | None = None
         self.ledger = Ledger(profile.prices())
@@ -219,6 +222,7 @@ class Session:
                 run_dir = self._out_dir / new_run_id(self.profile.id)
             if run_dir is not None:  # a resumed run keeps the id it started under, whatever its folder's name now
                 self.run_id = run_dir.name if self._resume_dir is None else run_id_of(run_dir)
+                self._tracing = live_traces.configured(os.environ)  # refused before anything is made
             local = run_dir is not None and self.profile.client.is_local
             self._service = local_service_dir(self.run_id) if local else None
             opened = open_endpoint(self.profile.client, self._service, recorded_game(self.profile))
@@ -279,6 +283,10 @@ class Session:
         with signals_deferred():
             self.meta.write(outcome="running")
             self._says_running = True
+        if self._tracing is not None:
+            resumes = len(opened.resumes) if opened.resumed is not None else 0
+            self._traces = live_traces.LiveTraces(self._tracing, run_dir, resumes=resumes)
+            self._stack.callback(self._traces.close)  # after the last run_meta.json (__exit__)
 
     def _restore(self, opened: Opened) -> None:
         """A resumed session as its last checkpoint left it: the counts and the ledger as the cursor
@@ -371,6 +379,8 @@ class Session:
             accepted = AcceptedReply(self.counts.step, chosen, held.action_call, held.tool_calls, reasoning)
             self._checkpoint(accepted)
         self._turn = None
+        if self._traces is not None:
+            self._traces.turn_committed()
         self._on_point("after_commit" if self.counts.compactions == compactions else "after_compaction_commit")
         return accepted
 
