@@ -61,22 +61,29 @@ def exported(run_dir: Path, tmp_path: Path, *options: str) -> list[dict[str, Any
 
 
 def protobuf_request(otlp_json: bytes) -> dict[str, Any]:
-    """An OTLP/JSON file parsed as an ExportTraceServiceRequest (ids hex, as OTLP's JSON encoding has
-    them, made the protobuf JSON mapping's base64 first), returned as the file holds it."""
+    """An OTLP/JSON file, checked by parsing it as an ExportTraceServiceRequest (`as_protobuf`),
+    returned as the file holds it."""
+    as_protobuf(otlp_json)
+    (line,) = otlp_json.splitlines()
+    return json.loads(line)
+
+
+def as_protobuf(otlp_json: bytes) -> Any:
+    """An OTLP/JSON file as the ExportTraceServiceRequest it encodes, parsed strictly by OpenTelemetry's
+    own protobuf types (its ids hex, as OTLP's JSON encoding has them, made the protobuf JSON
+    mapping's base64 first)."""
     from google.protobuf import json_format
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
     (line,) = otlp_json.splitlines()
     request = json.loads(line)
-    as_protobuf = json.loads(line)
-    for resource in as_protobuf["resourceSpans"]:
+    for resource in request["resourceSpans"]:
         for scope in resource["scopeSpans"]:
             for span in scope["spans"]:
                 for key in ("traceId", "spanId", "parentSpanId"):
                     if key in span:
                         span[key] = base64.b64encode(bytes.fromhex(span[key])).decode()
-    json_format.Parse(json.dumps(as_protobuf), ExportTraceServiceRequest())
-    return request
+    return json_format.Parse(json.dumps(request), ExportTraceServiceRequest())
 
 
 def attributes(span: dict[str, Any]) -> dict[str, Any]:
@@ -300,21 +307,11 @@ def test_a_resumed_run_traces_what_it_adds_under_a_run_span_of_its_own(phoenix, 
 
 def test_an_exported_file_sent_to_phoenix_is_taken_whole(phoenix, runs, tmp_path):
     """The OTLP/JSON file, made the protobuf request it encodes, is what a collector would forward."""
-    from google.protobuf import json_format
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
     spans = exported(runs["faulted"], tmp_path)
-    path = tmp_path / f"{runs['faulted'].name}.otlp.json"
-    request = json.loads(path.read_bytes())
-    for span in request["resourceSpans"][0]["scopeSpans"][0]["spans"]:
-        for key in ("traceId", "spanId", "parentSpanId"):
-            if key in span:
-                span[key] = base64.b64encode(bytes.fromhex(span[key])).decode()
-    request["resourceSpans"][0]["resource"]["attributes"].append(
-        {"key": "openinference.project.name", "value": {"stringValue": "exported"}}
-    )
-    body = json_format.Parse(json.dumps(request), ExportTraceServiceRequest()).SerializeToString()
-    assert phoenix.post(body) == 200
+    request = as_protobuf((tmp_path / f"{runs['faulted'].name}.otlp.json").read_bytes())
+    project = request.resource_spans[0].resource.attributes.add()
+    project.key, project.value.string_value = "openinference.project.name", "exported"
+    assert phoenix.post(request.SerializeToString()) == 200
     stored = arrived(phoenix, "exported", len(spans))
     assert sorted(span["context"]["span_id"] for span in stored) == sorted(span["spanId"] for span in spans)
     errors = sorted(span["attributes"]["turnstate.outcome"] for span in stored if span["status_code"] == "ERROR")

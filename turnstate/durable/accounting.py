@@ -62,7 +62,7 @@ class Ledger:
 @dataclass(frozen=True)
 class CallFacts:
     """What a journal line says of a call besides its usage, for the run's traces
-    (turnstate/reports/traces.py): the turn and which of its provider calls it was (from 1, as the
+    (turnstate/durable/traces.py): the turn and which of its provider calls it was (from 1, as the
     events' `attempt`), how it came out (Attempt.outcome: replied, compacted, or the failure's error
     kind), and when it ran, in Unix nanoseconds. Lines an older turnstate wrote have none of these."""
 

@@ -46,10 +46,16 @@ def open_counted(path: Path) -> tuple[BinaryIO, int]:
     return file, whole_lines(path)[0].count(b"\n")
 
 
+def whole_part(content: bytes) -> bytes:
+    """The part of a JSON-lines file's `content` that is whole lines, each ending in its newline: a
+    torn last line (or one still being written) is left out."""
+    return content[: content.rfind(b"\n") + 1]
+
+
 def whole_lines_of(content: bytes) -> list[bytes]:
     """The whole lines of a JSON-lines file's `content`, newlines dropped: a torn last line (no newline
     ends it) is left out. Split on newlines alone, as `open_counted` counts them."""
-    return content[: content.rfind(b"\n") + 1].split(b"\n")[:-1]
+    return whole_part(content).split(b"\n")[:-1]
 
 
 def whole_lines(path: Path) -> tuple[bytes, bool]:
@@ -59,10 +65,10 @@ def whole_lines(path: Path) -> tuple[bytes, bool]:
         content = path.read_bytes()
     except FileNotFoundError:
         return b"", False
-    whole = content.rfind(b"\n") + 1
-    if whole < len(content):
-        os.truncate(path, whole)
-    return content[:whole], whole < len(content)
+    whole = whole_part(content)
+    if len(whole) < len(content):
+        os.truncate(path, len(whole))
+    return whole, len(whole) < len(content)
 
 
 class AppendedLines:

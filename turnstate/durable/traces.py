@@ -206,6 +206,13 @@ class SpanBuilder:
         spans.append(Span(self.root, None, name, "internal", start or first, end or last, attributes, error))
         return spans
 
+    def lines(self, name: str, content: bytes, path: Path, first_line: int = 1) -> list[Span]:
+        """The spans that the whole lines of `content` complete: a part of the run's file `name`
+        (EVENTS or CALLS, read from `path`) whose first line is number `first_line`."""
+        if name == EVENTS:
+            return [span for event in event_lines(content, path, first_line) for span in self.event(event)]
+        return [span for line in call_lines(content, path, first_line) for span in self.call(line)]
+
     def _turn(self, number: int) -> _Turn:
         return self._turns.setdefault(number, _Turn())
 
@@ -322,24 +329,19 @@ def event_lines(content: bytes, path: Path, first_line: int = 1) -> Iterator[Any
             raise TraceError(f"{path}: line {number}: {error}; fix: restore the file as the run wrote it") from None
 
 
-def run_spans(run_dir: Path, *, content: bool = False) -> list[Span]:
-    """Every span of the run in `run_dir`, as its records stand (a run still going, or killed, has a
-    run span all the same, saying so in its outcome)."""
-    meta = run_meta(run_dir)
+def run_spans(run_dir: Path, meta: Mapping[str, Any], *, content: bool = False) -> list[Span]:
+    """Every span of the run in `run_dir`, whose run_meta.json is `meta` (`run_meta`), as its records
+    stand (a run still going, or killed, has a run span all the same, saying so in its outcome)."""
     builder = SpanBuilder(RunFacts.of(meta), content=content)
     spans: list[Span] = []
     for name in (EVENTS, CALLS):  # the events first: SpanBuilder
         path = run_dir / name
         try:
-            content_bytes = path.read_bytes()
+            spans += builder.lines(name, path.read_bytes(), path)
         except FileNotFoundError:
             continue
         except OSError as error:
             raise TraceError(f"{path}: cannot be read ({error.strerror}); fix: check its permissions") from None
-        if name == CALLS:
-            spans += [span for line in call_lines(content_bytes, path) for span in builder.call(line)]
-        else:
-            spans += [span for event in event_lines(content_bytes, path) for span in builder.event(event)]
     return spans + builder.finish(meta)
 
 
@@ -395,8 +397,8 @@ def otlp_json(run_id: str, spans: Iterable[Span], resource: Mapping[str, Attribu
 def export_otlp(run_dir: Path, path: Path, *, content: bool = False) -> int:
     """Write the spans of the run in `run_dir` to `path` as OTLP/JSON (written whole: a file beside it,
     then renamed); how many spans it holds. TraceError names a record it could not read."""
-    spans = run_spans(run_dir, content=content)
     meta = run_meta(run_dir)
+    spans = run_spans(run_dir, meta, content=content)
     written = otlp_json(str(meta.get("run_id", run_dir.name)), spans, {"service.name": SCOPE})
     partial = path.with_name(f".{path.name}.partial")
     try:

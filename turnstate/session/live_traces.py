@@ -27,14 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, cast
 
+from turnstate.durable.jsonl import whole_part
 from turnstate.durable.layout import CALLS, EVENTS
 from turnstate.durable.traces import (
     ROOT,
     RunFacts,
     Span,
     SpanBuilder,
-    call_lines,
-    event_lines,
     run_meta,
     span_id,
     trace_id,
@@ -150,14 +149,11 @@ class LiveTraces:
                     content = file.read()
             except FileNotFoundError:
                 continue
-            whole = content[: content.rfind(b"\n") + 1]  # a line still being written waits
+            whole = whole_part(content)  # a line still being written waits
             first = self._lines[name]
             self._read[name] += len(whole)
             self._lines[name] += whole.count(b"\n")
-            if name == EVENTS:
-                spans += [span for event in event_lines(whole, path, first) for span in self.builder.event(event)]
-            else:
-                spans += [span for line in call_lines(whole, path, first) for span in self.builder.call(line)]
+            spans += self.builder.lines(name, whole, path, first)
         return spans
 
     def _send(self, span: Span) -> None:
@@ -192,10 +188,9 @@ def sdk_span(run_id: str, span: Span, resource: Any) -> Any:
 def _whole_lines(path: Path) -> tuple[int, int]:
     """How many bytes of the file at `path` are whole lines, and the number the next line will have."""
     try:
-        content = path.read_bytes()
+        whole = whole_part(path.read_bytes())
     except FileNotFoundError:
         return 0, 1
-    whole = content[: content.rfind(b"\n") + 1]
     return len(whole), whole.count(b"\n") + 1
 
 
