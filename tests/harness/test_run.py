@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +19,7 @@ from turnstate.local_provider.exchange import MALFORMED_REPLY
 from turnstate.local_provider.faults import Fault
 from turnstate.local_provider.messages import COMPACTION_CONTENT
 from turnstate.local_provider.server import INVALID_API_KEY, LocalProvider
+from turnstate.session.interrupts import interruptible
 from turnstate.session.profile import DEFAULT_PROFILE, PROFILES_DIR, Profile, load_profile
 from turnstate.session.profile_sections import LocalProviderConfig
 from turnstate.session.runner import Runner
@@ -310,6 +314,32 @@ def test_a_crash_mid_run_still_writes_run_meta_with_what_was_accepted(tmp_path):
     assert meta["failure"] == "KeyboardInterrupt"
     assert meta["accepted_actions"] == 3 == len(read_steps(run_dir))
     assert meta["usage"]["input_tokens"] == sum(step["usage"]["input_tokens"] for step in read_steps(run_dir))
+
+
+def test_an_interrupt_a_finalizer_swallows_still_stops_the_run_at_its_next_turn_and_prints_nothing(tmp_path, capfd):
+    """The signal lands while the garbage collector closes a generator (a streamed HTTP body, in the
+    sweep where this was seen): Python cannot raise it there and would print a traceback and play on."""
+
+    def closing_body():
+        try:
+            yield
+        finally:
+            os.kill(os.getpid(), signal.SIGTERM)  # handled here, inside the finalizer
+            time.sleep(0.01)
+
+    def on_step(step):
+        if step.step == 3:
+            body = closing_body()
+            next(body)
+            del body  # closed now, by its finalizer: the KeyboardInterrupt cannot leave it
+
+    with interruptible(signal.SIGTERM), pytest.raises(KeyboardInterrupt):
+        Runner(DEFAULT, tmp_path, on_step=on_step).run()
+    (run_dir,) = tmp_path.iterdir()
+    meta = read_meta(run_dir)
+    assert (meta["outcome"], meta["accepted_actions"]) == ("interrupted", 3)
+    assert "Traceback" not in capfd.readouterr().err
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # put back
 
 
 def test_the_step_record_shows_the_accepted_reply_never_a_rejected_one(tmp_path):

@@ -209,13 +209,10 @@ def _what_was_recorded(runner: Runner | None) -> str:
 def _sigterm_as_interrupt() -> Iterator[None]:
     """SIGTERM (what `timeout`, `docker stop` and CI cancellation send) stops a run as Ctrl-C does, so
     the runner still writes run_meta.json (outcome interrupted) instead of the process just dying."""
-    from turnstate.session.runner import interrupt_once
+    from turnstate.session.interrupts import interruptible
 
-    previous = signal.signal(signal.SIGTERM, interrupt_once)
-    try:
+    with interruptible(signal.SIGTERM):
         yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _play(runner: Runner, show_progress: bool, play: Callable[[], RunResult] | None = None) -> RunResult:

@@ -23,14 +23,12 @@ import gc
 import math
 import os
 import shutil
-import signal
 import stat
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from turnstate.adapters.contract import Endpoint, Input, ProviderAdapter, ToolCall, ToolResult, ToolSpec, UserInput
@@ -42,6 +40,7 @@ from turnstate.durable.resume import ResumeError
 from turnstate.durable.side_effects import REFUSED, JournaledEnvironment, action_key, reset_key
 from turnstate.environments import RESET, Environment, Frame, GameState, make_environment
 from turnstate.environments.protocol import RecordingEnvironment, ToolEnvironment, ToolRefused
+from turnstate.session.interrupts import raise_pending
 from turnstate.session.profile import Profile
 from turnstate.session.run_meta import RunResult, signals_deferred
 from turnstate.session.session import FailedClosed, Point, Session
@@ -162,6 +161,7 @@ class Runner:
                 return carried.outcome, None
             observation, results = carried
         while session.accepted_actions < self.profile.agent.max_actions:
+            raise_pending()
             try:
                 accepted = _accepted_turn(session, observation, results)
             except FailedClosed as failed:
@@ -369,10 +369,3 @@ def freeze_startup_objects() -> None:
     command is; a library caller decides for its own process."""
     gc.collect()
     gc.freeze()
-
-
-def interrupt_once(signum: int, frame: FrameType | None) -> None:
-    """A signal handler that stops a run as Ctrl-C does (the runner still writes run_meta.json, outcome
-    interrupted), once: the same signal again must not cut short the end the first one asked for."""
-    signal.signal(signum, signal.SIG_IGN)
-    raise KeyboardInterrupt

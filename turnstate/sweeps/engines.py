@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from turnstate.durable.layout import SWEEP_LOCK, SWEEP_RUNS
-from turnstate.session.runner import interrupt_once
+from turnstate.session.interrupts import interruptible, raise_pending
 from turnstate.sweeps.plan import (
     ENDED_OUTCOMES,
     Plan,
@@ -93,7 +93,7 @@ def run_sweep(
     One driver at a time on a folder: a second is a SweepError (it would start the same runs)."""
     sweep_dir.mkdir(parents=True, exist_ok=True)
     try:
-        with _driving(sweep_dir):
+        with _driving(sweep_dir), interruptible():  # no handlers of its own: a swallowed Ctrl-C is kept
             return _drive(plan, sweep_dir, engine, in_flight, on_row)
     finally:
         engine.close()  # also when the folder is another driver's: a Ray this engine started stops
@@ -148,6 +148,7 @@ def _drive(
                 break  # the cost cap: what is still waiting does not start
             handle, error = engine.wait(list(playing))
             record(playing.pop(handle), error)
+            raise_pending()
     except KeyboardInterrupt:
         engine.stop(list(playing))
         for planned in playing.values():
@@ -219,9 +220,9 @@ def _play_in_process(planned: PlannedRun, runs_root: Path, report: Connection, d
     """A run's process: play it, send back None or a one-line error, exit. SIGTERM and Ctrl-C end the
     run as `turnstate run` ends it (run_meta.json says interrupted); the watchdog ends it when the
     driver is gone."""
-    signal.signal(signal.SIGTERM, interrupt_once)
     threading.Thread(target=_watch_driver, args=(driver,), daemon=True, name="turnstate-watchdog").start()
-    message = played(planned, runs_root)
+    with interruptible(signal.SIGTERM):
+        message = played(planned, runs_root)
     report.send(message)
     report.close()
     sys.exit(0 if message is None else 1)

@@ -63,7 +63,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from turnstate.session.runner import interrupt_once
+from turnstate.session.interrupts import interruptible
 from turnstate.sweeps.engines import STOP_SECONDS, one_line, played
 from turnstate.sweeps.plan import PlannedRun
 
@@ -258,17 +258,15 @@ def _play_task(planned: PlannedRun, runs_root: str, heartbeat: str, token: str) 
     """A run in a Ray worker: None, or its one-line error (rule 4). SIGINT (the watchdog's, or
     ray.cancel's) ends the run as Ctrl-C ends `turnstate run`; a second one is ignored while the run
     records its end. The worker's own SIGINT handler is back once the task ends."""
-    previous = signal.signal(signal.SIGINT, interrupt_once)
     try:
-        watchdog = _Watchdog(Path(heartbeat), token)
-        try:
-            return played(planned, Path(runs_root))
-        finally:
-            watchdog.close()
+        with interruptible(signal.SIGINT):
+            watchdog = _Watchdog(Path(heartbeat), token)
+            try:
+                return played(planned, Path(runs_root))
+            finally:
+                watchdog.close()
     except KeyboardInterrupt:  # the watchdog's signal, landing as the run ended
         return "interrupted"
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 # -- a local Ray of our own (rule 7) ------------------------------------------------------------------
