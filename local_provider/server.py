@@ -8,7 +8,8 @@ The server owns what all wire protocols share, and does it in this order for eac
     check the Content-Type   -> not application/json: 400, in the wire's words
     parse the JSON body      -> not a JSON object: 400, in the wire's words
     admit it                 -> log the body, number it (its ordinal), take its scheduled fault
-    rate limited?            -> 429 while a rate_limit fault's retry-after has not passed
+    rate limited?            -> 429 while a rate_limit fault's retry-after has not passed, or
+                                above the rate it enforces (`rate`, enforced_rate.py)
     status fault?            -> 429 / 500 / 503, in the wire's words
     the route's wire module  -> validates its own format, asks the Exchange for the model's
                                 Completion, answers with JSON or a server-sent event stream
@@ -35,6 +36,8 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from turnstate.adapters.rate_buckets import Rate
+from turnstate.local_provider.enforced_rate import EnforcedRate
 from turnstate.local_provider.exchange import Exchange, Model, ProviderState, ReplyFn, SseEvent, Thinker, Thoughtless
 from turnstate.local_provider.faults import HTML_PAGE, STATUS_FAULTS, Clock, Fault, FaultSchedule, RateLimitWindow
 from turnstate.local_provider.prefix_cache import PrefixCache
@@ -73,6 +76,7 @@ class LocalProvider:
         clock: Clock = time.monotonic,
         request_log_size: int = DEFAULT_REQUEST_LOG_SIZE,
         service_dir: Path | None = None,
+        rate: Rate | None = None,
     ) -> None:
         """`service_dir` keeps the provider's service (its keys and stored conversations, service.py)
         in that folder, for a later provider on the same folder to continue what this one issued; by
@@ -95,6 +99,7 @@ class LocalProvider:
         self._state = ProviderState(self._service)  # what the wires keep between requests, made anew at start
         self._faults = FaultSchedule(faults)
         self._rate_limit = RateLimitWindow(clock)
+        self._enforced = EnforcedRate(rate, clock) if rate is not None else None
         self._prefix_cache = PrefixCache()
         self._address = (host, port)
         self._admit_lock = threading.Lock()
@@ -189,17 +194,25 @@ class LocalProvider:
             ordinal = self._admitted
         return ordinal, self._faults.take(ordinal)
 
-    def _rate_limit_wait(self, fault: Fault | None) -> float | None:
+    @property
+    def refused_over_rate(self) -> int:
+        """How many requests the rate it enforces refused so far (0 without one)."""
+        return 0 if self._enforced is None else self._enforced.refused
+
+    def _rate_limit_wait(self, fault: Fault | None, body_bytes: int) -> float | None:
         """Seconds a 429 asks the client to wait, or None if the request is not rate limited.
 
         A rate_limit fault with retry_after_seconds opens a window in which every request is refused,
-        whatever fault it was scheduled for; one without says "retry now" (0) and closes nothing.
+        whatever fault it was scheduled for; one without says "retry now" (0) and closes nothing. A
+        request past both is held to the enforced rate, if there is one.
         """
         if fault is not None and fault.retry_after_seconds is not None:  # only a rate_limit fault has one
             self._rate_limit.open(fault.retry_after_seconds)
         rate_limited = fault is not None and fault.kind == "rate_limit"
         remaining = self._rate_limit.remaining()
-        return remaining if rate_limited or remaining > 0 else None
+        if rate_limited or remaining > 0:
+            return remaining
+        return None if self._enforced is None else self._enforced.admit(body_bytes)
 
 
 def _policy() -> tuple[ReplyFn, Thinker]:
@@ -324,7 +337,7 @@ class _Handler(TrackedHandler):
             return
         provider = self.server.provider
         ordinal, fault = provider._admit(body)
-        wait = provider._rate_limit_wait(fault)
+        wait = provider._rate_limit_wait(fault, len(raw))
         if wait is not None:
             self.write_json(*route.wire.error_reply("rate_limit"), _retry_after_headers(wait))
             return

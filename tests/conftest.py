@@ -62,6 +62,16 @@ def local_provider_services(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state_home"))
 
 
+SERVED_KEY_VARIABLE = "TURNSTATE_SERVED_TEST_KEY"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def served_provider_key() -> None:
+    """A key for profiles that reach a local provider a test serves (any key but sk-invalid is
+    taken), set before any sweep starts its forkserver, whose environment every later run inherits."""
+    os.environ[SERVED_KEY_VARIABLE] = "sk-local"
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test parametrized with a shipped profile that names arc_agi3 is skipped, saying why, on an
     install without the ARC-AGI-3 toolkit (tests/arc_extra.py)."""

@@ -13,6 +13,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+import openai
 import pytest
 import yaml
 from click.testing import CliRunner, Result
@@ -177,6 +178,23 @@ def test_serve_accepts_a_context_window_of_256():
     try:
         assert process.stdout is not None
         assert process.stdout.readline().startswith("local provider on http://127.0.0.1:")
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
+
+
+def test_serve_with_a_rate_answers_429_with_a_retry_after_above_it():
+    process = subprocess.Popen([*CLI, "serve", "--requests-per-minute", "60"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        base_url = line.split("OpenAI-compatible base_url: ")[1].rstrip(")\n")
+        client = openai.OpenAI(base_url=base_url, api_key="sk-local", max_retries=0)
+        ask = {"model": "local-policy-1", "messages": [{"role": "user", "content": "hello"}]}
+        client.chat.completions.create(**ask)  # the bucket holds one request
+        with pytest.raises(openai.RateLimitError) as refused:
+            client.chat.completions.create(**ask)
+        assert 0 < float(refused.value.response.headers["retry-after-ms"]) <= 1000  # one a second
     finally:
         process.terminate()
         process.communicate(timeout=30)

@@ -136,6 +136,11 @@ REJECTED = [
     ({"client__local": {"faults": [{"at": 1, "kind": "server_error", "retry_after_seconds": 1}]}}, "client.local.faults.0.retry_after_seconds", "only a rate_limit fault sends Retry-After"),
     ({"client__local": {"faults": [{"at": 1, "kind": "rate_limit", "retry_after_seconds": 0}]}}, "client.local.faults.0.retry_after_seconds", "raise the value"),
     ({"client__local": {"faults": [{"at": 1, "kind": "rate_limit", "retry_after_seconds": "1"}]}}, "client.local.faults.0.retry_after_seconds", "use a number"),
+    # client.rate_limit: a served provider's, and limiting something
+    ({"client__rate_limit": {"requests_per_minute": 60}}, "client.rate_limit", "each run's own, so there is no limit to share"),
+    ({"client__base_url": "https://api.example.test/v1", "client__api_key_env": "KEY", "client__rate_limit": {}}, "client.rate_limit", "it limits nothing"),
+    ({"client__base_url": "https://api.example.test/v1", "client__api_key_env": "KEY", "client__rate_limit": {"requests_per_minute": 0}}, "client.rate_limit.requests_per_minute", "raise the value"),
+    ({"client__base_url": "https://api.example.test/v1", "client__api_key_env": "KEY", "client__rate_limit": {"requests_per_second": 1}}, "client.rate_limit.requests_per_second", "allowed here: requests_per_minute, tokens_per_minute"),
 ]
 # fmt: on
 

@@ -298,6 +298,7 @@ def _summary(result: RunResult) -> Table:
         ("tokens in / cached / out", f"{usage.input_tokens} / {usage.cached_input_tokens} / {usage.output_tokens}"),
         ("cost estimate (configured prices)", f"${result.cost:.4f}"),
         ("wall time", f"{result.wall_seconds:.2f}s (provider {result.provider_seconds:.2f}s)"),
+        *([("waited on the rate limit", f"{result.rate_limit_seconds:.2f}s")] if result.rate_limit_seconds else []),
         ("run folder", str(result.artifacts)),
     ]
     for what, value in rows:
@@ -388,13 +389,30 @@ def sweep(
     default=None,
     help="tokens; default: the provider's default",
 )
-def serve(port: int, context_window: int | None) -> None:
+@click.option(
+    "--requests-per-minute",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="refuse requests above this rate with 429 and a Retry-After, as a provider's limiter does",
+)
+@click.option(
+    "--tokens-per-minute",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="likewise for tokens (a request's characters / 4, counted as it arrives)",
+)
+def serve(
+    port: int, context_window: int | None, requests_per_minute: float | None, tokens_per_minute: float | None
+) -> None:
     """Serve the embedded local provider on 127.0.0.1 until interrupted."""
+    from turnstate.adapters.rate_buckets import Rate
     from turnstate.local_provider.server import DEFAULT_CONTEXT_WINDOW, LocalProvider
 
     window = context_window if context_window is not None else DEFAULT_CONTEXT_WINDOW
+    limited = requests_per_minute is not None or tokens_per_minute is not None
+    rate = Rate(requests_per_minute, tokens_per_minute) if limited else None
     try:
-        provider = LocalProvider(port=port, context_window=window).start()
+        provider = LocalProvider(port=port, context_window=window, rate=rate).start()
     except OSError as error:
         fail(
             f"--port {port}: cannot listen on 127.0.0.1:{port} ({error.strerror}); fix: pick another port, or 0 for a free one"

@@ -64,13 +64,15 @@ class CallFacts:
     """What a journal line says of a call besides its usage, for the run's traces
     (turnstate/durable/traces.py): the turn and which of its provider calls it was (from 1, as the
     events' `attempt`), how it came out (Attempt.outcome: replied, compacted, or the failure's error
-    kind), and when it ran, in Unix nanoseconds. Lines an older turnstate wrote have none of these."""
+    kind), and when it ran, in Unix nanoseconds, after waiting `waited_on_limit` seconds on the shared
+    rate limit (client.rate_limit). Lines an older turnstate wrote have none of these."""
 
     turn: int
     attempt: int
     outcome: str
     started: int
     ended: int
+    waited_on_limit: float = 0.0
 
 
 class UsageJournal:

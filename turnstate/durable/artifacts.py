@@ -355,6 +355,7 @@ class RunFigures(Protocol):
     cost: float
     wall_seconds: float
     provider_seconds: float
+    rate_limit_seconds: float
 
 
 def run_totals(figures: RunFigures, *, provider_calls: int, failed_turn: str | None) -> dict[str, Any]:
@@ -374,6 +375,7 @@ def run_totals(figures: RunFigures, *, provider_calls: int, failed_turn: str | N
         "cost_estimate": figures.cost,
         "wall_seconds": round(figures.wall_seconds, 3),
         "provider_seconds": round(figures.provider_seconds, 3),
+        "rate_limit_seconds": round(figures.rate_limit_seconds, 3),
         "failed_turn": failed_turn,
     }
 

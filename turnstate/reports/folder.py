@@ -8,7 +8,7 @@ holds:
   ("win", "max_actions", "failed_closed", "not_started", "error", ...); the rest is shown where
   present: run_id (null for a run that never started; `key` names it then), environment, game,
   seed, repetition, levels, turns, tokens_in, tokens_cached, tokens_out, cost, retries, compactions,
-  wall_seconds, resumes (numbers, or null), error, and run_dir, the run's folder relative to the
+  wall_seconds, rate_limit_seconds (waited on the shared rate limit), resumes (numbers, or null), error, and run_dir, the run's folder relative to the
   sweep's.
 - summary.json: a list of per-profile objects, each with `profile`, `runs` (those that ended) and
   `wins`, and where present `success_rate` (null when no run ended), `success_low` and
@@ -436,6 +436,7 @@ def _runs_table(results: list[dict[str, Any]], links: dict[int, str]) -> str:
         "retries": lambda run: run.get("retries"),
         "compactions": lambda run: run.get("compactions"),
         "wall s": lambda run: _format(run.get("wall_seconds"), "{:.1f}"),
+        "rate limit s": lambda run: _format(run.get("rate_limit_seconds") or None, "{:.1f}"),
         "resumes": lambda run: run.get("resumes"),
         "error": lambda run: run.get("error"),
     }

@@ -262,10 +262,12 @@ def _money(value: Any) -> str | None:
 
 
 def _seconds(meta: Mapping[str, Any]) -> str | None:
-    wall, provider = meta.get("wall_seconds"), meta.get("provider_seconds")
+    wall, provider, limited = (meta.get(key) for key in ("wall_seconds", "provider_seconds", "rate_limit_seconds"))
     if not isinstance(wall, (int, float)):
         return None
-    return f"{wall:.2f} s" + (f" (provider {provider:.2f} s)" if isinstance(provider, (int, float)) else "")
+    parts = [f"provider {provider:.2f} s"] if isinstance(provider, (int, float)) else []
+    parts += [f"waited on the rate limit {limited:.2f} s"] if isinstance(limited, (int, float)) and limited else []
+    return f"{wall:.2f} s" + (f" ({', '.join(parts)})" if parts else "")
 
 
 def _calls(meta: Mapping[str, Any], calls: Counter[str]) -> str | None:

@@ -48,6 +48,7 @@ from turnstate.durable.writer import ArtifactWriter
 from turnstate.machine.engine import Effect, Event, LiveMachine
 from turnstate.session import scaffold
 from turnstate.session.profile_sections import AgentConfig
+from turnstate.session.rate_limit import Pacing
 from turnstate.strategies.events import (
     BackoffElapsed,
     CallCompaction,
@@ -139,11 +140,13 @@ class Performer:
         files: RunFiles,
         on_point: Callable[[Any], None],
         sleep: Callable[[float], None],
+        pacing: Pacing | None = None,
     ) -> None:
         self.adapter, self.counts, self.ledger, self.redactor = adapter, counts, ledger, redactor
         self.rules, self.tool_results, self.files = rules, tool_results, files
-        self._on_point, self._sleep = on_point, sleep
+        self._on_point, self._sleep, self.pacing = on_point, sleep, pacing
         self.provider_seconds = 0.0
+        self.rate_limit_seconds = 0.0  # waited on the shared rate limit before calls
         self.server_message: str | None = None  # the last fatal refusal's words (RunResult.server_message)
         self.failed_turn: str | None = None  # the failed turn's record, once written
         self.failure: str | None = None  # why the turn that failed closed did
@@ -229,16 +232,22 @@ class Performer:
         disclosed: dict[str, Any] | None = None,
     ) -> Event:
         """One provider call of any kind: timed, its usage billed to the turn, the opaque values of its
-        reply known to the redactor, and its attempt added to the turn's."""
+        reply known to the redactor, and its attempt added to the turn's; within the shared rate limit,
+        if the profile has one."""
         self._on_point("before_provider_call" if kind == "action" else "during_compaction")
+        paced = self.pacing.before(request) if self.pacing is not None else None
         started, started_at = time.perf_counter(), time.time_ns()
         outcome = call(request)
         self.provider_seconds += time.perf_counter() - started
+        if self.pacing is not None and paced is not None:
+            self.pacing.after(paced, outcome)
+            self.rate_limit_seconds += paced.waited
         self.ledger.record_call(outcome.usage)
         replied = "replied" if kind == "action" else "compacted"
         came_out = replied if isinstance(outcome, ModelResponse) else outcome.kind.value
         if self.files.usage is not None:
-            facts = CallFacts(self.counts.turn, len(turn.attempts) + 1, came_out, started_at, time.time_ns())
+            waited = round(paced.waited, 3) if paced is not None else 0.0
+            facts = CallFacts(self.counts.turn, len(turn.attempts) + 1, came_out, started_at, time.time_ns(), waited)
             self.files.usage.record(self.ledger.calls, kind, outcome.usage, facts)
         if kind == "action" and isinstance(outcome, ModelResponse):
             self._on_point("after_reply")

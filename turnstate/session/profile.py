@@ -213,8 +213,10 @@ class Profile(Section):
 
     def digest(self) -> str:
         """The SHA-256 of the validated profile (its defaults filled in): what a checkpoint records, so a
-        resume can tell the profile it continues under from the one it was written with."""
-        return hashlib.sha256(self.model_dump_json().encode("utf-8")).hexdigest()
+        resume can tell the profile it continues under from the one it was written with. Without
+        `client.rate_limit`: how fast the calls go is not what a checkpoint holds, so a resume may
+        change it (and a run written before the key existed keeps its digest)."""
+        return hashlib.sha256(self.model_dump_json(exclude={"client": {"rate_limit"}}).encode("utf-8")).hexdigest()
 
     def offload(self) -> Offload | None:
         """The stale tool-result offload the strategy projects requests with, or None (off)."""

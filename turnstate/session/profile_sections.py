@@ -307,6 +307,36 @@ class LocalProviderConfig(Section):
         return self
 
 
+MAX_PER_MINUTE = 1e9  # far above any provider's tier: beyond it a rate is a typo
+
+
+class RateLimitConfig(Section):
+    """A provider's rate limit, shared by every run of this user on this machine that sends to the same
+    URL and model (a sweep's runs, each process and Ray worker): they wait their turn instead of
+    drawing 429s (turnstate/session/rate_limit.py)."""
+
+    requests_per_minute: float | None = Field(
+        default=None, gt=0, le=MAX_PER_MINUTE, description="the requests a minute the provider allows"
+    )
+    tokens_per_minute: float | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_PER_MINUTE,
+        description="the tokens a minute it allows; a request counts its estimated input tokens and its output "
+        "cap until its usage is known, then what it used",
+    )
+
+    @model_validator(mode="after")
+    def _limits_something(self) -> RateLimitConfig:
+        if self.requests_per_minute is None and self.tokens_per_minute is None:
+            raise Contradiction(
+                "client.rate_limit",
+                "it limits nothing",
+                "give requests_per_minute, tokens_per_minute or both, or remove it",
+            )
+        return self
+
+
 class ClientConfig(Section):
     base_url: str = Field(
         default=LOCAL,
@@ -341,6 +371,11 @@ class ClientConfig(Section):
     local: LocalProviderConfig | None = Field(
         default=None, description=f"the embedded local provider's settings; only with `base_url: {LOCAL}`"
     )
+    rate_limit: RateLimitConfig | None = Field(
+        default=None,
+        description="the provider's rate limit, shared by the runs that send to this URL and model; only with a "
+        f"URL (the embedded provider, `base_url: {LOCAL}`, is each run's own)",
+    )
 
     @model_validator(mode="after")
     def _base_url_is_local_or_a_url(self) -> ClientConfig:
@@ -349,6 +384,12 @@ class ClientConfig(Section):
                 "client.base_url",
                 f"{self.base_url!r} is neither 'local' nor an http(s) URL with a host",
                 "use local, or the provider's URL such as https://api.openai.com/v1",
+            )
+        if self.rate_limit is not None and self.is_local:
+            raise Contradiction(
+                "client.rate_limit",
+                "the embedded local provider is each run's own, so there is no limit to share",
+                "remove it, or serve the provider (turnstate serve) and give base_url its URL",
             )
         if self.base_url_env is not None and self.is_local:
             raise Contradiction(

@@ -51,6 +51,7 @@ class RunResult:
     cost: float
     wall_seconds: float
     provider_seconds: float
+    rate_limit_seconds: float  # waited on the shared rate limit (client.rate_limit) before calls
     # The last accepted state, in memory only: it may hold opaque provider state.
     accepted_state: RuntimeState
     # A run that failed closed on a refusal: the server's words (made safe, redacted), for the
@@ -133,6 +134,7 @@ class RunMeta:
             cost=ledger.cost(ledger.total),
             wall_seconds=time.perf_counter() - self.started,
             provider_seconds=performer.provider_seconds,
+            rate_limit_seconds=performer.rate_limit_seconds,
             accepted_state=performer.machine.model.accepted,
             server_message=redact(server_message) if server_message else None,
         )

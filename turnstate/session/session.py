@@ -72,7 +72,7 @@ from turnstate.durable.tool_results import READ_TOOL_RESULT_SPEC, ToolResultStor
 from turnstate.durable.writer import ArtifactWriter
 from turnstate.environments.protocol import readable_reasoning
 from turnstate.machine.engine import Event, LiveMachine
-from turnstate.session import live_traces, scaffold
+from turnstate.session import live_traces, rate_limit, scaffold
 from turnstate.session.durable_run import DurableRun, Opened, Opening, Resumed
 from turnstate.session.endpoint import connect_adapter, local_service_dir, open_endpoint, recorded_game
 from turnstate.session.performer import OpenTurn, Performer, ReplyRules, RunFiles, Turn
@@ -254,6 +254,7 @@ class Session:
                 self.files,
                 self._on_point,
                 self.sleep,
+                rate_limit.pacing(self.profile, endpoint, self.adapter),
             )
             fields = run_fields(self.profile, self.descriptor, self.run_id, endpoint)
             self.meta = RunMeta(self.performer, self.run_id, self.run_dir, fields)

@@ -81,6 +81,7 @@ NUMERIC_RESULT_COLUMNS = (
     "retries",
     "compactions",
     "wall_seconds",
+    "rate_limit_seconds",
     "resumes",
 )
 # A game that keeps a scorecard (arc_agi3): its score (game_score), and per level of its last play
@@ -412,6 +413,7 @@ def result_row(planned: PlannedRun, runs_root: Path, sweep_dir: Path, error: str
         "retries": meta.get("failed_attempts", 0),
         "compactions": meta.get("compactions", 0),
         "wall_seconds": meta.get("wall_seconds", 0.0),
+        "rate_limit_seconds": meta.get("rate_limit_seconds", 0.0),
         "resumes": len(meta.get("resumes") or ()),
         **_scorecard_columns(meta.get("environment_scorecard")),
         "run_dir": None if run_dir is None else str(run_dir.relative_to(sweep_dir)),
