@@ -81,6 +81,13 @@ class Buckets:
         ]
         return max(0.0, *waits)
 
+    def try_take(self, rate: Rate, tokens: int) -> float:
+        """Take a request of `tokens` if it may go now (0.0), else the seconds until it may (refill first)."""
+        wait = self.wait(rate, tokens)
+        if wait <= 0:
+            self.take(rate, tokens)
+        return wait
+
     def take(self, rate: Rate, tokens: int) -> None:
         """Take one request and `tokens` (once `wait` said 0.0)."""
         if rate.requests_per_minute is not None:

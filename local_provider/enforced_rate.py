@@ -28,9 +28,8 @@ class EnforcedRate:
         tokens = body_bytes // BYTES_PER_TOKEN
         with self._lock:
             self._buckets.refill(self.rate, self._clock())
-            wait = self._buckets.wait(self.rate, tokens)
-            if wait > 0:
-                self.refused += 1
-                return wait
-            self._buckets.take(self.rate, tokens)
+            wait = self._buckets.try_take(self.rate, tokens)
+        if wait <= 0:
             return None
+        self.refused += 1
+        return wait

@@ -48,7 +48,7 @@ from turnstate.durable.writer import ArtifactWriter
 from turnstate.machine.engine import Effect, Event, LiveMachine
 from turnstate.session import scaffold
 from turnstate.session.profile_sections import AgentConfig
-from turnstate.session.rate_limit import Pacing
+from turnstate.session.rate_limit import NOT_PACED, Pacing
 from turnstate.strategies.events import (
     BackoffElapsed,
     CallCompaction,
@@ -235,18 +235,18 @@ class Performer:
         reply known to the redactor, and its attempt added to the turn's; within the shared rate limit,
         if the profile has one."""
         self._on_point("before_provider_call" if kind == "action" else "during_compaction")
-        paced = self.pacing.before(request) if self.pacing is not None else None
+        paced = self.pacing.before(request) if self.pacing is not None else NOT_PACED
         started, started_at = time.perf_counter(), time.time_ns()
         outcome = call(request)
         self.provider_seconds += time.perf_counter() - started
-        if self.pacing is not None and paced is not None:
+        if self.pacing is not None:
             self.pacing.after(paced, outcome)
-            self.rate_limit_seconds += paced.waited
+        self.rate_limit_seconds += paced.waited
         self.ledger.record_call(outcome.usage)
         replied = "replied" if kind == "action" else "compacted"
         came_out = replied if isinstance(outcome, ModelResponse) else outcome.kind.value
         if self.files.usage is not None:
-            waited = round(paced.waited, 3) if paced is not None else 0.0
+            waited = round(paced.waited, 3)
             facts = CallFacts(self.counts.turn, len(turn.attempts) + 1, came_out, started_at, time.time_ns(), waited)
             self.files.usage.record(self.ledger.calls, kind, outcome.usage, facts)
         if kind == "action" and isinstance(outcome, ModelResponse):

@@ -53,6 +53,9 @@ class Paced:
     waited: float
 
 
+NOT_PACED = Paced(0, 0.0)  # a call without a shared limit
+
+
 class SharedLimit:
     """The buckets of one URL and model in `folder`, shared through a locked file (module docstring)."""
 
@@ -75,10 +78,9 @@ class SharedLimit:
         started = self._clock()
         while True:
             with self._buckets() as buckets:
-                wait = buckets.wait(self.rate, tokens)
-                if wait <= 0:
-                    buckets.take(self.rate, tokens)
-                    return self._clock() - started
+                wait = buckets.try_take(self.rate, tokens)
+            if wait <= 0:
+                return self._clock() - started
             self._sleep(wait)
 
     def give_back(self, tokens: int) -> None:
@@ -138,18 +140,18 @@ def pacing(profile: Profile, endpoint: Endpoint, adapter: ProviderAdapter, folde
     if config is None:
         return None
     folder = folder or state_home() / LIMITS_FOLDER
+    rate = Rate(config.requests_per_minute, config.tokens_per_minute, BURST_SECONDS)
+    key = f"{endpoint.base_url}|{profile.request.model}"
+    limit = SharedLimit(key, rate, folder, max_hold_seconds=profile.agent.backoff.max_seconds)
     try:
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        os.close(os.open(folder / ".probe", os.O_RDWR | os.O_CREAT, 0o600))
+        os.close(os.open(limit.path, os.O_RDWR | os.O_CREAT, 0o600))  # the file every call locks
     except OSError as error:
         reason = error.strerror or errno.errorcode.get(error.errno or 0, "")
         raise RunSetupError(
             f"client.rate_limit: cannot keep the shared limit in {folder} ({reason}); "
             "fix: make the state folder writable, or set XDG_STATE_HOME to a folder you can write to"
         ) from None
-    rate = Rate(config.requests_per_minute, config.tokens_per_minute, BURST_SECONDS)
-    key = f"{endpoint.base_url}|{profile.request.model}"
-    limit = SharedLimit(key, rate, folder, max_hold_seconds=profile.agent.backoff.max_seconds)
     return Pacing(
         limit,
         profile.request_settings(),
