@@ -13,7 +13,7 @@ import pytest
 from turnstate.adapters.chat_completions import ChatCompletionsAdapter
 from turnstate.adapters.contract import ModelRequest, ModelResponse, ProviderError, Usage
 from turnstate.adapters.responses import ResponsesAdapter
-from turnstate.durable.artifacts import ACTION_METADATA_BYTES, StepRecordError, sent_messages
+from turnstate.durable.artifacts import ACTION_METADATA_BYTES, StepRecordError, sent_messages, sent_requests
 from turnstate.durable.layout import EVENTS, SUMMARY_INPUT
 from turnstate.session.runner import Runner
 from turnstate.strategies.summary import SUMMARY_INSTRUCTION
@@ -152,6 +152,14 @@ def test_a_step_record_names_the_events_that_hold_its_new_texts_and_show_gives_b
     events = {event["seq"]: event for event in map(json.loads, (result.artifacts / EVENTS).read_text().splitlines())}
     assert {events[message["event"]]["kind"] for message in later} == {"user_input", "assistant_message"}
     assert [sent_messages(result.artifacts, step["step"]) for step in steps] == Observed.sent
+    every = sent_requests(result.artifacts, [step["step"] for step in steps])  # all of them in one pass
+    assert list(every.values()) == Observed.sent and list(every) == [step["step"] for step in steps]
+
+
+def test_requests_rebuilt_in_one_pass_name_a_step_that_follows_one_the_folder_lacks(tmp_path):
+    result = Runner(with_changes(DEFAULT, agent={"max_actions": 3}), tmp_path).run()
+    with pytest.raises(StepRecordError, match=r"step_000003\.json: follows step 2, which the folder does not hold"):
+        sent_requests(result.artifacts, [1, 3])
 
 
 def test_a_step_record_naming_an_event_the_log_lacks_is_a_clear_error_naming_the_log(tmp_path):

@@ -23,21 +23,15 @@ pytest.importorskip(
     reason="the OpenTelemetry SDK is not installed (pip install -e '.[otel]' in turnstate's checkout): traces are not tested",
 )
 
-from tests.harness.test_cli_user import assert_one_line_error, invoke, run_json  # noqa: E402
+from tests.harness.conftest import LEAKED_KEY  # noqa: E402
+from tests.harness.test_cli_user import assert_one_line_error, invoke  # noqa: E402
 from tests.harness.test_resume import killed_run  # noqa: E402
-from tests.harness.test_run import with_changes  # noqa: E402
 from tests.tools import tool  # noqa: E402
 from turnstate.durable.events import ToolResultEvent, read_events  # noqa: E402
 from turnstate.durable.layout import CALLS, EVENTS, RUN_META  # noqa: E402
 from turnstate.durable.redaction import REDACTED  # noqa: E402
 from turnstate.durable.traces import USAGE_ATTRIBUTES, span_id, trace_id  # noqa: E402
-from turnstate.local_provider.faults import Fault  # noqa: E402
-from turnstate.local_provider.server import LocalProvider  # noqa: E402
 from turnstate.session.profile import DEFAULT_PROFILE, load_profile  # noqa: E402
-from turnstate.session.runner import Runner  # noqa: E402
-
-FAULTS = "[{at: 2, kind: rate_limit}, {at: 5, kind: malformed}, {at: 9, kind: refusal}, {at: 12, kind: server_error}]"
-
 
 phoenix_tool = tool("phoenix")  # tools/phoenix.py (the name `phoenix` is Phoenix's own package only in its venv)
 
@@ -102,21 +96,11 @@ def by_operation(spans: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]
     return grouped
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict[str, Path]:
-    """A run that reads its clues with a tool (catalog_hunt), and a harness-summary run whose provider
-    fails four ways on schedule (a 429, a reply with no action, a refusal, a 500)."""
-    out = tmp_path_factory.mktemp("runs")
-    tools = run_json("local-openai-continuous", "--set", "environment.name=catalog_hunt", "--out", str(out))
-    faulted = run_json("local-openai-harness-summary", "--set", f"client.local.faults={FAULTS}", "--out", str(out))
-    return {"tools": Path(tools["run_folder"]), "faulted": Path(faulted["run_folder"])}
-
-
 @pytest.mark.parametrize("name", ["tools", "faulted"])
 def test_an_export_has_a_span_per_call_and_timed_tool_under_one_run_span_with_run_metas_token_totals(
-    runs, name, tmp_path
+    exported_runs, name, tmp_path
 ):
-    run_dir = runs[name]
+    run_dir = exported_runs[name]
     meta, spans = meta_of(run_dir), exported(run_dir, tmp_path)
     grouped = by_operation(spans)
     (run_span,) = grouped["invoke_agent"]
@@ -139,8 +123,8 @@ def test_an_export_has_a_span_per_call_and_timed_tool_under_one_run_span_with_ru
     assert int(run_span["startTimeUnixNano"]) == first <= int(run_span["endTimeUnixNano"])
 
 
-def test_each_call_says_its_kind_and_outcome_and_each_reply_its_verdict(runs, tmp_path):
-    run_dir = runs["faulted"]
+def test_each_call_says_its_kind_and_outcome_and_each_reply_its_verdict(exported_runs, tmp_path):
+    run_dir = exported_runs["faulted"]
     chats = [attributes(span) for span in by_operation(exported(run_dir, tmp_path))["chat"]]
     assert {"action", "retry", "summary"} <= {chat["turnstate.call.kind"] for chat in chats}
     failed = [chat for chat in chats if chat["turnstate.outcome"] not in ("replied", "compacted")]
@@ -155,16 +139,16 @@ def test_each_call_says_its_kind_and_outcome_and_each_reply_its_verdict(runs, tm
     assert "gen_ai.input.messages" not in rejected and "gen_ai.output.messages" not in rejected
 
 
-def test_an_error_span_says_so_in_its_status(runs, tmp_path):
-    spans = exported(runs["faulted"], tmp_path)
+def test_an_error_span_says_so_in_its_status(exported_runs, tmp_path):
+    spans = exported(exported_runs["faulted"], tmp_path)
     errors = [(attributes(span)["turnstate.outcome"], span["status"]) for span in spans if span["status"]]
     assert sorted(errors) == [
         (outcome, {"code": 2, "message": outcome}) for outcome in ("refusal", "transient", "transient")
     ]
 
 
-def test_content_is_in_the_spans_only_when_asked_for_and_then_as_the_events_hold_it(runs, tmp_path):
-    run_dir = runs["tools"]
+def test_content_is_in_the_spans_only_when_asked_for_and_then_as_the_events_hold_it(exported_runs, tmp_path):
+    run_dir = exported_runs["tools"]
     content_keys = {
         "gen_ai.input.messages",
         "gen_ai.output.messages",
@@ -193,31 +177,22 @@ def leaves(value: str, key: str) -> list[str]:
     return [part.get("content", part.get("response")) for message in json.loads(value) for part in message["parts"]]
 
 
-def test_a_key_the_model_repeats_is_redacted_in_the_spans_as_in_the_records(tmp_path, monkeypatch):
-    secret = "sk-test-DO-NOT-TRACE-4242"
-    monkeypatch.setenv("TURNSTATE_TEST_KEY", secret)
-    with LocalProvider(faults=[Fault(at=2, kind="leak_key")]) as provider:
-        profile = with_changes(
-            load_profile(DEFAULT_PROFILE),
-            client={"base_url": provider.openai_base_url, "api_key_env": "TURNSTATE_TEST_KEY"},
-            agent={"max_actions": 4},
-        )
-        result = Runner(profile, tmp_path).run()
+def test_a_key_the_model_repeats_is_redacted_in_the_spans_as_in_the_records(leaked_key_run, tmp_path):
     path = tmp_path / "trace.json"
-    assert invoke("export", str(result.artifacts), "--otlp", str(path), "--content").exit_code == 0
+    assert invoke("export", str(leaked_key_run), "--otlp", str(path), "--content").exit_code == 0
     text = path.read_text()
-    assert secret not in text and f"Authorization: Bearer {REDACTED}" in text
+    assert LEAKED_KEY not in text and f"Authorization: Bearer {REDACTED}" in text
 
 
-def test_export_names_a_folder_that_is_no_run_and_a_file_it_cannot_write(runs, tmp_path):
+def test_export_names_a_folder_that_is_no_run_and_a_file_it_cannot_write(exported_runs, tmp_path):
     assert_one_line_error(invoke("export", str(tmp_path), "--otlp", str(tmp_path / "t.json")), "run_meta.json: missing")
     unwritable = tmp_path / "no-such-folder" / "t.json"
     assert_one_line_error(
-        invoke("export", str(runs["tools"]), "--otlp", str(unwritable)), str(unwritable), "cannot be written"
+        invoke("export", str(exported_runs["tools"]), "--otlp", str(unwritable)), str(unwritable), "cannot be written"
     )
     broken = tmp_path / "broken"
     broken.mkdir()
-    (broken / RUN_META).write_text(json.dumps(meta_of(runs["tools"])))
+    (broken / RUN_META).write_text(json.dumps(meta_of(exported_runs["tools"])))
     (broken / CALLS).write_text('{"call": 1}\nnot json\n')
     assert_one_line_error(
         invoke("export", str(broken), "--otlp", str(tmp_path / "t.json")), "calls.jsonl: line 2 is not a provider call"
@@ -305,10 +280,10 @@ def test_a_resumed_run_traces_what_it_adds_under_a_run_span_of_its_own(phoenix, 
     assert chats == list(range(before + 1, calls + 1)) and len(stored) == len(chats) + 1
 
 
-def test_an_exported_file_sent_to_phoenix_is_taken_whole(phoenix, runs, tmp_path):
+def test_an_exported_file_sent_to_phoenix_is_taken_whole(phoenix, exported_runs, tmp_path):
     """The OTLP/JSON file, made the protobuf request it encodes, is what a collector would forward."""
-    spans = exported(runs["faulted"], tmp_path)
-    request = as_protobuf((tmp_path / f"{runs['faulted'].name}.otlp.json").read_bytes())
+    spans = exported(exported_runs["faulted"], tmp_path)
+    request = as_protobuf((tmp_path / f"{exported_runs['faulted'].name}.otlp.json").read_bytes())
     project = request.resource_spans[0].resource.attributes.add()
     project.key, project.value.string_value = "openinference.project.name", "exported"
     assert phoenix.post(request.SerializeToString()) == 200

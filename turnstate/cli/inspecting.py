@@ -39,7 +39,6 @@ def show(run_dir: Path, step: int, as_json: bool) -> None:
 @click.option(
     "--otlp",
     "otlp_file",
-    required=True,
     type=click.Path(dir_okay=False, path_type=Path),
     help="write the run's spans to FILE as OTLP/JSON, which OpenTelemetry collectors and backends read",
 )
@@ -49,16 +48,33 @@ def show(run_dir: Path, step: int, as_json: bool) -> None:
     help="put the messages in the spans too (each turn's inputs, each reply, tool arguments and results), "
     "redacted as the run's records are",
 )
-def export(run_dir: Path, otlp_file: Path, content: bool) -> None:
-    """Write RUN_DIR's OpenTelemetry trace to a file: a span per run, per provider call and per tool
-    execution, in the GenAI semantic conventions (docs/traces.md), as a live trace of the run sends them."""
+@click.option(
+    "--inspect",
+    "inspect_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="write the run to FILE (*.eval or *.json) as an Inspect evaluation log, which `inspect view` opens: "
+    "its messages, each provider call with the request it sent, its scores (needs the inspect extra)",
+)
+def export(run_dir: Path, otlp_file: Path | None, content: bool, inspect_file: Path | None) -> None:
+    """Write RUN_DIR to files other tools read: its OpenTelemetry trace (--otlp: a span per run, per
+    provider call and per tool execution, in the GenAI semantic conventions, docs/traces.md, as a live
+    trace of the run sends them) and its Inspect evaluation log (--inspect), redacted as its records are."""
     from turnstate.durable.traces import TraceError, export_otlp
+    from turnstate.reports.inspect_log import InspectExportError, export_inspect
 
+    if otlp_file is None and inspect_file is None:
+        fail("export writes nothing without a file; fix: pass --otlp FILE, --inspect FILE, or both")
+    if content and otlp_file is None:
+        fail("--content puts messages in the spans of --otlp; fix: pass --otlp FILE with it (an Inspect log has them)")
     try:
-        count = export_otlp(run_dir, otlp_file, content=content)
-    except TraceError as error:
+        if otlp_file is not None:
+            count = export_otlp(run_dir, otlp_file, content=content)
+            click.echo(f"wrote {count} spans to {otlp_file}")
+        if inspect_file is not None:
+            count = export_inspect(run_dir, inspect_file)
+            click.echo(f"wrote an Inspect log of {count} events to {inspect_file}")
+    except (TraceError, InspectExportError) as error:
         fail(str(error))
-    click.echo(f"wrote {count} spans to {otlp_file}")
 
 
 @click.command()

@@ -391,26 +391,56 @@ def sent_messages(run_dir: Path, step: int) -> list[dict[str, Any]]:
     chain = []
     at: int | None = step
     while at is not None:
-        path = Path(run_dir) / step_name(at)
-        try:
-            delta = json.loads(path.read_text(encoding="utf-8"))["request"]
-        except FileNotFoundError:
-            raise StepRecordError(f"{path}: missing; fix: pass a run folder and a step it recorded") from None
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            raise StepRecordError(f"{path}: not a step record ({type(error).__name__})") from None
-        problem = _delta_problem(delta, at)
-        if problem is not None:
-            raise StepRecordError(
-                f"{path}: {problem} (a corrupted record); fix: restore the run folder as `turnstate run` wrote it"
-            )
+        delta = request_record(Path(run_dir), at)
         chain.append(delta)
         at = delta["after_step"]
     texts = _event_texts(Path(run_dir), chain)
     messages: list[dict[str, Any]] = []
     for delta in reversed(chain):
-        base = messages[:1] + messages[1 + delta["dropped"] :] if delta["after_step"] is not None else []
-        messages = [*base, *(_resolved(message, texts) for message in delta["added"])]
+        messages = _followed(messages, delta, texts)
     return messages
+
+
+def sent_requests(run_dir: Path, steps: Sequence[int]) -> dict[int, list[dict[str, Any]]]:
+    """The readable request of each of `steps` (the run's recorded steps), as `sent_messages` gives
+    one, rebuilt in one pass over the records: each step's from the request it follows. A StepRecordError
+    names a record that follows a step not among them."""
+    records = {step: request_record(Path(run_dir), step) for step in sorted(steps)}
+    texts = _event_texts(Path(run_dir), list(records.values()))
+    requests: dict[int, list[dict[str, Any]]] = {}
+    for step, delta in records.items():
+        after = delta["after_step"]
+        if after is not None and after not in requests:
+            raise StepRecordError(
+                f"{Path(run_dir) / step_name(step)}: follows step {after}, which the folder does not hold; fix: "
+                "restore the run folder as `turnstate run` wrote it"
+            )
+        requests[step] = _followed(requests[after] if after is not None else [], delta, texts)
+    return requests
+
+
+def request_record(run_dir: Path, step: int) -> dict[str, Any]:
+    """Step `step`'s request record (its request_delta), checked; a StepRecordError names its file."""
+    path = run_dir / step_name(step)
+    try:
+        delta = json.loads(path.read_text(encoding="utf-8"))["request"]
+    except FileNotFoundError:
+        raise StepRecordError(f"{path}: missing; fix: pass a run folder and a step it recorded") from None
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise StepRecordError(f"{path}: not a step record ({type(error).__name__})") from None
+    problem = _delta_problem(delta, step)
+    if problem is not None:
+        raise StepRecordError(
+            f"{path}: {problem} (a corrupted record); fix: restore the run folder as `turnstate run` wrote it"
+        )
+    return delta
+
+
+def _followed(before: list[dict[str, Any]], delta: Mapping[str, Any], texts: Mapping[int, str]) -> list[dict[str, Any]]:
+    """The request `delta` records, from `before`, the request of the step it follows (if it follows one):
+    the same system message, less the `dropped` oldest, then `added`."""
+    base = before[:1] + before[1 + delta["dropped"] :] if delta["after_step"] is not None else []
+    return [*base, *(_resolved(message, texts) for message in delta["added"])]
 
 
 def _event_texts(run_dir: Path, deltas: Sequence[Mapping[str, Any]]) -> dict[int, str]:

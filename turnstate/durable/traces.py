@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,10 +45,12 @@ from turnstate.durable.events import (
 )
 from turnstate.durable.jsonl import whole_lines_of
 from turnstate.durable.layout import CALLS, EVENTS, RUN_META
+from turnstate.durable.writer import write_exported
 
 Attribute = str | int | float | bool
 SpanKind = Literal["internal", "client"]
 ROOT: Final = "run"  # the key of the run's span
+TIMED_CALL: Final = ("turn", "attempt", "started", "ended")  # what a calls.jsonl line with times says (CallFacts)
 
 # The conventions' provider names where they name one (gen_ai.provider.name); else the adapter's own.
 CONVENTION_PROVIDERS: Final = {"openai-compatible": "openai", "xai": "x_ai", "google": "gcp.gemini"}
@@ -313,6 +314,8 @@ def call_lines(content: bytes, path: Path, first_line: int = 1) -> Iterator[dict
             entry = json.loads(line)
             if not isinstance(entry, dict) or not isinstance(entry.get("call"), int):
                 raise ValueError("not a call")
+            if "started" in entry and not all(isinstance(entry.get(key), int) for key in TIMED_CALL):
+                raise ValueError("not a timed call")
         except ValueError:
             raise TraceError(
                 f"{path}: line {number} is not a provider call; fix: restore the file as the run wrote it"
@@ -335,14 +338,19 @@ def run_spans(run_dir: Path, meta: Mapping[str, Any], *, content: bool = False) 
     builder = SpanBuilder(RunFacts.of(meta), content=content)
     spans: list[Span] = []
     for name in (EVENTS, CALLS):  # the events first: SpanBuilder
-        path = run_dir / name
-        try:
-            spans += builder.lines(name, path.read_bytes(), path)
-        except FileNotFoundError:
-            continue
-        except OSError as error:
-            raise TraceError(f"{path}: cannot be read ({error.strerror}); fix: check its permissions") from None
+        spans += builder.lines(name, record_bytes(run_dir, name), run_dir / name)
     return spans + builder.finish(meta)
+
+
+def record_bytes(run_dir: Path, name: str) -> bytes:
+    """The bytes of the run's records file `name` (none for a file the run never wrote), or TraceError."""
+    path = run_dir / name
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return b""
+    except OSError as error:
+        raise TraceError(f"{path}: cannot be read ({error.strerror}); fix: check its permissions") from None
 
 
 # OTLP/JSON: the OTLP protobuf's JSON mapping, with the ids in hex and 64-bit integers as strings
@@ -400,12 +408,9 @@ def export_otlp(run_dir: Path, path: Path, *, content: bool = False) -> int:
     meta = run_meta(run_dir)
     spans = run_spans(run_dir, meta, content=content)
     written = otlp_json(str(meta.get("run_id", run_dir.name)), spans, {"service.name": SCOPE})
-    partial = path.with_name(f".{path.name}.partial")
     try:
-        partial.write_bytes(written)
-        os.replace(partial, path)
+        write_exported(path, lambda partial: partial.write_bytes(written))
     except OSError as error:
-        partial.unlink(missing_ok=True)
         raise TraceError(
             f"{path}: cannot be written ({error.strerror}); fix: name a file in a folder you can write"
         ) from None

@@ -14,9 +14,11 @@ fsynced step records are the record.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -174,6 +176,22 @@ def write_once(target: Path, content: bytes) -> None:
         file.flush()
         os.fsync(file.fileno())
     os.replace(temporary, target)
+
+
+def write_exported(target: Path, write: Callable[[Path], object]) -> None:
+    """An exported file (`turnstate export`'s) whole or not at all: `write` writes it to a file beside
+    `target` with `target`'s suffix, which is then renamed over it. The folder must exist. An OSError
+    (a folder missing or unwritable, a full disk) leaves neither file and names `target`'s folder."""
+    partial = target.with_name(f".{target.stem}.partial{target.suffix}")
+    if not target.parent.is_dir():
+        raise FileNotFoundError(errno.ENOENT, "no such folder", str(target.parent))
+    try:
+        write(partial)
+        os.replace(partial, target)
+    except OSError:
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
+        raise
 
 
 def write_first(target: Path, content: bytes) -> bool:
