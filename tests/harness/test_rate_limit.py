@@ -5,17 +5,27 @@ waits are in the records; without it, the same sweep draws 429s."""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import pty
+import re
+import struct
+import subprocess
+import sys
+import termios
 from pathlib import Path
 
 import pytest
 import yaml
 
+from turnstate.adapters.contract import ModelRequest, RequestSettings
 from turnstate.adapters.rate_buckets import Rate
+from turnstate.durable.layout import RATE_LIMIT_WAIT
 from turnstate.local_provider.server import LocalProvider
 from turnstate.reports.folder import write_report
 from turnstate.session.profile import PROFILES_DIR
-from turnstate.session.rate_limit import SharedLimit
+from turnstate.session.rate_limit import Pacing, SharedLimit
 from turnstate.sweeps.engines import PoolEngine, run_sweep
 from turnstate.sweeps.plan import load_sweep
 
@@ -101,3 +111,88 @@ def test_tokens_one_run_reserved_keep_another_back_until_its_usage_gives_back_wh
     assert first.acquire(45) == 0.0  # a full bucket lets a larger call go, into debt: -40
     first.give_back(30)  # it used 15: -10
     assert second.acquire(5) == pytest.approx(1.5)  # 15 tokens at 10 a second
+
+
+def test_a_paced_call_marks_its_run_folder_while_it_waits_and_clears_the_mark_once_it_goes(tmp_path):
+    now = [100.0]
+    seen: list[str] = []
+    marker = tmp_path / RATE_LIMIT_WAIT
+
+    def sleep(seconds: float) -> None:
+        seen.append(marker.read_text())
+        now[0] += seconds
+
+    limit = SharedLimit(
+        "url|model",
+        Rate(requests_per_minute=60, burst_seconds=1.0),
+        tmp_path,
+        max_hold_seconds=30,
+        clock=lambda: now[0],
+        sleep=sleep,
+    )
+    pacing = Pacing(limit, RequestSettings(model="m", max_output_tokens=1), lambda request: 0, marker)
+    request = ModelRequest("system", ())
+    assert pacing.before(request).waited == 0.0 and not marker.exists()  # the bucket's one request
+    assert pacing.before(request).waited == pytest.approx(1.0)
+    assert seen == ["101.000\n"] and not marker.exists()  # it said until when, then went
+
+
+TERMINAL_SWEEP = """
+id: limited
+profiles: [limited.yaml]
+environments:
+  - name: beacon_grid
+    options: {levels: 1}
+    seeds: [0, 1, 2, 3]
+budget: {in_flight: 4}
+"""
+
+
+def on_a_terminal(command: list[str], cwd: Path) -> tuple[int, str]:
+    """`command` run with a pseudo-terminal (160 columns wide) as its stdin, stdout and stderr, as a
+    person's shell runs it; its exit code and everything it wrote, the terminal's control sequences left out."""
+    main, child = pty.openpty()
+    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 160, 0, 0))  # 160 columns: no line wraps
+    environment = {
+        key: value for key, value in os.environ.items() if key not in ("COLUMNS", "LINES")
+    }  # the size is the terminal's
+    done = subprocess.Popen(command, cwd=cwd, stdin=child, stdout=child, stderr=child, env=environment)
+    os.close(child)
+    written = b""
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:  # the command has ended and closed the terminal
+            break
+        if not chunk:
+            break
+        written += chunk
+    os.close(main)
+    return done.wait(timeout=120), re.sub(rb"\x1b\[[0-9;?]*[A-Za-z]|\r", b"", written).decode()
+
+
+def test_a_sweep_on_a_terminal_shows_its_runs_as_they_go_and_those_waiting_on_the_limit(tmp_path):
+    """Four runs against a provider that answers 429 above 240 requests a minute, sharing that limit:
+    the live view says how many are done, running and waiting on the limit while they go, then its
+    end; no run is refused, and no run folder keeps a marker."""
+    with LocalProvider(rate=Rate(requests_per_minute=240)) as provider:
+        profile = yaml.safe_load((PROFILES_DIR / "local-manual-rolling.yaml").read_text())
+        profile["client"] = {
+            "base_url": provider.openai_base_url,
+            "api_key_env": SERVED_KEY_VARIABLE,
+            "rate_limit": {"requests_per_minute": 240},
+        }
+        (tmp_path / "limited.yaml").write_text(yaml.safe_dump(profile))
+        (tmp_path / "sweep.yaml").write_text(TERMINAL_SWEEP)
+        code, shown = on_a_terminal(
+            [sys.executable, "-m", "turnstate.cli", "sweep", "sweep.yaml", "--out", "out"], tmp_path
+        )
+        assert provider.refused_over_rate == 0
+    assert code == 0, shown
+    assert re.search(r"sweep limited: 4 runs: \d done, 0 failed, \d running \(\d waiting on the rate limit\)", shown)
+    assert re.search(
+        r"  local-manual-rolling\.beacon_grid\.s\d\.r1: step \d+/120, waiting on the rate limit, \d+ s", shown
+    )
+    assert re.search(r"\d+ s so far, (about \d+ s left|about to end)", shown)
+    assert re.search(r"^sweep limited: 4 runs: 4 done, 0 failed, 0 running, 0 queued, in [\d.]+ s$", shown, re.M)
+    assert not list((tmp_path / "out").rglob(RATE_LIMIT_WAIT))

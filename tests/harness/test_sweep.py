@@ -206,6 +206,8 @@ def test_a_sweep_run_again_skips_ended_runs_and_resumes_a_killed_one_from_its_ch
     assert again.exit_code == 0, again.output
     said = again.stdout.splitlines()
     assert said[1:3] == [f"  skips 1 (they ended): {first.key}", f"  resumes 1 (they did not end): {killed.key}"]
+    assert said[-2].startswith(f"sweep {plan.sweep.id}: 4 runs: 3 done, 0 failed, 0 running, 0 queued, 1 skipped, in ")
+    assert not any("so far" in line for line in said)  # not a terminal: the lines alone, no live view
     rows = {row["key"]: row for row in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
     assert (ended / "run_meta.json").read_bytes() == before  # skipped, not played again
     assert rows[killed.key]["outcome"] == "win" and rows[killed.key]["resumes"] == 1

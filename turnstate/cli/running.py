@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from turnstate.session.runner import Runner, RunResult
+    from turnstate.sweeps.progress import SweepProgress
 
 MIN_PORT, MAX_PORT = 0, 65535
 
@@ -337,6 +338,7 @@ def sweep(
     from turnstate.reports.page import ReportError
     from turnstate.sweeps.engines import Engine, PoolEngine, run_sweep
     from turnstate.sweeps.plan import SweepError, load_sweep, standing
+    from turnstate.sweeps.progress import SweepProgress, counts
 
     try:
         plan = load_sweep(sweep_file, checkpoints)
@@ -364,8 +366,11 @@ def sweep(
     for verb, why in (("skips", "they ended"), ("resumes", "they did not end")):
         if found[verb]:
             click.echo(f"  {verb} {len(found[verb])} ({why}): {', '.join(found[verb])}")
+    progress = SweepProgress.of(plan, folder, in_flight)
+    title = f"sweep {plan.sweep.id}"
     try:
-        run_sweep(plan, folder, engine, in_flight=in_flight, on_row=ended)
+        with _live_view(progress, title):
+            run_sweep(plan, folder, engine, in_flight=in_flight, on_row=ended, progress=progress)
     except KeyboardInterrupt:
         click.echo(f"interrupted; run it again to go on: turnstate sweep {sweep_file} --out {folder}", err=True)
         sys.exit(EXIT_INTERRUPTED)
@@ -373,10 +378,31 @@ def sweep(
         fail(str(error))
     except OSError as error:
         fail(f"{folder}: cannot write the sweep's folder ({error.strerror})")
+    ended_as = progress.snapshot()
+    click.echo(f"{title}: {counts(ended_as)}, in {ended_as.seconds:.1f} s")
     try:
         click.echo(f"report: {write_report(folder)}")
     except ReportError as error:
         click.echo(f"warning: no report: {error}", err=True)
+
+
+@contextmanager
+def _live_view(progress: SweepProgress, title: str) -> Iterator[None]:
+    """On a terminal, the sweep's progress (sweeps/progress.py) redrawn four times a second below the
+    lines the sweep prints, gone when it ends; elsewhere (a pipe, a file, CI) nothing: the lines alone."""
+    if not sys.stdout.isatty():
+        yield
+        return
+    from rich.live import Live
+    from rich.text import Text
+
+    from turnstate.sweeps.progress import progress_lines
+
+    def view() -> Text:
+        return Text("\n".join(progress_lines(progress.snapshot(), title)))
+
+    with Live(get_renderable=view, refresh_per_second=4, transient=True):
+        yield
 
 
 @click.command()

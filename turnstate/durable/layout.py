@@ -28,6 +28,7 @@ TRANSITIONS: Final = "transitions.jsonl"  # every fired transition of the run's 
 CHECKPOINT_FILE: Final = "checkpoints.sqlite3"  # the checkpoint store (durable/checkpoints/)
 CHECKPOINT_POINTER: Final = "checkpoints.json"  # where they are instead, when in PostgreSQL (checkpoints/stores.py)
 FAILED_TURN: Final = "failed_turn.json"  # the attempts of the turn that failed closed, named in run_meta.json
+RATE_LIMIT_WAIT: Final = ".waiting_on_rate_limit"  # while a call waits on client.rate_limit: until when (Unix seconds)
 SUMMARY_INPUT: Final = "summary_input.json"  # the latest harness summary call's input, written before the call
 TOOL_RESULTS: Final = "tool_results"  # offloaded tool results, a file per ref (durable/tool_results.py)
 IMAGES: Final = "input_images"  # the images the run's inputs showed, a file per digest (durable/images.py)

@@ -17,6 +17,7 @@ network delays unevenly still arrive within the provider's limit.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -37,6 +38,7 @@ from turnstate.adapters.contract import (
     RequestSettings,
 )
 from turnstate.adapters.rate_buckets import Buckets, Rate
+from turnstate.durable.layout import RATE_LIMIT_WAIT
 from turnstate.durable.state_home import state_home
 from turnstate.session.endpoint import RunSetupError
 from turnstate.session.profile import Profile
@@ -73,14 +75,16 @@ class SharedLimit:
         self.path = folder / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
         self._clock, self._sleep = clock, sleep
 
-    def acquire(self, tokens: int) -> float:
-        """Wait until a call of `tokens` may go and take its share; the seconds it waited."""
+    def acquire(self, tokens: int, waiting: Callable[[float], None] = lambda until: None) -> float:
+        """Wait until a call of `tokens` may go and take its share; the seconds it waited. Before
+        each wait, `waiting` is told until when (Unix seconds)."""
         started = self._clock()
         while True:
             with self._buckets() as buckets:
                 wait = buckets.try_take(self.rate, tokens)
             if wait <= 0:
                 return self._clock() - started
+            waiting(self._clock() + wait)
             self._sleep(wait)
 
     def give_back(self, tokens: int) -> None:
@@ -115,14 +119,31 @@ class SharedLimit:
 
 
 class Pacing:
-    """A session's calls, kept within its profile's shared limit: `before` a call, `after` it."""
+    """A session's calls, kept within its profile's shared limit: `before` a call, `after` it. While a
+    call waits, `marker` (the run folder's RATE_LIMIT_WAIT, when the run has a folder) says until when,
+    for a sweep's live view; a marker a killed run left says a time gone by."""
 
-    def __init__(self, limit: SharedLimit, settings: RequestSettings, estimate: Callable[[ModelRequest], int]) -> None:
-        self.limit, self._settings, self._estimate = limit, settings, estimate
+    def __init__(
+        self,
+        limit: SharedLimit,
+        settings: RequestSettings,
+        estimate: Callable[[ModelRequest], int],
+        marker: Path | None = None,
+    ) -> None:
+        self.limit, self._settings, self._estimate, self._marker = limit, settings, estimate, marker
 
     def before(self, request: ModelRequest) -> Paced:
         reserved = self._estimate(request) + request.output_cap(self._settings)
-        return Paced(reserved, self.limit.acquire(reserved))
+        waited = self.limit.acquire(reserved, self._waiting)
+        if waited and self._marker is not None:
+            with contextlib.suppress(OSError):
+                self._marker.unlink(missing_ok=True)
+        return Paced(reserved, waited)
+
+    def _waiting(self, until: float) -> None:
+        if self._marker is not None:
+            with contextlib.suppress(OSError):  # a view's marker never fails a run (a full disk)
+                self._marker.write_text(f"{until:.3f}\n")
 
     def after(self, paced: Paced, outcome: ModelResponse | ProviderError) -> None:
         """A reply gives back what it did not use; a failure keeps its reservation (the provider may
@@ -133,9 +154,16 @@ class Pacing:
             self.limit.hold(outcome.retry_after_seconds)
 
 
-def pacing(profile: Profile, endpoint: Endpoint, adapter: ProviderAdapter, folder: Path | None = None) -> Pacing | None:
+def pacing(
+    profile: Profile,
+    endpoint: Endpoint,
+    adapter: ProviderAdapter,
+    run_dir: Path | None = None,
+    folder: Path | None = None,
+) -> Pacing | None:
     """The profile's calls to `endpoint` paced by its shared limit (None without `client.rate_limit`),
-    its folder made and checked: one that cannot hold it is a RunSetupError before the run starts."""
+    its folder made and checked: one that cannot hold it is a RunSetupError before the run starts. A
+    run in `run_dir` marks its waits there (Pacing)."""
     config = profile.client.rate_limit
     if config is None:
         return None
@@ -156,4 +184,5 @@ def pacing(profile: Profile, endpoint: Endpoint, adapter: ProviderAdapter, folde
         limit,
         profile.request_settings(),
         lambda request: adapter.transcript.estimate_tokens(request.items, request.system),
+        run_dir / RATE_LIMIT_WAIT if run_dir is not None else None,
     )

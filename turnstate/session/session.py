@@ -254,7 +254,7 @@ class Session:
                 self.files,
                 self._on_point,
                 self.sleep,
-                rate_limit.pacing(self.profile, endpoint, self.adapter),
+                rate_limit.pacing(self.profile, endpoint, self.adapter, self.run_dir),
             )
             fields = run_fields(self.profile, self.descriptor, self.run_id, endpoint)
             self.meta = RunMeta(self.performer, self.run_id, self.run_dir, fields)

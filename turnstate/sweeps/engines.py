@@ -47,6 +47,7 @@ from turnstate.sweeps.plan import (
     write_results,
     write_sweep_record,
 )
+from turnstate.sweeps.progress import SweepProgress, skipped_keys
 
 WATCHDOG_SECONDS = 0.5
 STOP_SECONDS = 10.0
@@ -88,13 +89,15 @@ def run_sweep(
     *,
     in_flight: int | None = None,
     on_row: Callable[[Mapping[str, Any]], None] | None = None,
+    progress: SweepProgress | None = None,
 ) -> list[dict[str, Any]]:
     """Play the plan's runs that have not ended, within its budget, and write the results; the rows.
-    One driver at a time on a folder: a second is a SweepError (it would start the same runs)."""
+    One driver at a time on a folder: a second is a SweepError (it would start the same runs).
+    `progress` is told each run it skips, starts and ends, for a live view."""
     sweep_dir.mkdir(parents=True, exist_ok=True)
     try:
         with _driving(sweep_dir), interruptible():  # no handlers of its own: a swallowed Ctrl-C is kept
-            return _drive(plan, sweep_dir, engine, in_flight, on_row)
+            return _drive(plan, sweep_dir, engine, in_flight, on_row, progress or SweepProgress.of(plan, sweep_dir))
     finally:
         engine.close()  # also when the folder is another driver's: a Ray this engine started stops
 
@@ -123,10 +126,12 @@ def _drive(
     engine: Engine,
     in_flight: int | None,
     on_row: Callable[[Mapping[str, Any]], None] | None,
+    progress: SweepProgress,
 ) -> list[dict[str, Any]]:
     runs_root = sweep_dir / SWEEP_RUNS
     write_sweep_record(sweep_dir, plan)
     rows = {planned.key: result_row(planned, runs_root, sweep_dir) for planned in plan.runs}
+    progress.skipped(skipped_keys(rows.values()))
     waiting = deque(planned for planned in plan.runs if rows[planned.key]["outcome"] not in ENDED_OUTCOMES)
     limit = in_flight or plan.sweep.budget.in_flight
     cap = plan.sweep.budget.cost_cap
@@ -135,6 +140,7 @@ def _drive(
     def record(planned: PlannedRun, error: str | None = None) -> None:
         rows[planned.key] = result_row(planned, runs_root, sweep_dir, error)
         write_results(sweep_dir, list(rows.values()), plan.comparisons)
+        progress.ended(rows[planned.key])
         if on_row is not None:
             on_row(rows[planned.key])
 
@@ -144,6 +150,7 @@ def _drive(
             while waiting and len(playing) < limit and (cap is None or _spent(rows.values()) < cap):
                 planned = waiting.popleft()
                 playing[engine.start(planned, runs_root)] = planned
+                progress.started(planned)
             if not playing:
                 break  # the cost cap: what is still waiting does not start
             handle, error = engine.wait(list(playing))
