@@ -14,6 +14,7 @@ import struct
 import subprocess
 import sys
 import termios
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,8 +27,8 @@ from turnstate.local_provider.server import LocalProvider
 from turnstate.reports.folder import write_report
 from turnstate.session.profile import PROFILES_DIR
 from turnstate.session.rate_limit import Pacing, SharedLimit
-from turnstate.sweeps.engines import PoolEngine, run_sweep
-from turnstate.sweeps.plan import load_sweep
+from turnstate.sweeps.engines import Engine, PoolEngine, run_sweep
+from turnstate.sweeps.plan import Plan, load_sweep
 
 from ..conftest import SERVED_KEY_VARIABLE
 
@@ -44,7 +45,13 @@ budget: {in_flight: 8}
 """
 
 
-def eight_runs(folder: Path, base_url: str, limited: bool) -> list[dict]:
+def eight_runs(
+    folder: Path,
+    base_url: str,
+    limited: bool,
+    engine: Callable[[Plan], Engine] = lambda plan: PoolEngine(plan.adapter_ids),
+) -> list[dict]:
+    """The eight runs' sweep against `base_url`, sharing the limit if `limited`, on `engine` (the pool)."""
     profile = yaml.safe_load((PROFILES_DIR / "local-manual-rolling.yaml").read_text())
     profile["client"] = {"base_url": base_url, "api_key_env": SERVED_KEY_VARIABLE}
     if limited:
@@ -52,7 +59,7 @@ def eight_runs(folder: Path, base_url: str, limited: bool) -> list[dict]:
     (folder / "limited.yaml").write_text(yaml.safe_dump(profile))
     (folder / "sweep.yaml").write_text(EIGHT_RUNS)
     plan = load_sweep(folder / "sweep.yaml")
-    return run_sweep(plan, folder / "out", PoolEngine(plan.adapter_ids))
+    return run_sweep(plan, folder / "out", engine(plan))
 
 
 @pytest.fixture
@@ -67,6 +74,11 @@ def calls_of(run_dir: Path) -> list[dict]:
 
 def test_eight_runs_sharing_the_limit_draw_no_429_and_record_their_waits(tmp_path, limited_provider):
     rows = eight_runs(tmp_path, limited_provider.openai_base_url, limited=True)
+    assert_within_the_limit(tmp_path, rows, limited_provider)
+
+
+def assert_within_the_limit(tmp_path: Path, rows: list[dict], limited_provider: LocalProvider) -> None:
+    """No request refused, every run won without a retry, and the waits the limit made are in the records."""
     assert limited_provider.refused_over_rate == 0
     assert [row["outcome"] for row in rows] == ["win"] * 8 and all(row["retries"] == 0 for row in rows)
     run_dirs = [tmp_path / "out" / row["run_dir"] for row in rows]

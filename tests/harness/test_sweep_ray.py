@@ -22,6 +22,8 @@ ray = pytest.importorskip(
     "ray", reason="Ray is not installed (pip install -e '.[ray]' in turnstate's checkout): the Ray engine is not tested"
 )
 
+from turnstate.adapters.rate_buckets import Rate  # noqa: E402
+from turnstate.local_provider.server import LocalProvider  # noqa: E402
 from turnstate.session.profile import PROFILES_DIR  # noqa: E402
 from turnstate.sweeps import ray_engine as sweep_ray  # noqa: E402
 from turnstate.sweeps.engines import run_sweep  # noqa: E402
@@ -29,6 +31,7 @@ from turnstate.sweeps.plan import load_sweep, run_folder  # noqa: E402
 from turnstate.sweeps.ray_engine import RayEngine, RayEngineError  # noqa: E402
 
 from .test_cli import invoke  # noqa: E402
+from .test_rate_limit import REQUESTS_PER_MINUTE, assert_within_the_limit, eight_runs  # noqa: E402
 from .test_sweep import sweep_file  # noqa: E402
 
 TWO_LONG_RUNS = """
@@ -256,3 +259,11 @@ def test_the_cli_names_a_missing_ray_with_the_install_fix(tmp_path, monkeypatch)
     assert result.stderr.strip() == (
         "error: the Ray engine needs Ray, which is not installed; fix: pip install -e '.[ray]' in turnstate's checkout"
     )
+
+
+def test_eight_runs_on_ray_workers_share_the_rate_limit_and_draw_no_429(tmp_path, cluster):
+    """The pool's eight-run test (test_rate_limit.py) on Ray: the workers of one host take from the same
+    locked buckets the pool's processes do."""
+    with LocalProvider(rate=Rate(requests_per_minute=REQUESTS_PER_MINUTE)) as provider:
+        rows = eight_runs(tmp_path, provider.openai_base_url, True, lambda plan: RayEngine(cluster))
+        assert_within_the_limit(tmp_path, rows, provider)
