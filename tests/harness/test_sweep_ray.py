@@ -156,13 +156,21 @@ def test_a_sweep_on_postgresql_resumes_a_killed_workers_run_on_another_worker_fr
 
 
 TWO_LONGER_RUNS = TWO_LONG_RUNS.replace("[local-manual-rolling]", "[longer.yaml]").replace("levels: 12", "levels: 60")
-"""About five times as long: under a loaded suite, two 1.2 s runs have both won before the Ctrl-C reached them."""
+"""About five times as long, and each run's third call answered 429 with a Retry-After of 5 s, which
+it waits out: under a loaded suite two 1.2 s runs had both won before the Ctrl-C reached them, and
+so had two 2.8 s runs (the /proc scan before the Ctrl-C took that long), but a run waiting is still
+playing when it comes."""
+HELD_AT_ITS_THIRD_CALL = "  local:\n    faults: [{at: 3, kind: rate_limit, retry_after_seconds: 5}]\n"
 
 
 def _started_sweep(tmp_path: Path, address: str) -> tuple[subprocess.Popen[str], Path]:
     """`turnstate sweep --ray ADDRESS` in a session of its own, once its first runs are playing."""
     shipped = (PROFILES_DIR / "local-manual-rolling.yaml").read_text()
-    (tmp_path / "longer.yaml").write_text(shipped.replace("max_actions: 120", "max_actions: 600"))
+    longer = shipped.replace("max_actions: 120", "max_actions: 600").replace(
+        "  base_url: local\n", "  base_url: local\n" + HELD_AT_ITS_THIRD_CALL
+    )
+    assert HELD_AT_ITS_THIRD_CALL in longer
+    (tmp_path / "longer.yaml").write_text(longer)
     path = sweep_file(tmp_path, text=TWO_LONGER_RUNS)
     out = tmp_path / "out"
     driver = subprocess.Popen(
