@@ -113,8 +113,10 @@ class _RunLog:
         redactor = run_redactor(meta)
         events = list(event_lines(record_bytes(run_dir, EVENTS), run_dir / EVENTS))
         calls = list(call_lines(record_bytes(run_dir, CALLS), run_dir / CALLS))
-        requests = redactor.scrub(sent_requests(run_dir, recorded_steps(run_dir)))
-        return cls(run_dir, redactor.scrub(meta), events, calls, {int(step): value for step, value in requests.items()})
+        requests = {
+            step: redactor.scrub(messages) for step, messages in sent_requests(run_dir, recorded_steps(run_dir)).items()
+        }
+        return cls(run_dir, redactor.scrub(meta), events, calls, requests)
 
     @property
     def model(self) -> str:
@@ -235,26 +237,26 @@ class _RunLog:
             for message in first[:1]
             if message.get("role") == "system"
         ]
-        tool_calls = self._tool_calls()
-        names = {call.call_id: call.name for calls in tool_calls.values() for call in calls}
         for event in self.events:
             match event:
                 case UserInputEvent():
                     messages.append(ChatMessageUser(content=event.text))
                 case AssistantMessageEvent(status="accepted"):
-                    messages.append(_reply(event, tool_calls.get(event.seq, []), self.model))
+                    messages.append(_reply(event, self.tool_calls.get(event.seq, []), self.model))
                 case ToolResultEvent():
+                    call = self.calls_by_id.get(event.call_id)
                     messages.append(
                         ChatMessageTool(
                             content=event.content,
                             tool_call_id=event.call_id,
-                            function=names.get(event.call_id),
+                            function=call.name if call is not None else None,
                             error=_tool_error(event),
                         )
                     )
         return messages
 
-    def _tool_calls(self) -> dict[int, list[ToolCallEvent]]:
+    @cached_property
+    def tool_calls(self) -> dict[int, list[ToolCallEvent]]:
         """Each reply's tool calls, by the number of its event."""
         calls: dict[int, list[ToolCallEvent]] = {}
         for event in self.events:
@@ -262,12 +264,16 @@ class _RunLog:
                 calls.setdefault(event.message, []).append(event)
         return calls
 
+    @cached_property
+    def calls_by_id(self) -> dict[str, ToolCallEvent]:
+        """Each tool call, by its id (which its result names)."""
+        return {call.call_id: call for calls in self.tool_calls.values() for call in calls}
+
     def _model_events(self) -> list[ModelEvent]:
         from inspect_ai.event import ModelEvent
         from inspect_ai.model import GenerateConfig, ModelOutput
 
         verdicts = {(e.turn, e.attempt): e for e in self.events if isinstance(e, AssistantMessageEvent)}
-        tool_calls = self._tool_calls()
         last_step: dict[int, int] = {}  # a turn's last step: the request of its calls that name no reply
         for event in self.events:
             last_step[event.turn] = max(last_step.get(event.turn, 0), event.step)
@@ -285,7 +291,7 @@ class _RunLog:
             seconds = (line["ended"] - line["started"]) / 1e9
             failed = outcome not in ("replied", "compacted")
             if verdict is not None:
-                reply = _reply(verdict, tool_calls.get(verdict.seq, []), self.model)
+                reply = _reply(verdict, self.tool_calls.get(verdict.seq, []), self.model)
                 output = ModelOutput(model=self.model, choices=[_choice(reply)], usage=usage, time=seconds)
             else:
                 output = ModelOutput(model=self.model, usage=usage, time=seconds, error=outcome if failed else None)
@@ -322,13 +328,12 @@ class _RunLog:
     def _tool_events(self) -> list[ToolEvent]:
         from inspect_ai.event import ToolEvent
 
-        calls = {call.call_id: call for calls in self._tool_calls().values() for call in calls}
         start = self.bounds[0]
         events = []
         for event in self.events:
             if not isinstance(event, ToolResultEvent) or event.ran is None:
                 continue
-            call = calls.get(event.call_id)
+            call = self.calls_by_id.get(event.call_id)
             events.append(
                 ToolEvent(
                     timestamp=_datetime(event.ran[0]),

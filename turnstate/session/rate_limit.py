@@ -131,11 +131,13 @@ class Pacing:
         marker: Path | None = None,
     ) -> None:
         self.limit, self._settings, self._estimate, self._marker = limit, settings, estimate, marker
+        self._marked = False  # whether this call wrote the marker, which it then removes
 
     def before(self, request: ModelRequest) -> Paced:
         reserved = self._estimate(request) + request.output_cap(self._settings)
         waited = self.limit.acquire(reserved, self._waiting)
-        if waited and self._marker is not None:
+        if self._marked and self._marker is not None:
+            self._marked = False
             with contextlib.suppress(OSError):
                 self._marker.unlink(missing_ok=True)
         return Paced(reserved, waited)
@@ -144,6 +146,7 @@ class Pacing:
         if self._marker is not None:
             with contextlib.suppress(OSError):  # a view's marker never fails a run (a full disk)
                 self._marker.write_text(f"{until:.3f}\n")
+                self._marked = True
 
     def after(self, paced: Paced, outcome: ModelResponse | ProviderError) -> None:
         """A reply gives back what it did not use; a failure keeps its reservation (the provider may
