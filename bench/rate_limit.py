@@ -1,7 +1,8 @@
-"""What the shared rate limit does to a sweep (issue 36): eight runs of the default profile (one
-level each) in eight processes against one local provider enforcing REQUESTS_PER_MINUTE, with the
-limit shared (client.rate_limit at the same rate) and without it. For each: the wall time, the 429s
-the provider sent, the runs' retries, and the seconds they waited on the limit. Median of `--repeat`.
+"""What the shared rate limit does to a sweep (issue 36): the eight-run sweep of
+tests/harness/test_rate_limit.py (the default profile, one level each, eight pool processes) against
+one local provider enforcing its REQUESTS_PER_MINUTE, with the limit shared (client.rate_limit at the
+same rate) and without it. For each: the wall time, the 429s the provider sent, the runs' retries, the
+seconds they waited on the limit, and their wins. Median of `--repeat`. It needs the test extra.
 
     python bench/rate_limit.py [--repeat N]
 """
@@ -11,42 +12,23 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-import yaml
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root, for its tests
 
-from turnstate.adapters.rate_buckets import Rate
-from turnstate.local_provider.server import LocalProvider
-from turnstate.session.profile import PROFILES_DIR
-from turnstate.sweeps.engines import PoolEngine, run_sweep
-from turnstate.sweeps.plan import load_sweep
-
-REQUESTS_PER_MINUTE = 600
-KEY_VARIABLE = "TURNSTATE_BENCH_KEY"
-SWEEP = """
-id: limited
-profiles: [limited.yaml]
-environments:
-  - name: beacon_grid
-    options: {levels: 1}
-    seeds: [0, 1, 2, 3, 4, 5, 6, 7]
-budget: {in_flight: 8}
-"""
+from tests.conftest import SERVED_KEY_VARIABLE  # noqa: E402
+from tests.harness.test_rate_limit import REQUESTS_PER_MINUTE, eight_runs  # noqa: E402
+from turnstate.adapters.rate_buckets import Rate  # noqa: E402
+from turnstate.local_provider.server import LocalProvider  # noqa: E402
 
 
 def sweep(folder: Path, limited: bool) -> dict[str, float]:
     with LocalProvider(rate=Rate(requests_per_minute=REQUESTS_PER_MINUTE)) as provider:
-        profile = yaml.safe_load((PROFILES_DIR / "local-manual-rolling.yaml").read_text())
-        profile["client"] = {"base_url": provider.openai_base_url, "api_key_env": KEY_VARIABLE}
-        if limited:
-            profile["client"]["rate_limit"] = {"requests_per_minute": REQUESTS_PER_MINUTE}
-        (folder / "limited.yaml").write_text(yaml.safe_dump(profile))
-        (folder / "sweep.yaml").write_text(SWEEP)
-        plan = load_sweep(folder / "sweep.yaml")
         started = time.perf_counter()
-        rows = run_sweep(plan, folder / "out", PoolEngine(plan.adapter_ids))
+        rows = eight_runs(folder, provider.openai_base_url, limited)
         return {
             "wall s": time.perf_counter() - started,
             "429s": provider.refused_over_rate,
@@ -60,7 +42,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     repeat = parser.parse_args().repeat
-    os.environ.setdefault(KEY_VARIABLE, "sk-bench")
+    os.environ.setdefault(SERVED_KEY_VARIABLE, "sk-bench")  # before the pool's forkserver starts
     print(f"8 runs, {REQUESTS_PER_MINUTE} requests a minute enforced; median of {repeat}")
     for limited in (True, False):
         figures: dict[str, list[float]] = {}
